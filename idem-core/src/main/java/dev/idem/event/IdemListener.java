@@ -1,0 +1,29 @@
+package dev.idem.event;
+
+/**
+ * Receives {@link IdemEvent}s. Implement only the methods you need.
+ *
+ * <p>Guarantees: a listener's exception never breaks the call that emitted the event; idem logs it
+ * and goes on. Events are delivered on the calling thread, after the outcome is decided (an {@code
+ * Applied} after commit).
+ *
+ * <p>Does not guarantee: delivery after a crash. Events are for metrics, not for bookkeeping; count
+ * effects in the database when you need certainty.
+ */
+public interface IdemListener {
+
+  /** Listens to nothing. Guards given this one build no events at all. */
+  IdemListener NONE = new IdemListener() {};
+
+  default void onApplied(IdemEvent.Applied event) {}
+
+  default void onReplayed(IdemEvent.Replayed event) {}
+
+  default void onInFlight(IdemEvent.InFlight event) {}
+
+  default void onFingerprintMismatch(IdemEvent.FingerprintMismatch event) {}
+
+  default void onLeaseTakenOver(IdemEvent.LeaseTakenOver event) {}
+
+  default void onExpired(IdemEvent.Expired event) {}
+}

@@ -1,0 +1,92 @@
+package dev.idem.internal;
+
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.window.DedupeWindow;
+import java.time.Duration;
+import java.util.function.Consumer;
+
+/**
+ * How idem's guards emit events. With no listener it is a do-nothing object, so the hot path
+ * builds no event; with one, each event is delivered and a listener's exception is logged, never
+ * thrown into the call. Not an API.
+ */
+public interface Events {
+
+  Events NONE = new Events() {};
+
+  static Events to(IdemListener listener, String source) {
+    if (listener == null || listener == IdemListener.NONE) {
+      return NONE;
+    }
+    return new Delivering(listener, source);
+  }
+
+  default void applied(IdempotencyKey key) {}
+
+  default void replayed(IdempotencyKey key, Duration age, DedupeWindow window) {}
+
+  default void inFlight(IdempotencyKey key, Duration retryAfter) {}
+
+  default void fingerprintMismatch(IdempotencyKey key) {}
+
+  default void leaseTakenOver(IdempotencyKey key, long previousToken, long newToken) {}
+
+  default void expired(long count) {}
+
+  /** Delivers to one listener; see {@link Events}. */
+  final class Delivering implements Events {
+    private static final System.Logger LOG = System.getLogger("dev.idem.events");
+
+    private final IdemListener listener;
+    private final String source;
+
+    Delivering(IdemListener listener, String source) {
+      this.listener = listener;
+      this.source = source;
+    }
+
+    private <E extends IdemEvent> void deliver(E event, Consumer<E> method) {
+      try {
+        method.accept(event);
+      } catch (RuntimeException | Error e) {
+        if (e instanceof VirtualMachineError vme) {
+          throw vme;
+        }
+        LOG.log(System.Logger.Level.WARNING, "idem listener " + listener + " failed on " + event + "; the call goes on", e);
+      }
+    }
+
+    @Override
+    public void applied(IdempotencyKey key) {
+      deliver(new IdemEvent.Applied(source, key), listener::onApplied);
+    }
+
+    @Override
+    public void replayed(IdempotencyKey key, Duration age, DedupeWindow window) {
+      double used = window == null ? 0 : window.fractionUsed(age.isNegative() ? Duration.ZERO : age);
+      deliver(new IdemEvent.Replayed(source, key, age, used), listener::onReplayed);
+    }
+
+    @Override
+    public void inFlight(IdempotencyKey key, Duration retryAfter) {
+      deliver(new IdemEvent.InFlight(source, key, retryAfter), listener::onInFlight);
+    }
+
+    @Override
+    public void fingerprintMismatch(IdempotencyKey key) {
+      deliver(new IdemEvent.FingerprintMismatch(source, key), listener::onFingerprintMismatch);
+    }
+
+    @Override
+    public void leaseTakenOver(IdempotencyKey key, long previousToken, long newToken) {
+      deliver(new IdemEvent.LeaseTakenOver(source, key, previousToken, newToken), listener::onLeaseTakenOver);
+    }
+
+    @Override
+    public void expired(long count) {
+      deliver(new IdemEvent.Expired(source, count), listener::onExpired);
+    }
+  }
+}

@@ -1,0 +1,40 @@
+package dev.idem.key;
+
+import dev.idem.IdemException;
+
+/**
+ * A key came back with a request that differs from the one it was first used with. The stored
+ * record is unchanged and no effect ran. This is not a repeat: it is a client bug (a key reused for
+ * a new intent, a derivation that drops a field), made visible instead of silently answered with
+ * the first request's result. Over HTTP, answer 422.
+ */
+public class KeyReuseException extends IdemException {
+  private static final long serialVersionUID = 1L;
+
+  private final transient IdempotencyKey key;
+  private final transient Fingerprint stored;
+  private final transient Fingerprint given;
+
+  public KeyReuseException(IdempotencyKey key, Fingerprint stored, Fingerprint given) {
+    super("key " + key + " was first used with request fingerprint " + stored.hex()
+        + " and is now reused with a different request (fingerprint " + given.hex()
+        + "); a key names one intent: send a new key for a new request");
+    this.key = key;
+    this.stored = stored;
+    this.given = given;
+  }
+
+  public IdempotencyKey key() {
+    return key;
+  }
+
+  /** The fingerprint recorded with the first use. */
+  public Fingerprint stored() {
+    return stored;
+  }
+
+  /** The fingerprint of the refused request. */
+  public Fingerprint given() {
+    return given;
+  }
+}

@@ -1,0 +1,94 @@
+package dev.idem.result;
+
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Turns a result into bytes to store with its key, and back, so a repeat receives the first
+ * result. {@link #none()} stores nothing, and lets the store skip the write that would hold it.
+ *
+ * <p>A codec must be deterministic enough that {@code decode(encode(x))} is what a repeat should
+ * get. An {@code encode} that throws fails the call, and the effect is rolled back with it: a result
+ * that cannot be stored cannot be replayed, so it must not be committed. For JSON, use {@code
+ * dev.idem.jackson.JacksonCodec} (module {@code idem-jackson}).
+ *
+ * @param <T> the result type
+ */
+public interface Codec<T> {
+
+  /** The bytes to store; {@code null} stores no result. */
+  byte[] encode(T value) throws Exception;
+
+  /** The result from stored bytes ({@code null} when none were stored). */
+  T decode(byte[] bytes) throws Exception;
+
+  /** Whether this codec never stores anything, so a store may skip writing a result. */
+  default boolean storesNothing() {
+    return false;
+  }
+
+  /** Stores nothing; every replay gets {@code null}. For effects whose caller needs only "done". */
+  @SuppressWarnings("unchecked")
+  static <T> Codec<T> none() {
+    return (Codec<T>) NoResult.INSTANCE;
+  }
+
+  /** Strings as UTF-8. */
+  static Codec<String> utf8() {
+    return Utf8.INSTANCE;
+  }
+
+  /** Bytes as they are. */
+  static Codec<byte[]> bytes() {
+    return Bytes.INSTANCE;
+  }
+
+  /** See {@link Codec#none()}. */
+  enum NoResult implements Codec<Object> {
+    INSTANCE;
+
+    @Override
+    public byte[] encode(Object value) {
+      return null;
+    }
+
+    @Override
+    public Object decode(byte[] bytes) {
+      return null;
+    }
+
+    @Override
+    public boolean storesNothing() {
+      return true;
+    }
+  }
+
+  /** See {@link Codec#utf8()}. */
+  enum Utf8 implements Codec<String> {
+    INSTANCE;
+
+    @Override
+    public byte[] encode(String value) {
+      return value == null ? null : value.getBytes(StandardCharsets.UTF_8);
+    }
+
+    @Override
+    public String decode(byte[] bytes) {
+      return bytes == null ? null : new String(bytes, StandardCharsets.UTF_8);
+    }
+  }
+
+  /** See {@link Codec#bytes()}. */
+  enum Bytes implements Codec<byte[]> {
+    INSTANCE;
+
+    @Override
+    public byte[] encode(byte[] value) {
+      return value == null ? null : value.clone();
+    }
+
+    @Override
+    public byte[] decode(byte[] bytes) {
+      return bytes;
+    }
+  }
+}

@@ -1,0 +1,15 @@
+package dev.idem.result;
+
+import dev.idem.IdemException;
+
+/**
+ * A result could not be encoded for storage, or a stored one could not be decoded. When encoding
+ * fails, the effect it belongs to was rolled back: nothing was committed for the key.
+ */
+public class CodecException extends IdemException {
+  private static final long serialVersionUID = 1L;
+
+  public CodecException(String message, Throwable cause) {
+    super(message, cause);
+  }
+}

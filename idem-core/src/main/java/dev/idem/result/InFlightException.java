@@ -1,0 +1,24 @@
+package dev.idem.result;
+
+import dev.idem.IdemException;
+import java.time.Duration;
+
+/**
+ * Thrown only by {@link Execution.InFlight#value()}, for callers who prefer an exception to a
+ * pattern match: the first copy of this intent is still running. Not a failure of the intent:
+ * retry after {@link #retryAfter()}.
+ */
+public class InFlightException extends IdemException {
+  private static final long serialVersionUID = 1L;
+
+  private final Duration retryAfter;
+
+  public InFlightException(String key, Duration retryAfter) {
+    super("key " + key + " is in flight: another copy is running; retry after " + retryAfter);
+    this.retryAfter = retryAfter;
+  }
+
+  public Duration retryAfter() {
+    return retryAfter;
+  }
+}

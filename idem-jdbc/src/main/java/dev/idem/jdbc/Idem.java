@@ -1,0 +1,302 @@
+package dev.idem.jdbc;
+
+import dev.idem.event.IdemListener;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.internal.Identifiers;
+import dev.idem.jdbc.internal.SqlStates;
+import dev.idem.jdbc.lease.Leases;
+import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.outbox.Publisher;
+import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.sequence.EntitySequences;
+import dev.idem.jdbc.transition.Transitions;
+import java.sql.Connection;
+import java.sql.SQLException;
+import javax.sql.DataSource;
+import org.flywaydb.core.Flyway;
+import org.jooq.DSLContext;
+import org.jooq.SQLDialect;
+import org.jooq.conf.MappedSchema;
+import org.jooq.conf.RenderMapping;
+import org.jooq.conf.Settings;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+
+/**
+ * The entry point of idem on PostgreSQL: one per database and schema, shared by the whole service.
+ * Every tool comes from here: {@link #executor()}, {@link #inbox(String)}, {@link #outbox()},
+ * {@link #relay(Publisher)}, {@link #transitions(String)}, {@link #leases()}, {@link
+ * #sequences(String)}.
+ *
+ * <pre>{@code
+ * Idem idem = Idem.builder(dataSource).build();
+ * idem.migrate(); // or run the migrations with your own Flyway, see MIGRATIONS
+ * }</pre>
+ *
+ * <h2>Transactions</h2>
+ *
+ * {@link #inTransaction} and {@link #useTransaction} run work in one transaction on a connection
+ * from the {@code DataSource}. A nested call on the same thread joins the open transaction instead
+ * of opening another. An exception rolls back and is rethrown as it was (a rollback failure is
+ * attached to it with {@code addSuppressed}). A serialization failure or deadlock (SQLSTATE 40001 or
+ * 40P01) rolls back and <b>runs the callback again</b>, from the start, up to {@link
+ * Builder#serializationRetries} times; then the error is thrown. So a callback must do nothing
+ * outside the transaction that cannot be repeated.
+ *
+ * <p>Thread-safe. Holds no connection between calls.
+ */
+public final class Idem {
+
+  /** Where idem's Flyway migrations live on the class path, for users running their own Flyway. */
+  public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
+
+  /** idem's own Flyway history table, so its migrations never mix with the service's. */
+  public static final String HISTORY_TABLE = "idem_schema_history";
+
+  /** The default schema of idem's tables. */
+  public static final String DEFAULT_SCHEMA = "idem";
+
+  static {
+    // jOOQ prints a banner and tips on first use unless told not to; a library must stay quiet.
+    if (System.getProperty("org.jooq.no-logo") == null) {
+      System.setProperty("org.jooq.no-logo", "true");
+    }
+    if (System.getProperty("org.jooq.no-tips") == null) {
+      System.setProperty("org.jooq.no-tips", "true");
+    }
+  }
+
+  private final DataSource dataSource;
+  private final String schema;
+  private final IdemListener listener;
+  private final int serializationRetries;
+  private final Settings settings;
+  private final DSLContext detached;
+  private final ThreadLocal<Tx> open = new ThreadLocal<>();
+
+  private Idem(Builder b) {
+    this.dataSource = b.dataSource;
+    this.schema = b.schema;
+    this.listener = b.listener;
+    this.serializationRetries = b.serializationRetries;
+    // idem's tables are written against the schema "idem"; a configured schema is mapped at render time.
+    this.settings = new Settings()
+        .withExecuteLogging(false)
+        .withRenderMapping(new RenderMapping().withSchemata(new MappedSchema().withInput(DEFAULT_SCHEMA).withOutput(schema)));
+    this.detached = DSL.using(SQLDialect.POSTGRES, settings);
+  }
+
+  /** Starts the configuration of idem on {@code dataSource}. */
+  public static Builder builder(DataSource dataSource) {
+    return new Builder(dataSource);
+  }
+
+  /**
+   * Applies idem's migrations to its schema (created if missing), with its own history table.
+   * Safe to call on every start and from several processes at once: Flyway takes a lock.
+   */
+  public void migrate() {
+    Flyway.configure(Idem.class.getClassLoader())
+        .dataSource(dataSource)
+        .schemas(schema)
+        .defaultSchema(schema)
+        .createSchemas(true)
+        .table(HISTORY_TABLE)
+        .locations(MIGRATIONS)
+        .load()
+        .migrate();
+  }
+
+  /** The idempotent executor: a key table guarding local and external effects. */
+  public IdempotentExecutor.Builder executor() {
+    return IdempotentExecutor.builder(this);
+  }
+
+  /** The inbox of one consumer: each message id applied once. */
+  public Inbox.Builder inbox(String consumer) {
+    return Inbox.builder(this, consumer);
+  }
+
+  /** The transactional outbox: messages written in the caller's transaction. */
+  public Outbox outbox() {
+    return Outbox.of(this);
+  }
+
+  /** A relay that moves outbox messages to {@code publisher}, at least once. */
+  public Relay.Builder relay(Publisher publisher) {
+    return Relay.builder(this, publisher);
+  }
+
+  /** Conditional state transitions on one of your own tables. */
+  public Transitions.Builder transitions(String table) {
+    return Transitions.builder(this, table);
+  }
+
+  /** Leases on named resources, with fencing tokens. */
+  public Leases leases() {
+    return Leases.of(this);
+  }
+
+  /** Per-entity sequence numbers for one stream of events. */
+  public EntitySequences sequences(String stream) {
+    return EntitySequences.of(this, stream);
+  }
+
+  /** The schema of idem's tables. */
+  public String schema() {
+    return schema;
+  }
+
+  public DataSource dataSource() {
+    return dataSource;
+  }
+
+  /** The listener every tool made here reports to ({@link IdemListener#NONE} if none). */
+  public IdemListener listener() {
+    return listener;
+  }
+
+  /** A jOOQ context bound to {@code connection}, with idem's schema mapping. */
+  public DSLContext dsl(Connection connection) {
+    return DSL.using(connection, SQLDialect.POSTGRES, settings);
+  }
+
+  /** A jOOQ context with no connection, for rendering SQL once (idem's hot paths do). */
+  public DSLContext dsl() {
+    return detached;
+  }
+
+  /** The transaction open on this thread through this {@code Idem}, or null. */
+  public Tx currentTransaction() {
+    return open.get();
+  }
+
+  /**
+   * Runs {@code work} in a transaction and returns its result; joins the transaction already open
+   * on this thread, if any. See the class comment for rollback and the 40001 re-run.
+   */
+  public <T, X extends Exception> T inTransaction(TxCallback<T, X> work) throws X {
+    if (work == null) {
+      throw new IllegalArgumentException("work must not be null");
+    }
+    Tx joined = open.get();
+    if (joined != null) {
+      return work.apply(joined);
+    }
+    for (int attempt = 0; ; attempt++) {
+      try {
+        return runOnce(work);
+      } catch (Exception e) {
+        if (attempt < serializationRetries && SqlStates.isRetryable(e)) {
+          continue; // the transaction rolled back; run the callback again from the start
+        }
+        throw e;
+      }
+    }
+  }
+
+  /** {@link #inTransaction} for work that returns nothing. */
+  public <X extends Exception> void useTransaction(TxConsumer<X> work) throws X {
+    if (work == null) {
+      throw new IllegalArgumentException("work must not be null");
+    }
+    inTransaction(tx -> {
+      work.accept(tx);
+      return null;
+    });
+  }
+
+  private <T, X extends Exception> T runOnce(TxCallback<T, X> work) throws X {
+    Connection c;
+    try {
+      c = dataSource.getConnection();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not get a connection from the DataSource", e);
+    }
+    try (c) {
+      boolean autoCommit = c.getAutoCommit();
+      if (autoCommit) {
+        c.setAutoCommit(false);
+      }
+      Tx tx = new OpenTx(c, dsl(c));
+      open.set(tx);
+      try {
+        T result = work.apply(tx);
+        c.commit();
+        return result;
+      } catch (Throwable t) {
+        rollback(c, t);
+        throw t;
+      } finally {
+        open.remove();
+        if (autoCommit) {
+          c.setAutoCommit(true);
+        }
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("transaction failed: " + e.getMessage(), e);
+    }
+  }
+
+  /** Rolls back after {@code failure}; a failure to roll back is attached to it, never hides it. */
+  public static void rollback(Connection c, Throwable failure) {
+    try {
+      c.rollback();
+    } catch (SQLException | RuntimeException e) {
+      failure.addSuppressed(e);
+    }
+  }
+
+  private record OpenTx(Connection connection, DSLContext dsl) implements Tx {}
+
+  /**
+   * Configures an {@link Idem}. Validates and copies everything in {@link #build()}; the result is
+   * immutable.
+   */
+  public static final class Builder {
+    private final DataSource dataSource;
+    private String schema = DEFAULT_SCHEMA;
+    private IdemListener listener = IdemListener.NONE;
+    private int serializationRetries = 3;
+
+    private Builder(DataSource dataSource) {
+      if (dataSource == null) {
+        throw new IllegalArgumentException("dataSource must not be null");
+      }
+      this.dataSource = dataSource;
+    }
+
+    /** The schema of idem's tables; default {@value Idem#DEFAULT_SCHEMA}. */
+    public Builder schema(String schema) {
+      this.schema = schema;
+      return this;
+    }
+
+    /** Receives the events of every tool made from this {@code Idem}. */
+    public Builder listener(IdemListener listener) {
+      this.listener = listener;
+      return this;
+    }
+
+    /**
+     * How many times a transaction that failed with SQLSTATE 40001 or 40P01 is run again (the
+     * callback re-runs each time); default 3, 0 to surface the first failure.
+     */
+    public Builder serializationRetries(int retries) {
+      this.serializationRetries = retries;
+      return this;
+    }
+
+    public Idem build() {
+      Identifiers.check("schema", schema);
+      if (listener == null) {
+        throw new IllegalArgumentException("listener must not be null (use IdemListener.NONE)");
+      }
+      if (serializationRetries < 0) {
+        throw new IllegalArgumentException("serializationRetries must be 0 or more, was " + serializationRetries);
+      }
+      return new Idem(this);
+    }
+  }
+}

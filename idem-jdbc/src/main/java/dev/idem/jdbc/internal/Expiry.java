@@ -1,0 +1,45 @@
+package dev.idem.jdbc.internal;
+
+import dev.idem.jdbc.Idem;
+import java.time.OffsetDateTime;
+import org.jooq.Condition;
+import org.jooq.Field;
+import org.jooq.Table;
+import org.jooq.impl.DSL;
+
+/**
+ * Deletes rows past their time in bounded batches, each its own short transaction, so expiry never
+ * runs one huge DELETE that holds locks and bloats the table at once. Times come from the database
+ * clock. Not an API.
+ */
+public final class Expiry {
+  private static final Field<Object> CTID = DSL.field(DSL.name("ctid"));
+
+  private Expiry() {}
+
+  /**
+   * Deletes rows of {@code table} where {@code condition} holds, {@code batchSize} at a time, until
+   * none is left or {@code maxBatches} batches ran.
+   *
+   * @return the number of rows deleted
+   */
+  public static long deleteInBatches(Idem idem, Table<?> table, Condition condition, int batchSize, int maxBatches) {
+    long total = 0;
+    for (int batch = 0; batch < maxBatches; batch++) {
+      int deleted = idem.inTransaction(tx -> tx.dsl()
+          .deleteFrom(table)
+          .where(CTID.in(DSL.select(CTID).from(table).where(condition).limit(batchSize)))
+          .execute());
+      total += deleted;
+      if (deleted < batchSize) {
+        break;
+      }
+    }
+    return total;
+  }
+
+  /** The database's clock, read when the statement runs (not when its transaction began). */
+  public static Field<OffsetDateTime> dbNow() {
+    return DSL.field("clock_timestamp()", OffsetDateTime.class);
+  }
+}

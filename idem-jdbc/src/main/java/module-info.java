@@ -1,0 +1,24 @@
+/**
+ * idem on PostgreSQL: the key table and idempotent executor, the inbox, the transactional outbox
+ * and its relay, conditional transitions on your own tables, leases with fencing tokens and
+ * per-entity sequences. Entry point: {@link dev.idem.jdbc.Idem}.
+ */
+module dev.idem.jdbc {
+  requires transitive dev.idem.core;
+  requires transitive java.sql;
+  requires transitive org.jooq;
+  requires flyway.core; // Flyway 13 ships no module name: this one comes from its jar name
+  requires org.postgresql.jdbc;
+  requires org.slf4j;
+
+  exports dev.idem.jdbc;
+  exports dev.idem.jdbc.executor;
+  exports dev.idem.jdbc.inbox;
+  exports dev.idem.jdbc.outbox;
+  exports dev.idem.jdbc.transition;
+  exports dev.idem.jdbc.lease;
+  exports dev.idem.jdbc.sequence;
+
+  // Flyway reads the migrations from this module's resources.
+  opens dev.idem.jdbc.migration;
+}

@@ -1,0 +1,94 @@
+package dev.idem.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.io.IOException;
+import java.sql.SQLException;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.jooq.impl.DSL;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+class IdemTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+
+  @BeforeAll
+  static void start() throws SQLException {
+    db = TestPostgres.newDatabase("idem");
+    ds = db.dataSource(4);
+    idem = Idem.builder(ds).schema("idem_custom").build();
+    idem.migrate();
+    try (var c = ds.getConnection(); var st = c.createStatement()) {
+      st.execute("CREATE TABLE notes (id int PRIMARY KEY)");
+    }
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  private static int notes() {
+    return idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table("notes")));
+  }
+
+  @Test
+  void migrationsCreateTheTablesInTheConfiguredSchemaWithTheirOwnHistory() {
+    List<String> tables = idem.inTransaction(tx -> tx.dsl()
+        .fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = 'idem_custom' ORDER BY 1")
+        .getValues(0, String.class));
+    assertThat(tables).containsExactly(
+        "idem_inbox", "idem_keys", "idem_leases", "idem_outbox", "idem_schema_history", "idem_sequences");
+    idem.migrate(); // a second run is a no-op
+    int applied = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table(DSL.name("idem_custom", "idem_schema_history"))));
+    assertThat(applied).isGreaterThanOrEqualTo(4);
+  }
+
+  @Test
+  void anExceptionRollsBackAndKeepsTheCallersType() {
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      tx.dsl().execute("INSERT INTO notes VALUES (1)");
+      throw new IOException("disk on fire");
+    })).isInstanceOf(IOException.class).hasMessage("disk on fire");
+    assertThat(notes()).isZero();
+  }
+
+  @Test
+  void aNestedCallJoinsTheOpenTransaction() {
+    assertThatThrownBy(() -> idem.useTransaction(outer -> {
+      idem.useTransaction(inner -> {
+        assertThat(inner.connection()).isSameAs(outer.connection());
+        inner.dsl().execute("INSERT INTO notes VALUES (2)");
+      });
+      throw new IllegalStateException("outer fails after inner");
+    })).isInstanceOf(IllegalStateException.class);
+    assertThat(notes()).isZero();
+  }
+
+  @Test
+  void aSerializationFailureReRunsTheCallbackABoundedNumberOfTimes() {
+    Idem twice = Idem.builder(ds).schema("idem_custom").serializationRetries(2).build();
+    AtomicInteger runs = new AtomicInteger();
+    assertThatThrownBy(() -> twice.useTransaction(tx -> {
+      runs.incrementAndGet();
+      tx.dsl().execute("DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$");
+    })).hasRootCauseInstanceOf(org.postgresql.util.PSQLException.class);
+    assertThat(runs).hasValue(3);
+  }
+
+  @Test
+  void badConfigurationIsRefusedWithAReason() {
+    assertThatThrownBy(() -> Idem.builder(ds).schema("idem; DROP TABLE x").build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("schema");
+    assertThatThrownBy(() -> Idem.builder(null)).hasMessageContaining("dataSource");
+  }
+}
