@@ -70,7 +70,8 @@ import org.jooq.impl.DSL;
  *   <li>A state that can be left and re-entered is not a forward path; use {@link #updateAtVersion}.
  * </ul>
  *
- * <p>Thread-safe and immutable; statements are rendered once, in {@link Builder#build()}.
+ * <p>Thread-safe and immutable. The step statements are rendered once, in {@link Builder#build()};
+ * an edit with a map of columns is rendered per call (its columns vary).
  */
 public final class Transitions {
   // The user's tables are not idem's: render their names as given, without idem's schema mapping.

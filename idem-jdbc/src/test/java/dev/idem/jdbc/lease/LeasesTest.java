@@ -148,6 +148,32 @@ class LeasesTest {
   }
 
   @Test
+  void aFencedWriteInTheCallersOwnTransactionIsRefusedWhenStale() throws Exception {
+    String job = "caller-tx";
+    Lease a = leases.acquire(job, "worker-a", SHORT).orElseThrow();
+    awaitExpiryOnDatabaseClock(job);
+    Lease b = leases.acquire(job, "worker-b", LONG).orElseThrow();
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      List<String> ran = new ArrayList<>();
+      assertThatThrownBy(() -> a.fenced(c, tx -> ran.add("a")))
+          .isInstanceOfSatisfying(StaleFenceException.class, e -> assertThat(e.highest()).isEqualTo(2));
+      assertThat(ran).isEmpty();
+      c.rollback();
+      b.fenced(c, tx -> {
+        assertThat(tx.connection()).isSameAs(c);
+        try (var ps = c.prepareStatement("INSERT INTO report_runs VALUES (?, 'worker-b', 2)")) {
+          ps.setString(1, job);
+          return ps.executeUpdate();
+        }
+      });
+      c.commit();
+    }
+    assertThat(query("SELECT string_agg(written_by, ',') FROM report_runs WHERE resource = ?", job))
+        .isEqualTo("worker-b");
+  }
+
+  @Test
   void tokensStrictlyGrowAcrossHoldersAndTheRowSurvivesRelease() throws SQLException {
     String resource = "partition-7";
     List<Long> tokens = new ArrayList<>();
