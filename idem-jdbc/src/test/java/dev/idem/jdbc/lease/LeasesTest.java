@@ -112,7 +112,8 @@ class LeasesTest {
   @Test
   void bTakesOverAfterAsLeaseEndsAndAsStaleWriteIsRefused() throws Exception {
     String job = "nightly-report";
-    Lease a = leases.acquire(job, "worker-a", SHORT).orElseThrow();
+    // Two seconds, so that B's first try surely falls inside A's lease even on a loaded machine.
+    Lease a = leases.acquire(job, "worker-a", Duration.ofSeconds(2)).orElseThrow();
     assertThat(a.token()).isEqualTo(FencingToken.FIRST);
     assertThat(a.tookOver()).isFalse();
     // While A's lease lasts, B is refused and the row is untouched.
@@ -192,7 +193,7 @@ class LeasesTest {
   @Test
   void onlyTheHolderRenewsAndOnlyWhileTheLeaseLasts() throws Exception {
     String resource = "renewals";
-    Lease a = leases.acquire(resource, "worker-a", SHORT).orElseThrow();
+    Lease a = leases.acquire(resource, "worker-a", Duration.ofSeconds(30)).orElseThrow();
     Instant firstEnd = a.expiresAt();
     String before = query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", resource);
     // Someone else, even with the right token, cannot extend it.
