@@ -40,6 +40,8 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@link #bareEffect} (a): a transaction inserting one payment row, plain JDBC;
  *   <li>{@link #executorNewKey} (b): the same effect through the executor, a new key each time,
  *       its result (the payment id) stored for replay;
+ *   <li>{@link #executorNewKeyNoResult} (b'): as (b) with {@code Codec.none()}, which skips the
+ *       result UPDATE (for information; not one of the target ratios);
  *   <li>{@link #executorReplay} (c): a repeat of a completed key, answered from the key table;
  *   <li>{@link #barePkRead} (d): a primary-key SELECT of one payment row.
  * </ul>
@@ -150,6 +152,14 @@ public class ExecutorBenchmark {
   public Execution<String> executorNewKey(Shared s, Local l) throws SQLException {
     String request = l.prefix + "-" + l.n++;
     return s.executor.execute(IdempotencyKey.of("bench/new", request), Fingerprint.EMPTY, Codec.utf8(),
+        (Tx tx) -> pay(tx.connection(), request));
+  }
+
+  /** (b') As (b), with a codec that stores nothing: no result UPDATE at all. */
+  @Benchmark
+  public Execution<Object> executorNewKeyNoResult(Shared s, Local l) throws SQLException {
+    String request = l.prefix + "-" + l.n++;
+    return s.executor.execute(IdempotencyKey.of("bench/none", request), Fingerprint.EMPTY, Codec.none(),
         (Tx tx) -> pay(tx.connection(), request));
   }
 

@@ -254,6 +254,19 @@ class LocalEffectTest {
     assertThat(f.payments(key.value())).isEqualTo(1);
   }
 
+  @Test
+  void keysLiveInTheConfiguredSchema() throws Exception {
+    var own = dev.idem.jdbc.Idem.builder(f.ds).schema("billing_idem").build();
+    own.migrate();
+    IdempotentExecutor executor = own.executor().build();
+    IdempotencyKey key = newKey();
+    executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> "again").replayed()).isTrue();
+    assertThat(f.count("SELECT count(*) FROM billing_idem.idem_keys WHERE key = '" + key.value() + "'")).isEqualTo(1);
+    assertThat(f.keyRows(key)).as("nothing in the default schema").isZero();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
   static Instant dbNow() {
     java.time.OffsetDateTime now = f.idem.inTransaction(tx ->
         tx.dsl().resultQuery("SELECT clock_timestamp()").fetchOne(0, java.time.OffsetDateTime.class));
