@@ -143,7 +143,9 @@ public final class IdempotentExecutor {
     }
     Execution<T> outcome;
     try {
-      outcome = idem.inTransaction(tx -> local(tx, false, key, fingerprint, codec, effect));
+      // The read found no row (or one past its window, which the claim-or-read handles).
+      Sql claim = seen == null ? table.claimLocalAfterMiss : table.claimLocal;
+      outcome = idem.inTransaction(tx -> local(tx, claim, key, fingerprint, codec, effect));
     } catch (Busy busy) {
       return inFlight(key, busy.retryAfter);
     }
@@ -194,7 +196,7 @@ public final class IdempotentExecutor {
     Tx tx = new JoinedTx(c, dsl);
     Execution<T> outcome;
     try {
-      outcome = local(tx, true, key, fingerprint, codec, effect);
+      outcome = local(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
     } catch (Busy busy) {
       rollbackToSavepoint(c, busy);
       return inFlight(key, busy.retryAfter);
@@ -210,12 +212,12 @@ public final class IdempotentExecutor {
    * when it stores a result (the result and COMMIT go in one round trip). Joined: a savepoint is
    * set before the claim and released at the end; on failure the caller of this rolls back to it.
    */
-  private <T, X extends Exception> Execution<T> local(Tx tx, boolean joined, IdempotencyKey key,
+  private <T, X extends Exception> Execution<T> local(Tx tx, Sql claim, IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
     Connection c = tx.connection();
+    boolean joined = claim == table.claimLocalJoined;
     Binds binds = new Binds(key, fingerprint);
-    KeyTable.Row row = claim(c, joined ? table.claimLocalJoined : table.claimLocal,
-        joined ? KeyTable.CLAIM_LOCAL_JOINED_RESULT : KeyTable.CLAIM_LOCAL_RESULT, binds);
+    KeyTable.Row row = claim(c, claim, joined ? KeyTable.CLAIM_LOCAL_JOINED_RESULT : KeyTable.CLAIM_LOCAL_RESULT, binds);
     for (int round = 0; ; round++) {
       if (round >= MAX_CLAIM_ROUNDS) {
         throw new DataAccessException("could not claim or read key " + key + " in " + MAX_CLAIM_ROUNDS

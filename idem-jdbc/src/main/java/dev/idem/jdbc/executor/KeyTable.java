@@ -21,6 +21,7 @@ import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
+import org.jooq.InsertOnDuplicateStep;
 import org.jooq.Query;
 import org.jooq.Record;
 import org.jooq.Record1;
@@ -74,6 +75,11 @@ final class KeyTable {
 
   /** Local claim: saves lock_timeout, sets the wait bound, claims or reads, restores lock_timeout. */
   final Sql claimLocal;
+  /**
+   * The local claim after an auto-commit read found no row: the insert alone, lighter than the
+   * claim-or-read. Zero rows back mean another copy got there first; the caller re-reads.
+   */
+  final Sql claimLocalAfterMiss;
   /** The same, behind a savepoint, for a call that joins the caller's transaction. */
   final Sql claimLocalJoined;
   /** Index of the claim's result set in {@link #claimLocal} and {@link #claimLocalJoined}. */
@@ -114,6 +120,11 @@ final class KeyTable {
 
     Select<?> local = claim(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt);
     claimLocal = Sql.of(dsl, saveAndSetWait, local, restoreWait);
+    claimLocalAfterMiss = Sql.of(dsl, saveAndSetWait,
+        insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt)
+            .onConflictDoNothing()
+            .returningResult(inline(true), FENCE),
+        restoreWait);
     claimLocalJoined = Sql.of(dsl, savepoint, saveAndSetWait, local, restoreWait);
     claimExternal = Sql.of(dsl, claim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
         DSL.castNull(SQLDataType.TIMESTAMPWITHTIMEZONE), expiresAt));
@@ -163,13 +174,8 @@ final class KeyTable {
    */
   private static Select<?> claim(DSLContext dsl, Field<String> state, Field<OffsetDateTime> leaseEnds,
       Field<String> callKey, Field<OffsetDateTime> completedAt, Field<OffsetDateTime> expiresAt) {
-    CommonTableExpression<Record1<Long>> inserted = name("inserted").as(dsl
-        .insertInto(KEYS)
-        .columns(SCOPE, KEY, FINGERPRINT, STATE, FENCE, LEASE_EXPIRES_AT, CALL_KEY, CREATED_AT, COMPLETED_AT, EXPIRES_AT)
-        .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-            state, inline(1L), leaseEnds, callKey, STAMP, completedAt, expiresAt)
-        .onConflictDoNothing()
-        .returningResult(FENCE));
+    CommonTableExpression<Record1<Long>> inserted = name("inserted").as(
+        insert(dsl, state, leaseEnds, callKey, completedAt, expiresAt).onConflictDoNothing().returningResult(FENCE));
     return dsl.with(inserted)
         .select(inline(true).as("claimed"), inserted.field(FENCE),
             DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
@@ -177,6 +183,16 @@ final class KeyTable {
             DSL.castNull(SQLDataType.BIGINT), inline(false))
         .from(inserted)
         .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted))));
+  }
+
+  /** The claim's insert under the primary key (callers add {@code ON CONFLICT DO NOTHING}). */
+  private static InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<String> state,
+      Field<OffsetDateTime> leaseEnds, Field<String> callKey, Field<OffsetDateTime> completedAt,
+      Field<OffsetDateTime> expiresAt) {
+    return dsl.insertInto(KEYS)
+        .columns(SCOPE, KEY, FINGERPRINT, STATE, FENCE, LEASE_EXPIRES_AT, CALL_KEY, CREATED_AT, COMPLETED_AT, EXPIRES_AT)
+        .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
+            state, inline(1L), leaseEnds, callKey, STAMP, completedAt, expiresAt);
   }
 
   /** The row of the key, in the shape {@link Row#from} reads. */
