@@ -224,9 +224,10 @@ public final class IdempotentExecutor {
             + " rounds: its row kept changing");
       }
       if (row == null) {
-        // The claim waited for another transaction's claim that committed; READ COMMITTED gave
-        // this statement a snapshot from before, so read the row in a new statement. If it is
-        // gone (rolled back, or expired and deleted meanwhile), claim again.
+        // The claim inserted nothing and saw no row: another copy's claim got there first (the
+        // claim waited for it, and under READ COMMITTED this statement's snapshot predates its
+        // commit). Read the row in a new statement; if it is gone (rolled back, or expired and
+        // deleted meanwhile), claim again.
         row = read(c, binds);
         if (row == null) {
           row = claim(c, table.claimLocal, KeyTable.CLAIM_LOCAL_RESULT, binds);
