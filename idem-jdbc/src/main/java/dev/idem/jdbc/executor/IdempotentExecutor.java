@@ -1,9 +1,664 @@
 package dev.idem.jdbc.executor;
 
+import dev.idem.fence.FencingToken;
+import dev.idem.fence.StaleFenceException;
+import dev.idem.internal.Events;
+import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.TxCallback;
+import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.SqlStates;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.key.Keys;
+import dev.idem.result.Codec;
+import dev.idem.result.CodecException;
+import dev.idem.result.Execution;
+import dev.idem.window.DedupeWindow;
+import dev.idem.window.RepeatSource;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.Optional;
+import org.jooq.DSLContext;
+import org.jooq.exception.DataAccessException;
 
-/** STUB: replaced by the issue that builds it. */
+/**
+ * Wraps an effect so that one intent key produces at most one committed effect, whatever is
+ * repeated: retries, redeliveries, replays, several copies at once.
+ *
+ * <pre>{@code
+ * IdempotentExecutor payments = idem.executor().window(DedupeWindow.covering(RepeatSource.CLIENT_RETRY)).build();
+ * Execution<String> e = payments.execute(key, Fingerprint.ofFields(request), Codec.utf8(),
+ *     tx -> chargeAndRecord(tx.dsl(), request));   // runs once per key; repeats get the stored result
+ * }</pre>
+ *
+ * <h2>Guarantees (per key: its scope and value)</h2>
+ *
+ * <ul>
+ *   <li>At most one effect is committed, in either mode, with any number of concurrent copies.
+ *   <li>A repeat with the same fingerprint after completion gets {@link Execution.Replayed}: the
+ *       stored first result (through the {@link Codec}), when it completed and how long ago, by
+ *       the database clock. The effect does not run.
+ *   <li>A repeat while the first copy runs waits up to {@link Builder#inFlightWait} and then gets
+ *       the replay, or runs itself if the first copy failed, or gets {@link Execution.InFlight}
+ *       with a retry-after.
+ *   <li>A repeat with another fingerprint gets {@link KeyReuseException}; nothing changes.
+ *   <li>A local effect that throws is rolled back with its claim: the key is free again, and a
+ *       retry runs it. A value the effect returns (a declined card) is a result: stored, replayed.
+ *   <li>Keys are remembered for the {@link Builder#window}; a repeat after that runs again.
+ * </ul>
+ *
+ * <p>Local effects ({@link #execute}) commit the claim, the effect and the result in one
+ * transaction. External effects ({@link #executeExternal}) run in three phases around a call that
+ * no transaction can cover; see there. Keys, fingerprints and callbacks are checked before
+ * anything is written: bad input is an {@link IllegalArgumentException} and changes nothing.
+ *
+ * <p>Does not guarantee: anything the effect does outside the database transaction (in local mode
+ * it runs once per <em>attempt</em>, and an attempt that rolls back may still have sent an email);
+ * recognising repeats after the window; that two modes used on one key behave (do not mix them).
+ *
+ * <p>Thread-safe; build one per operation and share it. Details: docs/executor.md.
+ */
 public final class IdempotentExecutor {
-  public static Builder builder(Idem idem) { return new Builder(); }
-  public static final class Builder {}
+  private static final int MAX_CLAIM_ROUNDS = 10;
+  private static final Duration FIRST_POLL = Duration.ofMillis(20);
+  private static final Duration LONGEST_POLL = Duration.ofMillis(250);
+
+  private final Idem idem;
+  private final DedupeWindow window;
+  private final Duration inFlightWait;
+  private final Duration lease;
+  private final Duration retryAfter;
+  private final int expiryBatchSize;
+  private final int expiryMaxBatches;
+  private final Events events;
+  private final KeyTable table;
+
+  private IdempotentExecutor(Builder b) {
+    this.idem = b.idem;
+    this.window = b.window;
+    this.inFlightWait = b.inFlightWait;
+    this.lease = b.lease;
+    this.retryAfter = b.retryAfter;
+    this.expiryBatchSize = b.expiryBatchSize;
+    this.expiryMaxBatches = b.expiryMaxBatches;
+    this.events = Events.to(idem.listener(), b.name);
+    this.table = new KeyTable(idem, window.length(), lease, inFlightWait);
+  }
+
+  /** Starts the configuration of an executor on {@code idem}; see {@link Idem#executor()}. */
+  public static Builder builder(Idem idem) {
+    return new Builder(idem);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Local effects
+
+  /**
+   * Runs {@code effect} once for {@code key}, in a transaction of its own on a connection from
+   * idem's {@code DataSource}: the claim, the effect and its stored result commit together, or
+   * none of them does. Called inside {@link Idem#inTransaction} on this thread, it joins that
+   * transaction instead, as {@link #execute(Connection, IdempotencyKey, Fingerprint, Codec,
+   * TxCallback)} does.
+   *
+   * <p>A serialization failure or deadlock (SQLSTATE 40001/40P01, e.g. two copies racing under
+   * REPEATABLE READ or SERIALIZABLE) rolls back and runs the call again from the claim, up to
+   * {@link Idem.Builder#serializationRetries} times; a copy that lost the race then sees the
+   * winner's row and gets the replay.
+   *
+   * @param effect the work, on the transaction's connection ({@link Tx#connection()}) or jOOQ
+   *     context ({@link Tx#dsl()}); its return value is the result stored with the key
+   * @return {@link Execution.Applied} if the effect ran now, {@link Execution.Replayed} with the
+   *     first result, or {@link Execution.InFlight} if another copy held the key for longer than
+   *     {@link Builder#inFlightWait}
+   * @throws KeyReuseException if the key was first used with another fingerprint
+   * @throws CodecException if the result could not be encoded (the effect was rolled back) or a
+   *     stored one decoded
+   * @throws X what the effect threw, after rolling it back with the claim
+   */
+  public <T, X extends Exception> Execution<T> execute(
+      IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
+    checkArguments(key, fingerprint, codec, effect, "effect");
+    Tx open = idem.currentTransaction();
+    if (open != null) {
+      return joined(open.connection(), open.dsl(), key, fingerprint, codec, effect);
+    }
+    // Read first, in auto-commit: a repeat of a completed key (the common repeat) is then one
+    // round trip with no transaction to end, as cheap as any primary-key read. A new key pays
+    // this cheap read on top of the claim transaction, which costs far more (its writes and its
+    // commit), so the trade is measured to win (docs/benchmarks.md).
+    Binds binds = new Binds(key, fingerprint);
+    KeyTable.Row seen = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+    if (seen != null && !seen.expirable()) {
+      checkFingerprint(key, seen, binds);
+      if (seen.completed()) {
+        return reported(key, replay(key, codec, seen));
+      }
+      return inFlight(key, seen.leaseLive() ? seen.leaseLeft() : retryAfter); // an external claim
+    }
+    Execution<T> outcome;
+    try {
+      // The read found no row (or one past its window, which the claim-or-read handles).
+      Sql claim = seen == null ? table.claimLocalAfterMiss : table.claimLocal;
+      outcome = idem.inTransaction(tx -> local(tx, claim, key, fingerprint, codec, effect));
+    } catch (Busy busy) {
+      return inFlight(key, busy.retryAfter);
+    }
+    return reported(key, outcome);
+  }
+
+  /**
+   * Runs {@code effect} once for {@code key} inside the caller's open transaction on {@code
+   * callerTx}: the claim and the stored result are written there and commit or roll back with the
+   * caller's own work. The executor never commits or rolls back the caller's transaction: it sets a
+   * savepoint before the claim, and rolls back to it when the effect throws, the key is in flight
+   * or reused, so the key is free again and the caller's transaction stays usable.
+   *
+   * <p>If the caller's transaction later rolls back, the effect and the key go with it: nothing
+   * was committed, and a repeat runs again. An {@link Execution.Applied} here means "recorded in
+   * your transaction", not "committed".
+   *
+   * <p>Under REPEATABLE READ and SERIALIZABLE a copy that loses a race for the key cannot see the
+   * winner's row in its snapshot; PostgreSQL raises SQLSTATE 40001, which is thrown (wrapped in a
+   * {@link DataAccessException}) after rolling back to the savepoint, because only the caller can
+   * retry its transaction. {@link Idem#inTransaction} does so on its own.
+   *
+   * @param callerTx a connection with an open transaction (auto-commit off)
+   * @throws IllegalArgumentException if {@code callerTx} is null or in auto-commit mode
+   * @see #execute(IdempotencyKey, Fingerprint, Codec, TxCallback)
+   */
+  public <T, X extends Exception> Execution<T> execute(
+      Connection callerTx, IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect)
+      throws X {
+    Require.notNull(callerTx, "callerTx");
+    checkArguments(key, fingerprint, codec, effect, "effect");
+    try {
+      if (callerTx.getAutoCommit()) {
+        throw new IllegalArgumentException(
+            "callerTx is in auto-commit mode: pass a connection with an open transaction, or use"
+                + " execute(key, fingerprint, codec, effect) to let the executor own one");
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not read callerTx's auto-commit mode: " + e.getMessage(), e);
+    }
+    Tx open = idem.currentTransaction();
+    DSLContext dsl = open != null && open.connection() == callerTx ? open.dsl() : idem.dsl(callerTx);
+    return joined(callerTx, dsl, key, fingerprint, codec, effect);
+  }
+
+  private <T, X extends Exception> Execution<T> joined(Connection c, DSLContext dsl, IdempotencyKey key,
+      Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
+    Tx tx = new JoinedTx(c, dsl);
+    Execution<T> outcome;
+    try {
+      outcome = local(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
+    } catch (Busy busy) {
+      rollbackToSavepoint(c, busy);
+      return inFlight(key, busy.retryAfter);
+    } catch (Throwable t) {
+      rollbackToSavepoint(c, t);
+      throw t;
+    }
+    return reported(key, outcome);
+  }
+
+  /**
+   * The local claim and effect on {@code tx}. Owned: the transaction is idem's and this ends it
+   * when it stores a result (the result and COMMIT go in one round trip). Joined: a savepoint is
+   * set before the claim and released at the end; on failure the caller of this rolls back to it.
+   */
+  private <T, X extends Exception> Execution<T> local(Tx tx, Sql claim, IdempotencyKey key,
+      Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
+    Connection c = tx.connection();
+    boolean joined = claim == table.claimLocalJoined;
+    Binds binds = new Binds(key, fingerprint);
+    KeyTable.Row row = claim(c, claim, joined ? KeyTable.CLAIM_LOCAL_JOINED_RESULT : KeyTable.CLAIM_LOCAL_RESULT, binds);
+    for (int round = 0; ; round++) {
+      if (round >= MAX_CLAIM_ROUNDS) {
+        throw new DataAccessException("could not claim or read key " + key + " in " + MAX_CLAIM_ROUNDS
+            + " rounds: its row kept changing");
+      }
+      if (row == null) {
+        // The claim inserted nothing and saw no row: another copy's claim got there first (the
+        // claim waited for it, and under READ COMMITTED this statement's snapshot predates its
+        // commit). Read the row in a new statement; if it is gone (rolled back, or expired and
+        // deleted meanwhile), claim again.
+        row = read(c, binds);
+        if (row == null) {
+          row = claim(c, table.claimLocal, KeyTable.CLAIM_LOCAL_RESULT, binds);
+        }
+        continue;
+      }
+      if (row.claimed()) {
+        return applyLocal(tx, joined, key, codec, effect, binds);
+      }
+      if (row.expirable()) {
+        if (claim(c, table.reclaimLocal, 1, binds, KeyTable::single) != null) {
+          return applyLocal(tx, joined, key, codec, effect, binds);
+        }
+        row = read(c, binds); // another copy re-claimed it first
+        continue;
+      }
+      checkFingerprint(key, row, binds);
+      if (row.completed()) {
+        Execution<T> replay = replay(key, codec, row);
+        if (joined) {
+          run(c, table.release, binds);
+        }
+        return replay;
+      }
+      // An external claim in flight: a local call cannot tell whether its call went out.
+      throw new Busy(row.leaseLive() ? row.leaseLeft() : retryAfter);
+    }
+  }
+
+  private <T, X extends Exception> Execution<T> applyLocal(Tx tx, boolean joined, IdempotencyKey key,
+      Codec<T> codec, TxCallback<T, X> effect, Binds binds) throws X {
+    T value = effect.apply(tx);
+    byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
+    if (bytes != null) {
+      run(tx.connection(), joined ? table.storeResultAndRelease : table.storeResultAndCommit, binds.result(bytes));
+    } else if (joined) {
+      run(tx.connection(), table.release, binds);
+    }
+    // Owned with nothing to store: the row was written completed by the claim, and idem commits.
+    return new Execution.Applied<>(value);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // External effects
+
+  /**
+   * Runs an external effect (a card charge, an email) once for {@code key}, in three phases:
+   *
+   * <ol>
+   *   <li>claim: the key's row is inserted in flight, with the fingerprint, the call key (the
+   *       persisted intent), fencing token 1 and a lease of {@link Builder#lease} by the database
+   *       clock, and committed at once;
+   *   <li>call: {@code call} runs outside any transaction, given an {@link ExternalAttempt} with
+   *       the token and the call key ({@code Keys.child(key, "external")}, the same for every
+   *       attempt: send it to the provider so the provider dedupes);
+   *   <li>record: the result is stored and the key completed, only if the row still carries this
+   *       attempt's token.
+   * </ol>
+   *
+   * <p>A copy that finds a live lease polls (re-reading the row) up to {@link
+   * Builder#inFlightWait}, then gets {@link Execution.InFlight} with the lease's remaining time as
+   * retry-after. A copy that finds the lease ended takes the claim over with token + 1 and calls
+   * again (takeover = true). A holder whose token is no longer the highest when it records gets
+   * {@link StaleFenceException}, and nothing it did is stored.
+   *
+   * <p>When {@code call} throws, the exception is rethrown and the attempt's lease is ended at
+   * once (the row stays in flight: the call may or may not have reached the provider). The next
+   * repeat takes over, asks the resolver if one is given, and otherwise calls again with the same
+   * call key. A value the call returns (a decline) is a result: stored and replayed.
+   *
+   * <p>Never joins a transaction, even inside {@link Idem#inTransaction}: phase 1 must commit
+   * before the call goes out.
+   *
+   * @throws KeyReuseException if the key was first used with another fingerprint
+   * @throws StaleFenceException if this attempt's lease ended and another attempt took over
+   * @throws CodecException if the result could not be encoded (the lease is ended, as for a throw)
+   * @throws X what the call threw
+   */
+  public <T, X extends Exception> Execution<T> executeExternal(
+      IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call) throws X {
+    checkArguments(key, fingerprint, codec, call, "call");
+    return external(key, fingerprint, codec, call, null);
+  }
+
+  /**
+   * {@link #executeExternal(IdempotencyKey, Fingerprint, Codec, ExternalCall)}, but a takeover
+   * first asks {@code resolver} whether the earlier attempt reached the provider: a result it
+   * returns is recorded (fenced, as a call's would be) and answered as {@link Execution.Applied},
+   * without calling again; empty means "no record of it" and the call is made.
+   */
+  public <T, X extends Exception> Execution<T> executeExternal(
+      IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call, Resolver<T, X> resolver)
+      throws X {
+    checkArguments(key, fingerprint, codec, call, "call");
+    Require.notNull(resolver, "resolver");
+    return external(key, fingerprint, codec, call, resolver);
+  }
+
+  private <T, X extends Exception> Execution<T> external(IdempotencyKey key, Fingerprint fingerprint,
+      Codec<T> codec, ExternalCall<T, X> call, Resolver<T, X> resolver) throws X {
+    Binds binds = new Binds(key, fingerprint);
+    IdempotencyKey callKey = Keys.child(key, "external");
+    binds.callKey = callKey.value();
+    long waitUntil = System.nanoTime() + inFlightWait.toNanos(); // only this caller's patience
+    Duration poll = FIRST_POLL;
+    KeyTable.Row row = autocommit(c -> KeyTable.row(c, table.claimExternal, 0, binds));
+    for (int round = 0; ; ) {
+      if (row == null) {
+        if (++round >= MAX_CLAIM_ROUNDS) {
+          throw new DataAccessException("could not claim or read key " + key + " in " + MAX_CLAIM_ROUNDS
+              + " rounds: its row kept changing");
+        }
+        row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+        if (row == null) {
+          row = autocommit(c -> KeyTable.row(c, table.claimExternal, 0, binds));
+        }
+        continue;
+      }
+      if (row.claimed()) {
+        return callOut(new ExternalAttempt(key, callKey, new FencingToken(row.fence()), false), codec, call, null, binds);
+      }
+      if (row.expirable()) {
+        Long fence = autocommit(c -> KeyTable.single(c, table.reclaimExternal, 0, binds));
+        if (fence != null) {
+          return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), false), codec, call, null, binds);
+        }
+        row = null;
+        continue;
+      }
+      checkFingerprint(key, row, binds);
+      if (row.completed()) {
+        return reported(key, replay(key, codec, row));
+      }
+      if (!row.leaseLive()) {
+        long previous = row.fence();
+        Long fence = autocommit(c -> KeyTable.single(c, table.takeOver, 0, binds.fence(previous)));
+        if (fence == null) {
+          row = null; // another copy took over or completed first: look again
+          continue;
+        }
+        events.leaseTakenOver(key, previous, fence);
+        return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), true), codec, call, resolver, binds);
+      }
+      long left = waitUntil - System.nanoTime();
+      if (left <= 0) {
+        return inFlight(key, row.leaseLeft());
+      }
+      try {
+        Thread.sleep(Math.min(poll.toMillis(), Math.max(1, left / 1_000_000)));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return inFlight(key, row.leaseLeft());
+      }
+      poll = poll.multipliedBy(2).compareTo(LONGEST_POLL) > 0 ? LONGEST_POLL : poll.multipliedBy(2);
+      row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+    }
+  }
+
+  /** Phases 2 and 3 for one attempt that holds the claim. */
+  private <T, X extends Exception> Execution<T> callOut(ExternalAttempt attempt, Codec<T> codec,
+      ExternalCall<T, X> call, Resolver<T, X> resolver, Binds binds) throws X {
+    long token = attempt.token().value();
+    T value;
+    byte[] bytes;
+    try {
+      Optional<T> known = resolver == null ? Optional.empty() : resolver.lookUp(attempt);
+      if (known == null) {
+        throw new IllegalStateException("resolver returned null for " + attempt.key() + "; return Optional.empty()"
+            + " when the provider has no record of the call");
+      }
+      value = known.isPresent() ? known.get() : call.call(attempt);
+      bytes = codec.storesNothing() ? null
+          : encode(attempt.key(), codec, value, "the call's lease was ended so that a repeat takes over");
+    } catch (Throwable t) {
+      endLease(binds, token, t);
+      throw t;
+    }
+    Long recorded = autocommit(c -> KeyTable.single(c, table.complete, 0, binds.fence(token).result(bytes)));
+    if (recorded == null) {
+      Long highest = autocommit(c -> KeyTable.single(c, table.fenceOf, 0, binds));
+      throw new StaleFenceException("key " + attempt.key(), token, highest == null ? 0 : highest);
+    }
+    events.applied(attempt.key());
+    return new Execution.Applied<>(value);
+  }
+
+  private void endLease(Binds binds, long token, Throwable failure) {
+    try {
+      autocommit(c -> KeyTable.run(c, table.endLease, binds.fence(token)));
+    } catch (RuntimeException e) {
+      failure.addSuppressed(e); // the lease then ends on its own; the call's failure matters more
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Expiry
+
+  /**
+   * Deletes keys past their window (by the database clock), at most {@link
+   * Builder#expiryBatches batch size} per transaction and at most that many batches per call, so
+   * expiry never runs one long DELETE. An external claim still in flight is kept until its lease
+   * ends too. A repeat of a deleted key is no longer recognised and runs again; a key past its
+   * window is treated as gone even before it is deleted.
+   *
+   * @return how many keys were deleted; call again while it returns the maximum
+   */
+  public int expire() {
+    long deleted = Expiry.deleteInBatches(idem, KeyTable.KEYS, KeyTable.EXPIRABLE, expiryBatchSize, expiryMaxBatches);
+    if (deleted > 0) {
+      events.expired(deleted);
+    }
+    return (int) Math.min(deleted, Integer.MAX_VALUE);
+  }
+
+  /** The window keys of this executor are remembered for. */
+  public DedupeWindow window() {
+    return window;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Shared steps
+
+  private static void checkArguments(IdempotencyKey key, Fingerprint fingerprint, Codec<?> codec, Object work, String workName) {
+    Require.notNull(key, "key");
+    Require.notNull(fingerprint, "fingerprint");
+    Require.notNull(codec, "codec");
+    Require.notNull(work, workName);
+  }
+
+  private void checkFingerprint(IdempotencyKey key, KeyTable.Row row, Binds binds) {
+    if (!Arrays.equals(row.fingerprint(), binds.fingerprint)) {
+      events.fingerprintMismatch(key);
+      throw new KeyReuseException(key, new Fingerprint(HexFormat.of().formatHex(row.fingerprint())),
+          new Fingerprint(HexFormat.of().formatHex(binds.fingerprint)));
+    }
+  }
+
+  private static <T> byte[] encode(IdempotencyKey key, Codec<T> codec, T value, String consequence) {
+    try {
+      return codec.encode(value);
+    } catch (Exception e) {
+      throw new CodecException("the result for key " + key + " could not be encoded by " + codec + " ("
+          + e + "), so it could not be stored for replay; " + consequence + " and nothing was stored", e);
+    }
+  }
+
+  private static <T> Execution<T> replay(IdempotencyKey key, Codec<T> codec, KeyTable.Row row) {
+    T value;
+    try {
+      value = codec.decode(row.result());
+    } catch (Exception e) {
+      throw new CodecException("the stored result for key " + key + " could not be decoded by " + codec + " ("
+          + e + "); the key stays completed and its effect does not run again", e);
+    }
+    return new Execution.Replayed<>(value, row.completedAt(), row.age());
+  }
+
+  /** Emits the event of an outcome decided (and, when owned, committed). */
+  private <T> Execution<T> reported(IdempotencyKey key, Execution<T> outcome) {
+    if (outcome instanceof Execution.Replayed<T> r) {
+      events.replayed(key, r.age(), window);
+    } else if (outcome instanceof Execution.Applied<T>) {
+      events.applied(key);
+    }
+    return outcome;
+  }
+
+  private <T> Execution<T> inFlight(IdempotencyKey key, Duration after) {
+    Duration wait = after == null || after.compareTo(Duration.ZERO) <= 0 ? retryAfter : after;
+    events.inFlight(key, wait);
+    return new Execution.InFlight<>(key.toString(), wait);
+  }
+
+  /** A claim statement: a lock wait past the bound (55P03) means another copy holds the key. */
+  private KeyTable.Row claim(Connection c, Sql sql, int index, Binds binds) {
+    return claim(c, sql, index, binds, KeyTable::row);
+  }
+
+  private <R> R claim(Connection c, Sql sql, int index, Binds binds, Statement<R> statement) {
+    try {
+      return statement.run(c, sql, index, binds);
+    } catch (SQLException e) {
+      if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
+        throw new Busy(retryAfter);
+      }
+      throw failed(e);
+    }
+  }
+
+  private KeyTable.Row read(Connection c, Binds binds) {
+    try {
+      return KeyTable.row(c, table.read, 0, binds);
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  private static void run(Connection c, Sql sql, Binds binds) {
+    try {
+      KeyTable.run(c, sql, binds);
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  private void rollbackToSavepoint(Connection c, Throwable failure) {
+    try {
+      KeyTable.run(c, table.rollbackToSavepoint, null);
+    } catch (SQLException | RuntimeException e) {
+      failure.addSuppressed(e);
+    }
+  }
+
+  /** Runs {@code work} on a connection of its own in auto-commit mode: each statement commits. */
+  private <R> R autocommit(ConnectionWork<R> work) {
+    try (Connection c = idem.dataSource().getConnection()) {
+      boolean was = c.getAutoCommit();
+      if (!was) {
+        c.setAutoCommit(true);
+      }
+      try {
+        return work.run(c);
+      } finally {
+        if (!was) {
+          c.setAutoCommit(false);
+        }
+      }
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  private static DataAccessException failed(SQLException e) {
+    return new DataAccessException("idem executor: " + e.getMessage(), e);
+  }
+
+  @FunctionalInterface
+  private interface Statement<R> {
+    R run(Connection c, Sql sql, int index, Binds binds) throws SQLException;
+  }
+
+  @FunctionalInterface
+  private interface ConnectionWork<R> {
+    R run(Connection c) throws SQLException;
+  }
+
+  private record JoinedTx(Connection connection, DSLContext dsl) implements Tx {}
+
+  /**
+   * Configures an {@link IdempotentExecutor}. Validates and copies in {@link #build()}; the executor
+   * is immutable.
+   */
+  public static final class Builder {
+    private final Idem idem;
+    private DedupeWindow window = DedupeWindow.covering(RepeatSource.CLIENT_RETRY);
+    private Duration inFlightWait = Duration.ofSeconds(2);
+    private Duration lease = Duration.ofSeconds(30);
+    private Duration retryAfter = Duration.ofSeconds(1);
+    private String name = "executor";
+    private int expiryBatchSize = 1000;
+    private int expiryMaxBatches = 100;
+
+    private Builder(Idem idem) {
+      this.idem = Require.notNull(idem, "idem");
+    }
+
+    /**
+     * How long a key is remembered after it is claimed, by the database clock; default {@link
+     * RepeatSource#CLIENT_RETRY} (24 h). Size it by the slowest path a repeat can take.
+     */
+    public Builder window(DedupeWindow window) {
+      this.window = window;
+      return this;
+    }
+
+    /**
+     * How long a repeat waits for the first copy before it is answered {@link Execution.InFlight};
+     * default 2 s. A local effect's repeat blocks on the key's unique index (PostgreSQL {@code
+     * lock_timeout}, set for the claim only) and wakes the moment the first copy commits or rolls
+     * back; an external effect's repeat polls the row. {@code Duration.ZERO} answers at once (the
+     * claim still waits 1 ms, PostgreSQL's smallest lock timeout). The wait holds a connection.
+     */
+    public Builder inFlightWait(Duration wait) {
+      this.inFlightWait = wait;
+      return this;
+    }
+
+    /**
+     * How long an external effect's claim is held, by the database clock, before another copy may
+     * take it over; default 30 s. Longer than the call takes, including its timeouts.
+     */
+    public Builder lease(Duration lease) {
+      this.lease = lease;
+      return this;
+    }
+
+    /**
+     * The retry-after told to a local-effect repeat that found the first copy still running
+     * after {@link #inFlightWait}; default 1 s. (External effects answer the lease's time left.)
+     */
+    public Builder retryAfter(Duration retryAfter) {
+      this.retryAfter = retryAfter;
+      return this;
+    }
+
+    /** The source name events carry, e.g. {@code "executor:payments"}; default {@code "executor"}. */
+    public Builder name(String name) {
+      this.name = name;
+      return this;
+    }
+
+    /**
+     * How many expired keys {@link IdempotentExecutor#expire()} deletes per transaction (default
+     * 1000) and at most how many such batches one call runs (default 100).
+     */
+    public Builder expiryBatches(int batchSize, int maxBatches) {
+      this.expiryBatchSize = batchSize;
+      this.expiryMaxBatches = maxBatches;
+      return this;
+    }
+
+    /** @throws IllegalArgumentException naming the setting that is missing or out of range */
+    public IdempotentExecutor build() {
+      Require.notNull(window, "window");
+      Require.notNegative(inFlightWait, "inFlightWait");
+      Require.positive(lease, "lease");
+      Require.positive(retryAfter, "retryAfter");
+      IdempotencyKey.check("name", name);
+      Require.positive(expiryBatchSize, "expiry batch size");
+      Require.positive(expiryMaxBatches, "expiry max batches");
+      return new IdempotentExecutor(this);
+    }
+  }
 }

@@ -3,12 +3,18 @@
 CREATE TABLE ${flyway:defaultSchema}.idem_keys (
   scope            text        NOT NULL,
   key              text        NOT NULL,
+  -- SHA-256 of the canonical request (32 bytes): a repeat with another one is refused
   fingerprint      bytea       NOT NULL,
-  -- 'I' in flight (external effects between phase 1 and 3), 'C' completed
+  -- 'I' in flight (external effects between phase 1 and 3), 'C' completed. A local effect's row
+  -- is written as 'C' inside the effect's own transaction, so no other transaction ever sees it
+  -- in flight.
   state            char(1)     NOT NULL,
+  -- fencing token of the current claim; grows by one on every takeover and re-claim
   fence            bigint      NOT NULL DEFAULT 1,
+  -- external effects: when the holder's claim ends (database clock); NULL for local effects
   lease_expires_at timestamptz,
-  intent           bytea,
+  -- external effects: the persisted intent, the key the call sends to the provider
+  call_key         text,
   result           bytea,
   created_at       timestamptz NOT NULL DEFAULT now(),
   completed_at     timestamptz,

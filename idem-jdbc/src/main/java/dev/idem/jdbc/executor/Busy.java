@@ -1,0 +1,19 @@
+package dev.idem.jdbc.executor;
+
+import java.time.Duration;
+
+/**
+ * Thrown inside a claim that found another copy running, to roll the claim back (the owned
+ * transaction, or the joined call's savepoint); caught by the executor and answered as {@link
+ * dev.idem.result.Execution.InFlight}. Never leaves the executor.
+ */
+final class Busy extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  final transient Duration retryAfter;
+
+  Busy(Duration retryAfter) {
+    super("in flight", null, false, false);
+    this.retryAfter = retryAfter;
+  }
+}
