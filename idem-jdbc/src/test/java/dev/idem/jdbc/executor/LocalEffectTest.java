@@ -170,6 +170,28 @@ class LocalEffectTest {
   }
 
   @Test
+  void aStoredResultTheCodecCannotDecodeIsAnErrorAndTheEffectDoesNotRunAgain() throws Exception {
+    IdempotencyKey key = newKey();
+    executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 4));
+    String before = f.keyRow(key);
+    Codec<String> unreadable = new Codec<>() {
+      @Override
+      public byte[] encode(String value) {
+        return value.getBytes();
+      }
+
+      @Override
+      public String decode(byte[] bytes) {
+        throw new IllegalStateException("schema v2 cannot read v1");
+      }
+    };
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, unreadable, tx -> ExecutorFixture.pay(tx, key.value(), 4)))
+        .isInstanceOf(CodecException.class).hasMessageContaining("could not be decoded").hasMessageContaining("schema v2");
+    assertThat(f.keyRow(key)).isEqualTo(before);
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
   void aCodecThatStoresNothingRecordsTheKeyAndReplaysNull() throws Exception {
     IdempotencyKey key = newKey();
     Execution<Object> first = executor.execute(key, Fingerprint.EMPTY, Codec.none(), tx -> ExecutorFixture.pay(tx, key.value(), 3));
