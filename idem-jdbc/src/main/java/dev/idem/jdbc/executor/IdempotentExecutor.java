@@ -78,6 +78,7 @@ public final class IdempotentExecutor {
   private final int expiryMaxBatches;
   private final Events events;
   private final KeyTable table;
+  private final RecentKeys recent = new RecentKeys();
 
   private IdempotentExecutor(Builder b) {
     this.idem = b.idem;
@@ -128,27 +129,32 @@ public final class IdempotentExecutor {
     if (open != null) {
       return joined(open.connection(), open.dsl(), key, fingerprint, codec, effect);
     }
-    // Read first, in auto-commit: a repeat of a completed key (the common repeat) is then one
-    // round trip with no transaction to end, as cheap as any primary-key read. A new key pays
-    // this cheap read on top of the claim transaction, which costs far more (its writes and its
-    // commit), so the trade is measured to win (docs/benchmarks.md).
     Binds binds = new Binds(key, fingerprint);
-    KeyTable.Row seen = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
-    if (seen != null && !seen.expirable()) {
-      checkFingerprint(key, seen, binds);
-      if (seen.completed()) {
-        return reported(key, replay(key, codec, seen));
+    KeyTable.Row seen = null;
+    boolean readFirst = recent.mightContain(key);
+    if (readFirst) {
+      // A key this process handled lately: most likely a repeat of a completed key, which one
+      // auto-commit read answers with no transaction to end, as cheap as any primary-key read.
+      seen = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+      if (seen != null && !seen.expirable()) {
+        checkFingerprint(key, seen, binds);
+        if (seen.completed()) {
+          return reported(key, replay(key, codec, seen));
+        }
+        return inFlight(key, seen.leaseLive() ? seen.leaseLeft() : retryAfter); // an external claim
       }
-      return inFlight(key, seen.leaseLive() ? seen.leaseLeft() : retryAfter); // an external claim
     }
     Execution<T> outcome;
     try {
-      // The read found no row (or one past its window, which the claim-or-read handles).
-      Sql claim = seen == null ? table.claimLocalAfterMiss : table.claimLocal;
+      // A key not seen lately (most calls carry a new key) goes straight to the claim, whose
+      // claim-or-read statement also replays a completed key first handled elsewhere. After a
+      // read that found nothing, the plain insert is enough.
+      Sql claim = readFirst && seen == null ? table.claimLocalAfterMiss : table.claimLocal;
       outcome = idem.inTransaction(tx -> local(tx, claim, key, fingerprint, codec, effect));
     } catch (Busy busy) {
       return inFlight(key, busy.retryAfter);
     }
+    recent.remember(key);
     return reported(key, outcome);
   }
 
