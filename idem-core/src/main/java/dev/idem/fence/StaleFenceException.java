@@ -15,7 +15,8 @@ public class StaleFenceException extends IdemException {
   private final long highest;
 
   public StaleFenceException(String resource, long token, long highest) {
-    super("write to " + resource + " with fencing token " + token + " refused: token " + highest
+    super("write to " + resource + " with fencing token " + token + " refused: "
+        + (highest > token ? "token " + highest : "a higher token")
         + " was granted since, so this writer's lease has ended");
     this.resource = resource;
     this.token = token;

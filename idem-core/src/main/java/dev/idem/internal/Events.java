@@ -6,11 +6,13 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.window.DedupeWindow;
 import java.time.Duration;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * How idem's guards emit events. With no listener it is a do-nothing object, so the hot path
- * builds no event; with one, each event is delivered and a listener's exception is logged, never
- * thrown into the call. Not an API.
+ * builds no event; with one, each event is delivered and a listener's exception is logged (logger
+ * {@code dev.idem.events}, WARNING), never thrown into the call. A {@link VirtualMachineError}
+ * (out of memory) is the one thing passed on. Not an API.
  */
 public interface Events {
 
@@ -47,46 +49,56 @@ public interface Events {
       this.source = source;
     }
 
-    private <E extends IdemEvent> void deliver(E event, Consumer<E> method) {
+    // The event is built inside the guard too: a failure while building it (a bad age from a
+    // store) must not break the call any more than a failing listener may.
+    private <E extends IdemEvent> void deliver(Supplier<E> build, Consumer<E> method) {
+      E event = null;
       try {
+        event = build.get();
         method.accept(event);
       } catch (RuntimeException | Error e) {
         if (e instanceof VirtualMachineError vme) {
           throw vme;
         }
-        LOG.log(System.Logger.Level.WARNING, "idem listener " + listener + " failed on " + event + "; the call goes on", e);
+        LOG.log(System.Logger.Level.WARNING,
+            "idem listener " + listener + " failed on " + (event == null ? "an event from " + source : event)
+                + "; the call goes on", e);
       }
     }
 
     @Override
     public void applied(IdempotencyKey key) {
-      deliver(new IdemEvent.Applied(source, key), listener::onApplied);
+      deliver(() -> new IdemEvent.Applied(source, key), listener::onApplied);
     }
 
     @Override
     public void replayed(IdempotencyKey key, Duration age, DedupeWindow window) {
-      double used = window == null ? 0 : window.fractionUsed(age.isNegative() ? Duration.ZERO : age);
-      deliver(new IdemEvent.Replayed(source, key, age, used), listener::onReplayed);
+      deliver(() -> {
+        // A store clock that steps back can make an age negative; count it as a fresh repeat.
+        Duration clamped = age == null || age.isNegative() ? Duration.ZERO : age;
+        double used = window == null ? 0 : window.fractionUsed(clamped);
+        return new IdemEvent.Replayed(source, key, clamped, used);
+      }, listener::onReplayed);
     }
 
     @Override
     public void inFlight(IdempotencyKey key, Duration retryAfter) {
-      deliver(new IdemEvent.InFlight(source, key, retryAfter), listener::onInFlight);
+      deliver(() -> new IdemEvent.InFlight(source, key, retryAfter), listener::onInFlight);
     }
 
     @Override
     public void fingerprintMismatch(IdempotencyKey key) {
-      deliver(new IdemEvent.FingerprintMismatch(source, key), listener::onFingerprintMismatch);
+      deliver(() -> new IdemEvent.FingerprintMismatch(source, key), listener::onFingerprintMismatch);
     }
 
     @Override
     public void leaseTakenOver(IdempotencyKey key, long previousToken, long newToken) {
-      deliver(new IdemEvent.LeaseTakenOver(source, key, previousToken, newToken), listener::onLeaseTakenOver);
+      deliver(() -> new IdemEvent.LeaseTakenOver(source, key, previousToken, newToken), listener::onLeaseTakenOver);
     }
 
     @Override
     public void expired(long count) {
-      deliver(new IdemEvent.Expired(source, count), listener::onExpired);
+      deliver(() -> new IdemEvent.Expired(source, count), listener::onExpired);
     }
   }
 }

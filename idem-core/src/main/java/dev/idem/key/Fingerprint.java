@@ -1,11 +1,15 @@
 package dev.idem.key;
 
 import dev.idem.internal.Sha256;
+import java.lang.reflect.Array;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HexFormat;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 
 /**
@@ -50,56 +54,131 @@ public record Fingerprint(String hex) {
   }
 
   /**
-   * The fingerprint of a map of fields, independent of their order. Values may be strings,
-   * numbers, booleans, {@code null}, byte arrays, nested maps (also order-independent) and lists
-   * (order matters); anything else is taken by its {@code toString()}.
+   * The fingerprint of a map of fields, independent of their order.
+   *
+   * <p>Values may be: {@code null}; strings and characters; numbers (by their decimal text, so
+   * {@code 40} and {@code 40.0} differ, and {@code 40} and {@code "40"} differ too); booleans;
+   * enums (by name); byte arrays; nested maps (order-independent, names by their text); sets
+   * (order-independent); lists, other iterables and arrays (order matters); and any other object
+   * whose class defines its own {@code toString()} (a record, a {@code UUID}, an {@code Instant}),
+   * taken by that text. Each value carries its kind, and every text is length-prefixed, so no
+   * choice of names or values makes two different maps encode alike.
+   *
+   * @throws IllegalArgumentException if {@code fields} is null, a name is null, two names of one
+   *     map read the same, a map or list contains itself, or a value is of a class without its own
+   *     {@code toString()} (its text would hold an identity hash that differs on every JVM, so a
+   *     retry on another machine would look like a different request)
    */
   public static Fingerprint ofFields(Map<String, ?> fields) {
-    if (fields == null) {
-      throw new IllegalArgumentException("fields must not be null");
-    }
     return of(canonical(fields));
   }
 
   /**
-   * The canonical text {@link #ofFields} hashes. Every token is length-prefixed, so no choice of
-   * field names or values can make two different maps encode alike.
+   * The canonical text {@link #ofFields} hashes; see there for the rules. Exposed so that a
+   * fingerprint can be reproduced and debugged; its exact form may change between major versions.
    */
   public static String canonical(Map<String, ?> fields) {
+    if (fields == null) {
+      throw new IllegalArgumentException("fields must not be null");
+    }
     StringBuilder out = new StringBuilder();
-    append(out, fields);
+    append(out, "fields", fields, Collections.newSetFromMap(new IdentityHashMap<>()));
     return out.toString();
   }
 
-  private static void append(StringBuilder out, Object value) {
+  private static void append(StringBuilder out, String path, Object value, Set<Object> open) {
     if (value == null) {
       out.append('n');
+    } else if (value instanceof CharSequence || value instanceof Character) {
+      out.append('s');
+      token(out, value.toString());
+    } else if (value instanceof Number) {
+      out.append('d');
+      token(out, value.toString());
+    } else if (value instanceof Boolean) {
+      out.append((Boolean) value ? 'T' : 'F');
+    } else if (value instanceof Enum<?> e) {
+      out.append('e');
+      token(out, e.name());
+    } else if (value instanceof byte[] bytes) {
+      out.append('b');
+      token(out, HexFormat.of().formatHex(bytes));
     } else if (value instanceof Map<?, ?> map) {
+      enter(open, value, path);
       TreeMap<String, Object> sorted = new TreeMap<>();
       for (Map.Entry<?, ?> e : map.entrySet()) {
         if (e.getKey() == null) {
-          throw new IllegalArgumentException("fields must not have a null name");
+          throw new IllegalArgumentException(path + " has a null name");
         }
-        sorted.put(e.getKey().toString(), e.getValue());
+        String name = e.getKey().toString();
+        if (sorted.containsKey(name)) {
+          // Two names that read alike (1 and "1") would otherwise drop one of the fields silently.
+          throw new IllegalArgumentException(path + " has two names that read \"" + name + "\"");
+        }
+        sorted.put(name, e.getValue());
       }
       out.append('{').append(sorted.size()).append(':');
       sorted.forEach((k, v) -> {
         token(out, k);
-        append(out, v);
+        append(out, path + "." + k, v, open);
       });
       out.append('}');
-    } else if (value instanceof Iterable<?> items) {
-      List<Object> list = new ArrayList<>();
-      items.forEach(list::add);
-      out.append('[').append(list.size()).append(':');
-      list.forEach(v -> append(out, v));
+      open.remove(value);
+    } else if (value instanceof Set<?> set) {
+      // A set has no order; two equal sets built in another order (or on a JVM with another hash
+      // seed) must encode alike, so the members are sorted by their own encoding.
+      enter(open, value, path);
+      List<String> members = new ArrayList<>();
+      int i = 0;
+      for (Object member : set) {
+        StringBuilder one = new StringBuilder();
+        append(one, path + "{" + i++ + "}", member, open);
+        members.add(one.toString());
+      }
+      Collections.sort(members);
+      out.append('<').append(members.size()).append(':');
+      members.forEach(out::append);
+      out.append('>');
+      open.remove(value);
+    } else if (value instanceof Iterable<?> || value.getClass().isArray()) {
+      enter(open, value, path);
+      List<Object> items = new ArrayList<>();
+      if (value instanceof Iterable<?> iterable) {
+        iterable.forEach(items::add);
+      } else {
+        for (int i = 0; i < Array.getLength(value); i++) {
+          items.add(Array.get(value, i));
+        }
+      }
+      out.append('[').append(items.size()).append(':');
+      for (int i = 0; i < items.size(); i++) {
+        append(out, path + "[" + i + "]", items.get(i), open);
+      }
       out.append(']');
-    } else if (value instanceof byte[] bytes) {
-      out.append('b');
-      token(out, HexFormat.of().formatHex(bytes));
+      open.remove(value);
     } else {
-      out.append('s');
-      token(out, value.toString());
+      if (ownToString(value.getClass())) {
+        out.append('o');
+        token(out, value.toString());
+      } else {
+        throw new IllegalArgumentException(
+            path + " is a " + value.getClass().getName() + ", which has no toString() of its own: its"
+                + " text would differ on every JVM; pass its fields as a map, or a string");
+      }
+    }
+  }
+
+  private static void enter(Set<Object> open, Object container, String path) {
+    if (!open.add(container)) {
+      throw new IllegalArgumentException(path + " contains itself; a request has no cycles");
+    }
+  }
+
+  private static boolean ownToString(Class<?> type) {
+    try {
+      return type.getMethod("toString").getDeclaringClass() != Object.class;
+    } catch (NoSuchMethodException e) {
+      return false; // cannot happen: every class has toString()
     }
   }
 

@@ -47,30 +47,37 @@ public record IdempotencyKey(String scope, String value) {
       throw new IllegalArgumentException(what + " must not be empty");
     }
     if (text.isBlank()) {
-      throw new IllegalArgumentException(what + " must not be blank");
+      throw new IllegalArgumentException(what + " must not be blank (it is only whitespace)");
     }
     if (text.length() > MAX_LENGTH) {
       throw new IllegalArgumentException(
           what + " is " + text.length() + " characters long; at most " + MAX_LENGTH + " are allowed");
     }
-    for (int i = 0; i < text.length(); i++) {
-      char c = text.charAt(i);
+    for (int i = 0; i < text.length(); ) {
+      int c = text.codePointAt(i);
       if (c < 0x20 || c == 0x7f) {
         throw new IllegalArgumentException(
-            what + " contains a control character (U+" + String.format("%04X", (int) c) + ") at index " + i
-                + "; only visible ASCII is allowed");
+            what + " contains a control character (" + codePoint(c) + ") at index " + i
+                + "; only visible ASCII ('!' to '~') is allowed");
       }
       if (c > 0x7e) {
+        // Non-ASCII is refused rather than normalised: two spellings of one text (composed and
+        // decomposed accents) would be two keys for one intent.
         throw new IllegalArgumentException(
-            what + " contains a non-ASCII character (U+" + String.format("%04X", (int) c) + ") at index " + i
-                + "; only visible ASCII is allowed");
+            what + " contains a non-ASCII character (" + codePoint(c) + ") at index " + i
+                + "; only visible ASCII ('!' to '~') is allowed");
       }
       if (c == ' ') {
         throw new IllegalArgumentException(
-            what + " contains a space at index " + i + "; only visible ASCII is allowed");
+            what + " contains a space at index " + i + "; only visible ASCII ('!' to '~') is allowed");
       }
+      i += Character.charCount(c);
     }
     return text;
+  }
+
+  private static String codePoint(int c) {
+    return String.format("U+%04X", c);
   }
 
   @Override

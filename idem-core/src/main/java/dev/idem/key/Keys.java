@@ -18,6 +18,15 @@ import java.time.temporal.ChronoUnit;
  *       clock when it started, so two replicas that both fire the 02:00 run produce one key.
  * </ul>
  *
+ * <p>Guarantees: derivation is a pure function of its arguments (no clock, no randomness, no
+ * machine identity), and distinct (parent, step) pairs in one scope give distinct keys, short of a
+ * SHA-256 collision. A derived key keeps its parent's scope.
+ *
+ * <p>Does not guarantee: that the step names you choose tell real operations apart. A derivation
+ * that leaves out what makes two operations differ (two receipts for one order, one step name)
+ * gives them one key, and the second is swallowed. A {@link Fingerprint} stored with the key turns
+ * that silent loss into a visible {@link KeyReuseException}.
+ *
  * <h2>Why there is no helper that keys an action by its content</h2>
  *
  * A content hash ({@code sha256(user, amount, merchant)}) is right for content: two identical file
@@ -30,25 +39,30 @@ public final class Keys {
   private Keys() {}
 
   /**
-   * The key of one step of the parent's intent: the same scope, and as value the SHA-256 (hex) of
-   * {@code parent.value() + "/" + step}.
+   * The key of one step of the parent's intent: the same scope, and as value the SHA-256 (64
+   * lower-case hex characters) of the parent's value and the step, {@code parent + "/" + step} as
+   * in the seed, with the parent's length in front ({@code length + ":" + parent + "/" + step}).
+   * The length keeps the split between parent and step unambiguous: without it, parent {@code
+   * "a"} with step {@code "b/c"} and parent {@code "a/b"} with step {@code "c"} would share a key.
    *
    * @throws IllegalArgumentException if {@code parent} is null or {@code step} is null, blank or
-   *     not visible ASCII
+   *     not visible ASCII (the rules of {@link IdempotencyKey#check})
    */
   public static IdempotencyKey child(IdempotencyKey parent, String step) {
     if (parent == null) {
       throw new IllegalArgumentException("parent must not be null");
     }
     IdempotencyKey.check("step", step);
-    return new IdempotencyKey(parent.scope(), Sha256.hex(parent.value() + "/" + step));
+    String value = parent.value();
+    return new IdempotencyKey(parent.scope(), Sha256.hex(value.length() + ":" + value + "/" + step));
   }
 
   /**
    * The key for attempt {@code n} (1, 2, ...) of a call to a third party: {@code child(parent,
-   * "attempt/" + n)}.
+   * "attempt/" + n)}. Send it to the provider as its idempotency key; reuse it for every retry of
+   * the same attempt.
    *
-   * @throws IllegalArgumentException if {@code n < 1}
+   * @throws IllegalArgumentException if {@code parent} is null or {@code n < 1}
    */
   public static IdempotencyKey attempt(IdempotencyKey parent, int n) {
     if (n < 1) {
@@ -59,14 +73,17 @@ public final class Keys {
 
   /**
    * The key of the run of {@code job} due at {@code slot}: {@code job + "@" + slot} with the slot
-   * in ISO-8601 UTC, truncated to seconds. Pass the slot the scheduler computed from the schedule
-   * (02:00:00), never {@code Instant.now()} at start: two replicas that started at 02:00:00.4 and
-   * 02:00:03 must still produce one key.
+   * in ISO-8601 UTC ({@code nightly-invoices@2026-10-28T02:00:00Z}). Pass the slot the scheduler
+   * computed from the schedule (02:00:00), never {@code Instant.now()} at start: two replicas that
+   * started at 02:00:00.4 and 02:00:03 must still produce one key. The slot text holds no {@code
+   * '@'}, so the split between job and slot is unambiguous.
    *
-   * @throws IllegalArgumentException if {@code slot} has a fraction of a second, which is the mark
-   *     of a clock reading rather than a slot
+   * @throws IllegalArgumentException if {@code scope} or {@code job} is invalid (the rules of
+   *     {@link IdempotencyKey#check}), {@code slot} is null, or {@code slot} has a fraction of a
+   *     second, which is the mark of a clock reading rather than a slot
    */
   public static IdempotencyKey scheduledRun(String scope, String job, Instant slot) {
+    IdempotencyKey.check("scope", scope);
     IdempotencyKey.check("job", job);
     if (slot == null) {
       throw new IllegalArgumentException("slot must not be null");
@@ -76,6 +93,12 @@ public final class Keys {
           "slot " + slot + " has a fraction of a second: pass the slot from the schedule, not the"
               + " clock when the run started");
     }
-    return new IdempotencyKey(scope, job + "@" + slot);
+    String value = job + "@" + slot;
+    if (value.length() > IdempotencyKey.MAX_LENGTH) {
+      throw new IllegalArgumentException(
+          "job is " + job.length() + " characters long; with the slot the key would be " + value.length()
+              + ", and at most " + IdempotencyKey.MAX_LENGTH + " are allowed");
+    }
+    return new IdempotencyKey(scope, value);
   }
 }

@@ -13,7 +13,13 @@ import java.util.Map;
  * arrived before the one it follows, or no row at all) → {@link Outcome#CONFLICT}. A conflict is
  * never reported as success, and a repeat never as an error.
  *
- * <p>Does not guarantee: that the path is the right one for your domain. A state that can be left
+ * <p>Guarantees: {@link #classify} never answers {@link Outcome#APPLIED} (only the write that
+ * matched a row may say that), and is a pure function of the path and its two arguments. A path is
+ * immutable and safe to share between threads.
+ *
+ * <p>Does not guarantee: that a step is conditional. The caller's write must carry the guard
+ * ({@code WHERE status = :from}); a blind write can move a delivered order back to {@code PACKED},
+ * and no classification afterwards can undo that. Nor that the path is the right one for your domain. A state that can be left
  * and re-entered (a loop) is not a forward path; model it with a version column instead.
  */
 public final class StatePath {
@@ -22,10 +28,11 @@ public final class StatePath {
 
   private StatePath(List<String> states) {
     this.states = states;
-    this.index = new HashMap<>();
+    Map<String, Integer> positions = new HashMap<>();
     for (int i = 0; i < states.size(); i++) {
-      index.put(states.get(i), i);
+      positions.put(states.get(i), i);
     }
+    this.index = Map.copyOf(positions); // immutable, so a shared path is safe across threads
   }
 
   /**
@@ -37,7 +44,12 @@ public final class StatePath {
     if (states == null || states.length == 0) {
       throw new IllegalArgumentException("a state path needs at least one state");
     }
-    List<String> list = List.of(states.clone()); // List.of refuses nulls
+    for (int i = 0; i < states.length; i++) {
+      if (states[i] == null) {
+        throw new IllegalArgumentException("state at position " + i + " is null");
+      }
+    }
+    List<String> list = List.of(states.clone());
     for (int i = 0; i < list.size(); i++) {
       if (list.get(i).isBlank()) {
         throw new IllegalArgumentException("state at position " + i + " is blank");
@@ -83,6 +95,17 @@ public final class StatePath {
       return Outcome.ALREADY_DONE;
     }
     return Outcome.CONFLICT;
+  }
+
+  /** Two paths are equal when they list the same states in the same order. */
+  @Override
+  public boolean equals(Object other) {
+    return other instanceof StatePath path && path.states.equals(states);
+  }
+
+  @Override
+  public int hashCode() {
+    return states.hashCode();
   }
 
   @Override

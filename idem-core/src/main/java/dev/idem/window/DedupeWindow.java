@@ -23,6 +23,21 @@ import java.util.List;
  */
 public record DedupeWindow(Duration length) {
 
+  /** Covers {@link RepeatSource#CLIENT_RETRY}: 24 hours, online API retries. */
+  public static final DedupeWindow CLIENT_RETRY = covering(RepeatSource.CLIENT_RETRY);
+
+  /** Covers {@link RepeatSource#MOBILE_OFFLINE_QUEUE}: 7 days. */
+  public static final DedupeWindow MOBILE_OFFLINE_QUEUE = covering(RepeatSource.MOBILE_OFFLINE_QUEUE);
+
+  /** Covers {@link RepeatSource#WEBHOOK_RETRIES}: 3 days, Stripe's live-mode retry schedule. */
+  public static final DedupeWindow WEBHOOK_RETRIES = covering(RepeatSource.WEBHOOK_RETRIES);
+
+  /** Covers {@link RepeatSource#KAFKA_REPLAY}: 7 days, Kafka's default retention. */
+  public static final DedupeWindow KAFKA_REPLAY = covering(RepeatSource.KAFKA_REPLAY);
+
+  /** Covers {@link RepeatSource#DEAD_LETTER_REDRIVE}: 14 days, the longest SQS DLQ retention. */
+  public static final DedupeWindow DEAD_LETTER_REDRIVE = covering(RepeatSource.DEAD_LETTER_REDRIVE);
+
   /** {@link #fractionUsed} at or above this is "near the end of the window". */
   public static final double NEAR_END = 0.8;
 
@@ -45,9 +60,11 @@ public record DedupeWindow(Duration length) {
     DedupeWindow window = new DedupeWindow(length);
     List<RepeatSource> missed = window.shortOf(declared);
     if (!missed.isEmpty()) {
-      StringBuilder why = new StringBuilder("dedupe window " + length + " is shorter than the slowest path a repeat can take:");
+      StringBuilder why = new StringBuilder("dedupe window of " + describe(length)
+          + " is shorter than the slowest path a repeat can take:");
       for (RepeatSource source : missed) {
-        why.append(' ').append(source).append(" arrives up to ").append(source.slowest()).append(" late;");
+        why.append(' ').append(source).append(" arrives up to ").append(describe(source.slowest()))
+            .append(" late, ").append(describe(source.slowest().minus(length))).append(" past the window;");
       }
       why.append(" a copy arriving after the window runs again");
       throw new IllegalArgumentException(why.toString());
@@ -101,7 +118,42 @@ public record DedupeWindow(Duration length) {
    */
   public double fractionUsed(Duration age) {
     Require.notNegative(age, "age");
-    return (double) age.toNanos() / length.toNanos();
+    // Seconds as doubles, not nanos as longs: Duration.toNanos() overflows past 292 years.
+    return seconds(age) / seconds(length);
+  }
+
+  private static double seconds(Duration d) {
+    return d.getSeconds() + d.getNano() / 1e9;
+  }
+
+  /** A duration as people read it: "3 days", "24 hours", "90 seconds", "2 days 6 hours". */
+  static String describe(Duration d) {
+    if (d.isZero()) {
+      return "0 seconds";
+    }
+    StringBuilder out = new StringBuilder();
+    long days = d.toDays();
+    int hours = d.toHoursPart();
+    int minutes = d.toMinutesPart();
+    int secs = d.toSecondsPart();
+    int millis = d.toMillisPart();
+    unit(out, days, "day");
+    unit(out, hours, "hour");
+    unit(out, minutes, "minute");
+    unit(out, secs, "second");
+    unit(out, millis, "millisecond");
+    return out.length() == 0 ? d.toString() : out.toString();
+  }
+
+  private static void unit(StringBuilder out, long n, String name) {
+    if (n != 0) {
+      out.append(out.length() == 0 ? "" : " ").append(n).append(' ').append(name).append(n == 1 ? "" : "s");
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "DedupeWindow[" + describe(length) + "]";
   }
 
   /** Whether a repeat of this age was caught near the end of the window ({@value #NEAR_END} or more). */

@@ -1,5 +1,6 @@
 package dev.idem.jackson;
 
+import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JavaType;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.idem.result.Codec;
@@ -40,9 +41,32 @@ public final class JacksonCodec<T> implements Codec<T> {
     return new JacksonCodec<>(mapper, mapper.constructType(type));
   }
 
+  /** A codec for a generic type, e.g. {@code new TypeReference<List<Receipt>>() {}}, with a default mapper. */
+  public static <T> JacksonCodec<T> of(TypeReference<T> type) {
+    return of(new ObjectMapper().findAndRegisterModules(), type);
+  }
+
+  /** A codec for a generic type with the given mapper. */
+  public static <T> JacksonCodec<T> of(ObjectMapper mapper, TypeReference<T> type) {
+    if (mapper == null) {
+      throw new IllegalArgumentException("mapper must not be null");
+    }
+    if (type == null) {
+      throw new IllegalArgumentException("type must not be null");
+    }
+    return new JacksonCodec<>(mapper, mapper.constructType(type));
+  }
+
+  /**
+   * The result as JSON bytes; {@code null} for {@code null}, so no result is stored.
+   *
+   * @throws com.fasterxml.jackson.core.JsonProcessingException if Jackson cannot write the value
+   *     (a class with no properties, a type that needs a module); the executor fails the call and
+   *     rolls the effect back
+   */
   @Override
   public byte[] encode(T value) throws Exception {
-    return mapper.writeValueAsBytes(value);
+    return value == null ? null : mapper.writeValueAsBytes(value);
   }
 
   @Override
