@@ -23,9 +23,9 @@ import org.jooq.Query;
  * @param names the parameter name of each placeholder, in order
  */
 record Sql(String text, List<String> names) {
-  // jOOQ renders named parameters as :name; idem's statements carry no other colon outside
-  // string literals (casts render as cast(... as ...)), which the constructor below checks.
-  private static final Pattern NAMED = Pattern.compile(":([a-z_]+)");
+  // jOOQ renders named parameters as :name. The only other colons in idem's statements are
+  // PostgreSQL casts (::bigint), which the look-behind skips; no string literal holds a colon.
+  private static final Pattern NAMED = Pattern.compile("(?<![:\\w]):([a-z_]+)");
 
   Sql {
     names = List.copyOf(names);

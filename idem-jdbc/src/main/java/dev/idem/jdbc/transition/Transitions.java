@@ -1,9 +1,481 @@
 package dev.idem.jdbc.transition;
 
+import dev.idem.fence.FencingToken;
+import dev.idem.fence.StaleFenceException;
+import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.internal.Identifiers;
+import dev.idem.transition.Outcome;
+import dev.idem.transition.StatePath;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.Name;
+import org.jooq.SQLDialect;
+import org.jooq.Table;
+import org.jooq.conf.Settings;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
 
-/** STUB: replaced by the issue that builds it. */
+/**
+ * Conditional writes on one of <b>your</b> tables: a state step that only moves a row from where the
+ * step starts ({@link #advance}), an edit that only applies at the version it was read at ({@link
+ * #updateAtVersion}), and writes that a worker holding an older fencing token cannot make ({@link
+ * #advanceFenced}, {@link #writeFenced}).
+ *
+ * <pre>{@code
+ * Transitions orders = idem.transitions("shop.orders")
+ *     .idColumn("id").statusColumn("status").versionColumn("version")
+ *     .path(StatePath.of("PLACED", "PACKED", "SHIPPED", "DELIVERED"))
+ *     .build();
+ * Outcome o = orders.advance(tx, "o1", "PLACED", "PACKED"); // APPLIED, ALREADY_DONE or CONFLICT
+ * }</pre>
+ *
+ * <h2>Guarantees</h2>
+ *
+ * <ul>
+ *   <li>A step is one {@code UPDATE … WHERE id = :id AND status = :from}: of any number of copies
+ *       racing on any number of connections, exactly one matches the row; the others see zero rows.
+ *   <li>Zero rows is told apart by a second statement that reads where the row is, classified by
+ *       the {@link StatePath}: at or past the target is {@link Outcome#ALREADY_DONE} (a repeat, or a
+ *       late copy of an old step: the row is left as it is, never moved back), anywhere else or no
+ *       row is {@link Outcome#CONFLICT}. A conflict is never reported as success.
+ *   <li>The version column, when configured, is bumped only by a write that matched, so it counts
+ *       real changes; repeats leave it alone.
+ *   <li>Table and column names are checked as plain identifiers when the builder is built and are
+ *       always rendered quoted: no SQL can travel through a name. Values only travel as binds.
+ * </ul>
+ *
+ * <h2>Where it stops</h2>
+ *
+ * <ul>
+ *   <li>The statements run on the connection you pass, in your transaction: idem neither commits
+ *       nor rolls back. Under REPEATABLE READ or SERIALIZABLE a racing copy gets a serialization
+ *       failure (40001) instead of zero rows; run it in {@link Idem#inTransaction} to have it re-run.
+ *   <li>The classification read is a separate statement: under READ COMMITTED it sees the row as
+ *       committed when it runs, which may already be past what made the step match zero rows.
+ *   <li>The id column must be unique (a primary key): a step that matches more than one row throws
+ *       {@link IllegalStateException} after the UPDATE ran, and your transaction must roll back.
+ *   <li>A state that can be left and re-entered is not a forward path; use {@link #updateAtVersion}.
+ * </ul>
+ *
+ * <p>Thread-safe and immutable; statements are rendered once, in {@link Builder#build()}.
+ */
 public final class Transitions {
-  public static Builder builder(Idem idem, String table) { return new Builder(); }
-  public static final class Builder {}
+  // The user's tables are not idem's: render their names as given, without idem's schema mapping.
+  private static final DSLContext RENDER =
+      DSL.using(SQLDialect.POSTGRES, new Settings().withExecuteLogging(false).withRenderSchema(true));
+
+  private final String tableName;
+  private final Table<?> table;
+  private final String idColumn;
+  private final String statusColumn;
+  private final String versionColumn; // null: no version column
+  private final String fenceColumn; // null: no fence column
+  private final StatePath path;
+  private final Field<Object> id;
+  private final Field<String> status;
+  private final Field<Long> version;
+  private final Field<Long> fence;
+  private final Statements advance;
+  private final Statements advanceFenced;
+  private final Statements read;
+
+  private Transitions(Builder b, Table<?> table) {
+    this.tableName = b.table;
+    this.table = table;
+    this.idColumn = b.idColumn;
+    this.statusColumn = b.statusColumn;
+    this.versionColumn = b.versionColumn;
+    this.fenceColumn = b.fenceColumn;
+    this.path = b.path;
+    this.id = DSL.field(DSL.name(idColumn));
+    this.status = DSL.field(DSL.name(statusColumn), String.class);
+    this.version = versionColumn == null ? null : DSL.field(DSL.name(versionColumn), Long.class);
+    this.fence = fenceColumn == null ? null : DSL.field(DSL.name(fenceColumn), Long.class);
+    this.advance = renderAdvance(false);
+    this.advanceFenced = fence == null ? null : renderAdvance(true);
+    List<Field<?>> columns = new ArrayList<>(List.of(status));
+    if (version != null) {
+      columns.add(version);
+    }
+    if (fence != null) {
+      columns.add(fence);
+    }
+    this.read = Statements.render(RENDER, RENDER.select(columns).from(table).where(id.eq(DSL.param("id"))));
+  }
+
+  /** Starts the configuration of transitions on {@code table} ({@code "orders"} or {@code "shop.orders"}). */
+  public static Builder builder(Idem idem, String table) {
+    return new Builder(idem, table);
+  }
+
+  /** The table, as configured. */
+  public String table() {
+    return tableName;
+  }
+
+  /** The forward path that classifies zero rows. */
+  public StatePath path() {
+    return path;
+  }
+
+  // ---------------------------------------------------------------- advance
+
+  /**
+   * Moves the row {@code id} from {@code from} to {@code to}, if it is at {@code from}; bumps the
+   * version column if there is one. Same as {@code step(tx, id, from, to).outcome()}.
+   *
+   * @return {@link Outcome#APPLIED} if this call moved it, {@link Outcome#ALREADY_DONE} if the row is
+   *     at or past {@code to}, {@link Outcome#CONFLICT} if it is anywhere else or missing
+   * @throws IllegalArgumentException if an argument is missing, {@code from} equals {@code to}, or
+   *     {@code to} comes before {@code from} on the path; nothing is written
+   */
+  public Outcome advance(Connection tx, Object id, String from, String to) {
+    return step(tx, id, from, to).outcome();
+  }
+
+  /** {@link #advance(Connection, Object, String, String)} in an open {@link Tx}. */
+  public Outcome advance(Tx tx, Object id, String from, String to) {
+    return advance(connectionOf(tx), id, from, to);
+  }
+
+  /**
+   * {@link #advance(Connection, Object, String, String)}, also telling where the row is: its
+   * status and version after the step (APPLIED) or as found by the read that classified zero rows.
+   */
+  public TransitionResult step(Connection tx, Object id, String from, String to) {
+    checkStep(tx, id, from, to);
+    Map<String, Object> binds = new HashMap<>();
+    binds.put("to", to);
+    binds.put("id", id);
+    binds.put("from", from);
+    return execute(tx, advance, binds, id, to, null);
+  }
+
+  /** {@link #step(Connection, Object, String, String)} in an open {@link Tx}. */
+  public TransitionResult step(Tx tx, Object id, String from, String to) {
+    return step(connectionOf(tx), id, from, to);
+  }
+
+  /**
+   * A fenced step: moves the row from {@code from} to {@code to} only if it is at {@code from} and
+   * its fence column holds no token higher than {@code token} ({@code WHERE status = :from AND fence
+   * <= :token}); records {@code token} in the fence column.
+   *
+   * @throws StaleFenceException if the row carries a higher token: this writer's lease ended and
+   *     someone with a later grant wrote the row. Nothing was written.
+   * @throws IllegalStateException if the builder was given no fence column
+   */
+  public TransitionResult advanceFenced(Connection tx, Object id, String from, String to, FencingToken token) {
+    checkStep(tx, id, from, to);
+    Require.notNull(token, "token");
+    requireFence();
+    Map<String, Object> binds = new HashMap<>();
+    binds.put("to", to);
+    binds.put("id", id);
+    binds.put("from", from);
+    binds.put("token", token.value());
+    binds.put("token_guard", token.value());
+    return execute(tx, advanceFenced, binds, id, to, token);
+  }
+
+  /** {@link #advanceFenced(Connection, Object, String, String, FencingToken)} in an open {@link Tx}. */
+  public TransitionResult advanceFenced(Tx tx, Object id, String from, String to, FencingToken token) {
+    return advanceFenced(connectionOf(tx), id, from, to, token);
+  }
+
+  // ---------------------------------------------------------------- version and fenced writes
+
+  /**
+   * A read-modify-write edit: sets {@code values} (column name to value) and bumps the version,
+   * only if the row is still at {@code expectedVersion} ({@code WHERE version = :v}).
+   *
+   * <p>Zero rows is always {@link Outcome#CONFLICT}, carrying the row's current version (or no row):
+   * a version past the one expected cannot tell your own earlier write from someone else's, so
+   * re-read, re-decide, and try again at the new version.
+   *
+   * @param values columns to set; not the id, status, version or fence column (move the status with
+   *     {@link #advance}); names are checked as identifiers, values are bound
+   * @throws IllegalStateException if the builder was given no version column
+   */
+  public TransitionResult updateAtVersion(Connection tx, Object id, long expectedVersion, Map<String, ?> values) {
+    checkRow(tx, id);
+    if (version == null) {
+      throw new IllegalStateException("updateAtVersion needs a version column: configure versionColumn(..) on " + tableName);
+    }
+    Map<String, Object> binds = new HashMap<>();
+    Map<Field<?>, Object> set = assignments(values, binds, false);
+    set.put(version, version.plus(DSL.inline(1L)));
+    binds.put("id", id);
+    binds.put("expected_version", expectedVersion);
+    Statements st = Statements.render(RENDER, RENDER.update(table).set(set)
+        .where(this.id.eq(DSL.param("id")))
+        .and(version.eq(DSL.param("expected_version", Long.class)))
+        .returning(returned()));
+    return execute(tx, st, binds, id, null, null);
+  }
+
+  /** {@link #updateAtVersion(Connection, Object, long, Map)} in an open {@link Tx}. */
+  public TransitionResult updateAtVersion(Tx tx, Object id, long expectedVersion, Map<String, ?> values) {
+    return updateAtVersion(connectionOf(tx), id, expectedVersion, values);
+  }
+
+  /**
+   * A fenced write, the seed's {@code UPDATE … SET result = :r, fence = :token WHERE id = :run AND
+   * fence <= :token}: sets {@code values}, records {@code token} in the fence column and bumps the
+   * version column if there is one. A row whose fence column is SQL NULL counts as fence 0.
+   *
+   * @param values columns to set, possibly none (then only the token is recorded); not the id,
+   *     status, version or fence column
+   * @return {@link Outcome#APPLIED}, or {@link Outcome#CONFLICT} when there is no row with the id
+   * @throws StaleFenceException if the row carries a higher token; nothing was written
+   * @throws IllegalStateException if the builder was given no fence column
+   */
+  public TransitionResult writeFenced(Connection tx, Object id, FencingToken token, Map<String, ?> values) {
+    checkRow(tx, id);
+    Require.notNull(token, "token");
+    requireFence();
+    Map<String, Object> binds = new HashMap<>();
+    Map<Field<?>, Object> set = assignments(values, binds, true);
+    set.put(fence, DSL.param("token", Long.class));
+    if (version != null) {
+      set.put(version, version.plus(DSL.inline(1L)));
+    }
+    binds.put("token", token.value());
+    binds.put("id", id);
+    binds.put("token_guard", token.value());
+    Statements st = Statements.render(RENDER, RENDER.update(table).set(set)
+        .where(this.id.eq(DSL.param("id")))
+        .and(fenceAdmits())
+        .returning(returned()));
+    return execute(tx, st, binds, id, null, token);
+  }
+
+  /** {@link #writeFenced(Connection, Object, FencingToken, Map)} in an open {@link Tx}. */
+  public TransitionResult writeFenced(Tx tx, Object id, FencingToken token, Map<String, ?> values) {
+    return writeFenced(connectionOf(tx), id, token, values);
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private Statements renderAdvance(boolean fenced) {
+    Map<Field<?>, Object> set = new LinkedHashMap<>();
+    set.put(status, DSL.param("to", String.class));
+    if (fenced) {
+      set.put(fence, DSL.param("token", Long.class));
+    }
+    if (version != null) {
+      set.put(version, version.plus(DSL.inline(1L)));
+    }
+    var where = id.eq(DSL.param("id")).and(status.eq(DSL.param("from", String.class)));
+    if (fenced) {
+      where = where.and(fenceAdmits());
+    }
+    return Statements.render(RENDER, RENDER.update(table).set(set).where(where).returning(returned()));
+  }
+
+  /** {@code coalesce(fence, 0) <= :token}: a row never fenced admits every token. */
+  private org.jooq.Condition fenceAdmits() {
+    return DSL.coalesce(fence, DSL.inline(0L)).le(DSL.param("token_guard", Long.class));
+  }
+
+  private List<Field<?>> returned() {
+    return version == null ? List.of(status) : List.of(status, version);
+  }
+
+  /**
+   * Runs a conditional UPDATE; on zero rows, reads the row and classifies it. {@code target} null
+   * means a write without a state step (zero rows is a conflict); {@code token} non-null means a
+   * fenced write (a higher token on the row is a stale writer).
+   */
+  private TransitionResult execute(Connection c, Statements update, Map<String, Object> binds, Object rowId,
+      String target, FencingToken token) {
+    try {
+      try (PreparedStatement ps = update.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
+        if (rs.next()) {
+          TransitionResult applied = new TransitionResult(Outcome.APPLIED, true,
+              Optional.ofNullable(rs.getString(1)), versionOf(rs, 2));
+          if (rs.next()) {
+            throw new IllegalStateException("the write matched more than one row of " + tableName + " with "
+                + idColumn + " = " + rowId + ": the id column must be unique; roll the transaction back");
+          }
+          return applied;
+        }
+      }
+      try (PreparedStatement ps = read.prepare(c, Map.of("id", rowId)); ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return new TransitionResult(Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty());
+        }
+        Optional<String> current = Optional.ofNullable(rs.getString(1));
+        OptionalLong currentVersion = versionOf(rs, 2);
+        if (token != null) {
+          long highest = rs.getLong(version == null ? 2 : 3); // SQL NULL reads as 0, as in the guard
+          if (highest > token.value()) {
+            throw new StaleFenceException(tableName + "/" + rowId, token.value(), highest);
+          }
+        }
+        Outcome outcome = target == null ? Outcome.CONFLICT : path.classify(current.orElse(null), target);
+        return new TransitionResult(outcome, true, current, currentVersion);
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("conditional write on " + tableName + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  private OptionalLong versionOf(ResultSet rs, int column) throws SQLException {
+    if (version == null) {
+      return OptionalLong.empty();
+    }
+    long v = rs.getLong(column);
+    return rs.wasNull() ? OptionalLong.empty() : OptionalLong.of(v);
+  }
+
+  private Map<Field<?>, Object> assignments(Map<String, ?> values, Map<String, Object> binds, boolean mayBeEmpty) {
+    Require.notNull(values, "values");
+    if (values.isEmpty() && !mayBeEmpty) {
+      throw new IllegalArgumentException("values must name at least one column to set");
+    }
+    Map<Field<?>, Object> set = new LinkedHashMap<>();
+    int i = 0;
+    for (Map.Entry<String, ?> e : values.entrySet()) {
+      String column = Identifiers.check("column in values", e.getKey());
+      if (column.equals(idColumn) || column.equals(statusColumn) || column.equals(versionColumn)
+          || column.equals(fenceColumn)) {
+        throw new IllegalArgumentException("values must not set the " + column + " column: idem manages it"
+            + (column.equals(statusColumn) ? " (move the status with advance)" : ""));
+      }
+      String param = "v" + i++;
+      set.put(DSL.field(DSL.name(column)), DSL.param(param));
+      binds.put(param, e.getValue());
+    }
+    return set;
+  }
+
+  private void checkStep(Connection tx, Object id, String from, String to) {
+    checkRow(tx, id);
+    Require.notBlank(from, "from");
+    Require.notBlank(to, "to");
+    if (from.equals(to)) {
+      throw new IllegalArgumentException("from and to are both " + from + ": a step must change the status");
+    }
+    if (path.contains(from) && path.contains(to)
+        && path.states().indexOf(to) < path.states().indexOf(from)) {
+      throw new IllegalArgumentException("to " + to + " comes before from " + from + " on the path " + path
+          + ": a step on a forward path cannot go back");
+    }
+  }
+
+  private static void checkRow(Connection tx, Object id) {
+    Require.notNull(tx, "tx");
+    Require.notNull(id, "id");
+  }
+
+  private void requireFence() {
+    if (fence == null) {
+      throw new IllegalStateException("fenced writes need a fence column: configure fenceColumn(..) on " + tableName);
+    }
+  }
+
+  private static Connection connectionOf(Tx tx) {
+    return Require.notNull(tx, "tx").connection();
+  }
+
+  /**
+   * Configures {@link Transitions} on one table. Defaults: id column {@code id}, status column
+   * {@code status}, no version column, no fence column; the path is required. Every name is
+   * checked in {@link #build()}.
+   */
+  public static final class Builder {
+    private final String table;
+    private String idColumn = "id";
+    private String statusColumn = "status";
+    private String versionColumn;
+    private String fenceColumn;
+    private StatePath path;
+
+    private Builder(Idem idem, String table) {
+      Require.notNull(idem, "idem");
+      this.table = table;
+    }
+
+    /** The column that identifies a row; must be unique. Default {@code id}. */
+    public Builder idColumn(String column) {
+      this.idColumn = column;
+      return this;
+    }
+
+    /** The column holding the state. Default {@code status}. */
+    public Builder statusColumn(String column) {
+      this.statusColumn = column;
+      return this;
+    }
+
+    /** A numeric column bumped by every write that matched; null (the default) for none. */
+    public Builder versionColumn(String column) {
+      this.versionColumn = column;
+      return this;
+    }
+
+    /**
+     * A bigint column holding the highest fencing token that wrote the row, for {@link
+     * Transitions#advanceFenced} and {@link Transitions#writeFenced}; null (the default) for none.
+     */
+    public Builder fenceColumn(String column) {
+      this.fenceColumn = column;
+      return this;
+    }
+
+    /** The forward path of the state machine in the status column. Required. */
+    public Builder path(StatePath path) {
+      this.path = path;
+      return this;
+    }
+
+    /**
+     * @throws IllegalArgumentException if the table or a column is not a plain identifier, two
+     *     columns are the same, or the path is missing
+     */
+    public Transitions build() {
+      Require.notNull(table, "table");
+      String[] parts = table.split("\\.", -1);
+      if (parts.length > 2) {
+        throw new IllegalArgumentException("table '" + table + "' must be a name or schema.name");
+      }
+      Name name = parts.length == 2
+          ? DSL.name(Identifiers.check("schema of table", parts[0]), Identifiers.check("table", parts[1]))
+          : DSL.name(Identifiers.check("table", parts[0]));
+      Identifiers.check("idColumn", idColumn);
+      Identifiers.check("statusColumn", statusColumn);
+      if (versionColumn != null) {
+        Identifiers.check("versionColumn", versionColumn);
+      }
+      if (fenceColumn != null) {
+        Identifiers.check("fenceColumn", fenceColumn);
+      }
+      List<String> columns = new ArrayList<>(List.of(idColumn, statusColumn));
+      if (versionColumn != null) {
+        columns.add(versionColumn);
+      }
+      if (fenceColumn != null) {
+        columns.add(fenceColumn);
+      }
+      if (columns.stream().distinct().count() != columns.size()) {
+        throw new IllegalArgumentException("id, status, version and fence columns must differ, were " + columns);
+      }
+      Require.notNull(path, "path");
+      return new Transitions(this, DSL.table(name));
+    }
+  }
 }

@@ -1,0 +1,261 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.internal.SqlStates;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jooq.exception.DataAccessException;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/** Real threads on real connections racing on keys, at each isolation level; rows counted. */
+class ConcurrencyTest {
+  static ExecutorFixture f;
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("executor_race", 8);
+  }
+
+  @AfterAll
+  static void stop() {
+    f.close();
+  }
+
+  /** A pool whose transactions run at {@code isolation} (a java.sql.Connection constant name). */
+  static HikariDataSource pool(int size, String isolation) {
+    HikariConfig config = new HikariConfig();
+    config.setJdbcUrl(f.db.jdbcUrl());
+    config.setMaximumPoolSize(size);
+    config.setMinimumIdle(0);
+    config.setTransactionIsolation(isolation);
+    return new HikariDataSource(config);
+  }
+
+  /** Starts {@code n} copies of {@code work} together and returns what each got. */
+  static <T> List<T> race(int n, Callable<T> work) throws Exception {
+    ExecutorService threads = Executors.newFixedThreadPool(n);
+    try {
+      CountDownLatch ready = new CountDownLatch(n);
+      CountDownLatch go = new CountDownLatch(1);
+      List<Future<T>> futures = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        futures.add(threads.submit(() -> {
+          ready.countDown();
+          go.await();
+          return work.call();
+        }));
+      }
+      ready.await();
+      go.countDown();
+      List<T> results = new ArrayList<>();
+      for (Future<T> future : futures) {
+        results.add(future.get(60, TimeUnit.SECONDS));
+      }
+      return results;
+    } finally {
+      threads.shutdownNow();
+    }
+  }
+
+  @Test
+  void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult() throws Exception {
+    IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
+    AtomicInteger runs = new AtomicInteger();
+    try (HikariDataSource ds = pool(32, "TRANSACTION_READ_COMMITTED")) {
+      IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
+      List<Execution<String>> results = race(32, () -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
+        runs.incrementAndGet();
+        String id = ExecutorFixture.pay(tx, key.value(), 100);
+        Thread.sleep(100); // hold the key so the others pile up on it
+        return id;
+      }));
+      assertThat(f.payments(key.value())).isEqualTo(1);
+      assertThat(f.keyRows(key)).isEqualTo(1);
+      assertThat(results).filteredOn(Execution::applied).hasSize(1);
+      assertThat(results).filteredOn(Execution::replayed).hasSize(31);
+      String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
+      assertThat(results).extracting(Execution::value).containsOnly(first);
+      assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aThousandKeysSentThreeTimesFromEightThreadsCommitExactlyAThousandEffects(String isolation) throws Exception {
+    String batch = UUID.randomUUID().toString().substring(0, 8);
+    List<IdempotencyKey> sends = new ArrayList<>();
+    for (int i = 0; i < 1000; i++) {
+      IdempotencyKey key = IdempotencyKey.of("batch-" + batch, "k" + i);
+      sends.add(key);
+      sends.add(key);
+      sends.add(key);
+    }
+    // Copies of a key land near each other, so they really race.
+    Random random = new Random(42);
+    for (int i = 0; i < sends.size(); i++) {
+      int j = Math.min(sends.size() - 1, i + random.nextInt(8));
+      Collections.swap(sends, i, j);
+    }
+    ConcurrentLinkedQueue<IdempotencyKey> queue = new ConcurrentLinkedQueue<>(sends);
+    Map<IdempotencyKey, List<String>> seen = new ConcurrentHashMap<>();
+    AtomicInteger surfaced = new AtomicInteger();
+    try (HikariDataSource ds = pool(8, isolation)) {
+      // Enough re-runs for a loser of a 3-way race under REPEATABLE READ / SERIALIZABLE.
+      IdempotentExecutor executor = Idem.builder(ds).serializationRetries(5).build().executor()
+          .inFlightWait(Duration.ofSeconds(20)).build();
+      race(8, () -> {
+        for (IdempotencyKey key; (key = queue.poll()) != null; ) {
+          String request = "batch-" + batch + "/" + key.value();
+          Execution<String> e;
+          try {
+            e = executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+          } catch (DataAccessException failure) {
+            // Past the bounded re-runs a serialization failure is surfaced, as documented: the
+            // client sends the same key again, which is safe.
+            assertThat(SqlStates.isRetryable(failure)).as("only serialization failures surface").isTrue();
+            surfaced.incrementAndGet();
+            queue.add(key);
+            continue;
+          }
+          seen.computeIfAbsent(key, k -> Collections.synchronizedList(new ArrayList<>())).add(e.value());
+        }
+        return null;
+      });
+    }
+    assertThat(f.count("SELECT count(*) FROM payments WHERE request LIKE 'batch-" + batch + "/%'")).isEqualTo(1000);
+    assertThat(f.count("SELECT count(DISTINCT request) FROM payments WHERE request LIKE 'batch-" + batch + "/%'")).isEqualTo(1000);
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'batch-" + batch + "'")).isEqualTo(1000);
+    assertThat(seen).hasSize(1000);
+    System.out.println(isolation + ": serialization failures surfaced after re-runs: " + surfaced);
+    assertThat(seen.values()).allSatisfy(results -> assertThat(results).hasSize(3).containsOnly(results.get(0)));
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation) throws Exception {
+    IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
+    try (HikariDataSource ds = pool(8, isolation)) {
+      IdempotentExecutor executor = Idem.builder(ds).serializationRetries(3).build().executor()
+          .inFlightWait(Duration.ofSeconds(20)).build();
+      List<Execution<String>> results = race(8, () -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        String id = ExecutorFixture.pay(tx, key.value(), 1);
+        Thread.sleep(50);
+        return id;
+      }));
+      assertThat(f.payments(key.value())).isEqualTo(1);
+      assertThat(results).filteredOn(Execution::applied).hasSize(1);
+      assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
+    }
+  }
+
+  @Test
+  void aRepeatBlockedOnTheKeyGetsTheReplayAsSoonAsTheFirstCommits() throws Exception {
+    IdempotencyKey key = IdempotencyKey.of("wait", UUID.randomUUID().toString());
+    IdempotentExecutor executor = f.idem.executor().inFlightWait(Duration.ofSeconds(20)).build();
+    CountDownLatch claimed = new CountDownLatch(1);
+    CountDownLatch finish = new CountDownLatch(1);
+    Future<Execution<String>> first = Executors.newSingleThreadExecutor().submit(() ->
+        executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+          claimed.countDown();
+          finish.await();
+          return ExecutorFixture.pay(tx, key.value(), 1);
+        }));
+    claimed.await();
+    Future<Execution<String>> second = Executors.newSingleThreadExecutor().submit(() ->
+        executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)));
+    Thread.sleep(300);
+    assertThat(second.isDone()).as("the repeat blocks on the key while the first runs").isFalse();
+    finish.countDown();
+    assertThat(first.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    Execution<String> repeat = second.get(10, TimeUnit.SECONDS);
+    assertThat(repeat.replayed()).isTrue();
+    assertThat(repeat.value()).isEqualTo(first.get().value());
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void aRepeatPastTheWaitBoundIsToldInFlightAndALaterRetryGetsTheReplay() throws Exception {
+    IdempotencyKey key = IdempotencyKey.of("bound", UUID.randomUUID().toString());
+    IdempotentExecutor executor = f.idem.executor().inFlightWait(Duration.ZERO).retryAfter(Duration.ofMillis(500)).build();
+    CountDownLatch claimed = new CountDownLatch(1);
+    CountDownLatch finish = new CountDownLatch(1);
+    Future<Execution<String>> first = Executors.newSingleThreadExecutor().submit(() ->
+        executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+          claimed.countDown();
+          finish.await();
+          return ExecutorFixture.pay(tx, key.value(), 1);
+        }));
+    claimed.await();
+    AtomicInteger runs = new AtomicInteger();
+    Execution<String> busy = executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      return "second";
+    });
+    assertThat(busy).isInstanceOfSatisfying(Execution.InFlight.class, i -> {
+      assertThat(i.retryAfter()).isEqualTo(Duration.ofMillis(500));
+      assertThat(i.key()).isEqualTo(key.toString());
+    });
+    assertThat(runs).hasValue(0);
+    assertThat(f.events.of(dev.idem.event.IdemEvent.InFlight.class, key)).hasSize(1);
+    finish.countDown();
+    first.get(10, TimeUnit.SECONDS);
+    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> "third").value()).isEqualTo(first.get().value());
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void whenTheFirstCopyFailsTheBlockedRepeatRunsTheEffectItself() throws Exception {
+    IdempotencyKey key = IdempotencyKey.of("fail", UUID.randomUUID().toString());
+    IdempotentExecutor executor = f.idem.executor().inFlightWait(Duration.ofSeconds(20)).build();
+    CountDownLatch claimed = new CountDownLatch(1);
+    CountDownLatch finish = new CountDownLatch(1);
+    Future<Object> first = Executors.newSingleThreadExecutor().submit(() -> {
+      try {
+        return executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+          ExecutorFixture.pay(tx, key.value(), 1);
+          claimed.countDown();
+          finish.await();
+          throw new IOException("first copy failed");
+        });
+      } catch (IOException e) {
+        return e;
+      }
+    });
+    claimed.await();
+    Future<Execution<String>> second = Executors.newSingleThreadExecutor().submit(() ->
+        executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 2)));
+    Thread.sleep(200);
+    finish.countDown();
+    assertThat(first.get(10, TimeUnit.SECONDS)).isInstanceOf(IOException.class);
+    assertThat(second.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.count("SELECT amount FROM payments WHERE request = '" + key.value() + "'")).isEqualTo(2);
+  }
+}

@@ -1,0 +1,162 @@
+package dev.idem.jdbc.executor;
+
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import javax.sql.DataSource;
+
+/**
+ * One database per test class, with idem migrated and a {@code payments} table standing for the
+ * user's own effect. Everything the tests assert is read back from here.
+ */
+final class ExecutorFixture implements AutoCloseable {
+  final TestDatabase db;
+  final DataSource ds;
+  final Idem idem;
+  final Recorder events = new Recorder();
+
+  ExecutorFixture(String hint, int poolSize) {
+    db = TestPostgres.newDatabase(hint);
+    ds = db.dataSource(poolSize);
+    idem = Idem.builder(ds).listener(events).build();
+    idem.migrate();
+    sql("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
+  }
+
+  /** The user's effect: one payment row; returns its id as text. */
+  static String pay(Tx tx, String request, int amount) throws SQLException {
+    try (PreparedStatement ps = tx.connection().prepareStatement(
+        "INSERT INTO payments (request, amount) VALUES (?, ?) RETURNING id")) {
+      ps.setString(1, request);
+      ps.setInt(2, amount);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return "payment-" + rs.getLong(1);
+      }
+    }
+  }
+
+  void sql(String statement) {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute(statement);
+    } catch (SQLException e) {
+      throw new IllegalStateException(statement, e);
+    }
+  }
+
+  long count(String query) {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(query)) {
+      rs.next();
+      return rs.getLong(1);
+    } catch (SQLException e) {
+      throw new IllegalStateException(query, e);
+    }
+  }
+
+  long payments(String request) {
+    return count("SELECT count(*) FROM payments WHERE request = '" + request + "'");
+  }
+
+  long keyRows(IdempotencyKey key) {
+    return count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + key.scope() + "' AND key = '" + key.value() + "'");
+  }
+
+  /** The key's row as text, for "unchanged" checks: every column. */
+  String keyRow(IdempotencyKey key) {
+    try (Connection c = ds.getConnection();
+        PreparedStatement ps = c.prepareStatement("SELECT k::text FROM idem.idem_keys k WHERE scope = ? AND key = ?")) {
+      ps.setString(1, key.scope());
+      ps.setString(2, key.value());
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? rs.getString(1) : null;
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  String column(IdempotencyKey key, String column) {
+    try (Connection c = ds.getConnection();
+        PreparedStatement ps = c.prepareStatement(
+            "SELECT (" + column + ")::text FROM idem.idem_keys WHERE scope = ? AND key = ?")) {
+      ps.setString(1, key.scope());
+      ps.setString(2, key.value());
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? rs.getString(1) : null;
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  @Override
+  public void close() {
+    db.close();
+  }
+
+  /** Records every event, in order. */
+  static final class Recorder implements IdemListener {
+    final List<IdemEvent> all = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void onApplied(IdemEvent.Applied e) {
+      all.add(e);
+    }
+
+    @Override
+    public void onReplayed(IdemEvent.Replayed e) {
+      all.add(e);
+    }
+
+    @Override
+    public void onInFlight(IdemEvent.InFlight e) {
+      all.add(e);
+    }
+
+    @Override
+    public void onFingerprintMismatch(IdemEvent.FingerprintMismatch e) {
+      all.add(e);
+    }
+
+    @Override
+    public void onLeaseTakenOver(IdemEvent.LeaseTakenOver e) {
+      all.add(e);
+    }
+
+    @Override
+    public void onExpired(IdemEvent.Expired e) {
+      all.add(e);
+    }
+
+    <E extends IdemEvent> List<E> of(Class<E> type, IdempotencyKey key) {
+      return all.stream().filter(type::isInstance).map(type::cast)
+          .filter(e -> key == null || key.equals(keyOf(e))).toList();
+    }
+
+    private static IdempotencyKey keyOf(IdemEvent e) {
+      if (e instanceof IdemEvent.Applied a) {
+        return a.key();
+      } else if (e instanceof IdemEvent.Replayed r) {
+        return r.key();
+      } else if (e instanceof IdemEvent.InFlight i) {
+        return i.key();
+      } else if (e instanceof IdemEvent.FingerprintMismatch m) {
+        return m.key();
+      } else if (e instanceof IdemEvent.LeaseTakenOver l) {
+        return l.key();
+      }
+      return null;
+    }
+  }
+}

@@ -1,0 +1,217 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.internal.SqlStates;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Local effects joining the caller's transaction: the savepoint keeps the caller's work safe. */
+class JoinedTransactionTest {
+  static ExecutorFixture f;
+  static IdempotentExecutor executor;
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("executor_joined", 6);
+    f.sql("CREATE TABLE orders (id text PRIMARY KEY)");
+    executor = f.idem.executor().inFlightWait(Duration.ofMillis(200)).build();
+  }
+
+  @AfterAll
+  static void stop() {
+    f.close();
+  }
+
+  static IdempotencyKey newKey() {
+    return IdempotencyKey.of("joined", UUID.randomUUID().toString());
+  }
+
+  static void order(Connection c, String id) throws Exception {
+    try (Statement st = c.createStatement()) {
+      st.execute("INSERT INTO orders VALUES ('" + id + "')");
+    }
+  }
+
+  long orders(String id) {
+    return f.count("SELECT count(*) FROM orders WHERE id = '" + id + "'");
+  }
+
+  @Test
+  void theClaimAndEffectCommitWithTheCallersWork() throws Exception {
+    IdempotencyKey key = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      order(c, key.value());
+      Execution<String> e = executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 10));
+      assertThat(e.applied()).isTrue();
+      // Nothing is visible to others before the caller commits.
+      assertThat(f.keyRows(key)).isZero();
+      assertThat(f.payments(key.value())).isZero();
+      c.commit();
+    }
+    assertThat(orders(key.value())).isEqualTo(1);
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    Execution<String> again = executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 10));
+    assertThat(again.replayed()).isTrue();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void anEffectThatThrowsIsRolledBackToTheSavepointAndTheCallersTransactionGoesOn() throws Exception {
+    IdempotencyKey key = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      order(c, key.value());
+      assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        ExecutorFixture.pay(tx, key.value(), 10);
+        tx.connection().createStatement().execute("SELECT 1/0"); // aborts the transaction: only the savepoint saves it
+        return "never";
+      })).isInstanceOf(java.sql.SQLException.class).hasMessageContaining("division by zero");
+      order(c, key.value() + "-after"); // the caller's transaction is usable
+      c.commit();
+    }
+    assertThat(orders(key.value())).isEqualTo(1);
+    assertThat(orders(key.value() + "-after")).isEqualTo(1);
+    assertThat(f.payments(key.value())).isZero();
+    assertThat(f.keyRows(key)).isZero();
+  }
+
+  @Test
+  void aRollbackOfTheCallersTransactionTakesTheKeyWithIt() throws Exception {
+    IdempotencyKey key = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+      c.rollback();
+    }
+    assertThat(f.keyRows(key)).isZero();
+    assertThat(f.payments(key.value())).isZero();
+    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)).applied()).isTrue();
+  }
+
+  @Test
+  void aReplayAndAMismatchInsideTheCallersTransactionLeaveItUsable() throws Exception {
+    IdempotencyKey key = newKey();
+    executor.execute(key, Fingerprint.of("a"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      Execution<String> replay = executor.execute(c, key, Fingerprint.of("a"), Codec.utf8(), tx -> "no");
+      assertThat(replay.replayed()).isTrue();
+      assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.of("b"), Codec.utf8(), tx -> "no"))
+          .isInstanceOf(KeyReuseException.class);
+      order(c, key.value());
+      c.commit();
+    }
+    assertThat(orders(key.value())).isEqualTo(1);
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void aKeyHeldByAnotherTransactionIsInFlightAndTheCallersTransactionGoesOn() throws Exception {
+    IdempotencyKey key = newKey();
+    CountDownLatch claimed = new CountDownLatch(1);
+    CountDownLatch finish = new CountDownLatch(1);
+    CompletableFuture<Execution<String>> holder = CompletableFuture.supplyAsync(() -> {
+      try {
+        return executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+          claimed.countDown();
+          finish.await(10, TimeUnit.SECONDS);
+          return ExecutorFixture.pay(tx, key.value(), 1);
+        });
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    });
+    assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      Execution<String> e = executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> "second");
+      assertThat(e).isInstanceOfSatisfying(Execution.InFlight.class,
+          i -> assertThat(i.retryAfter()).isEqualTo(Duration.ofSeconds(1)));
+      order(c, key.value());
+      try (Statement st = c.createStatement(); var rs = st.executeQuery("SHOW lock_timeout")) {
+        rs.next();
+        assertThat(rs.getString(1)).isEqualTo("0"); // the claim's wait bound did not leak
+      }
+      c.commit();
+    }
+    finish.countDown();
+    assertThat(holder.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    assertThat(orders(key.value())).isEqualTo(1);
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void insideIdemInTransactionTheOwnedFormJoins() throws Exception {
+    IdempotencyKey key = newKey();
+    assertThatThrownBy(() -> f.idem.useTransaction(tx -> {
+      order(tx.connection(), key.value());
+      executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), inner -> ExecutorFixture.pay(inner, key.value(), 1));
+      throw new IOException("later failure in the caller");
+    })).isInstanceOf(IOException.class);
+    assertThat(orders(key.value())).isZero();
+    assertThat(f.payments(key.value())).isZero();
+    assertThat(f.keyRows(key)).isZero();
+  }
+
+  @Test
+  void anAutoCommitConnectionIsRefused() throws Exception {
+    IdempotencyKey key = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(true);
+      assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> "x"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx is in auto-commit mode");
+    }
+    assertThat(f.keyRows(key)).isZero();
+  }
+
+  @Test
+  void underRepeatableReadALoserSeesSerializationFailureAndItsTransactionRemainsUsable() throws Exception {
+    IdempotencyKey key = newKey();
+    IdempotentExecutor patient = f.idem.executor().inFlightWait(Duration.ofSeconds(10)).build();
+    try (Connection winner = f.ds.getConnection(); Connection loser = f.ds.getConnection()) {
+      winner.setAutoCommit(false);
+      loser.setAutoCommit(false);
+      loser.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+      try (Statement st = loser.createStatement()) {
+        st.execute("SELECT 1"); // the loser's snapshot starts here, before the winner commits
+      }
+      patient.execute(winner, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+      CompletableFuture<Throwable> lost = CompletableFuture.supplyAsync(() -> {
+        try {
+          patient.execute(loser, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+          return null;
+        } catch (Throwable t) {
+          return t;
+        }
+      });
+      Thread.sleep(200); // the loser blocks on the winner's key
+      winner.commit();
+      Throwable t = lost.get(10, TimeUnit.SECONDS);
+      assertThat(t).isNotNull();
+      assertThat(SqlStates.of(t)).isEqualTo(SqlStates.SERIALIZATION_FAILURE);
+      order(loser, key.value()); // rolled back to the savepoint: still usable
+      loser.commit();
+      loser.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
+    }
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(orders(key.value())).isEqualTo(1);
+  }
+}

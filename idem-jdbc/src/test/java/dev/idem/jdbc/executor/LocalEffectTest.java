@@ -1,0 +1,262 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.event.IdemEvent;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Codec;
+import dev.idem.result.CodecException;
+import dev.idem.result.Execution;
+import dev.idem.window.DedupeWindow;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Local effects, one call at a time: what each kind of repeat gets, and what the database holds. */
+class LocalEffectTest {
+  static ExecutorFixture f;
+  static IdempotentExecutor executor;
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("executor_local", 6);
+    executor = f.idem.executor().window(DedupeWindow.of(Duration.ofHours(1))).inFlightWait(Duration.ofMillis(300)).build();
+  }
+
+  @AfterAll
+  static void stop() {
+    f.close();
+  }
+
+  static IdempotencyKey newKey() {
+    return IdempotencyKey.of("merchant-1/payments", UUID.randomUUID().toString());
+  }
+
+  @Test
+  void theFirstCallAppliesAndARepeatGetsTheStoredResultWithoutRunningTheEffect() throws Exception {
+    IdempotencyKey key = newKey();
+    String request = key.value();
+    Fingerprint fp = Fingerprint.of("pay 100 to bob");
+    AtomicInteger runs = new AtomicInteger();
+
+    Execution<String> first = executor.execute(key, fp, Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      return ExecutorFixture.pay(tx, request, 100);
+    });
+    Instant between = dbNow();
+    Execution<String> second = executor.execute(key, fp, Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      return ExecutorFixture.pay(tx, request, 100);
+    });
+
+    assertThat(first).isInstanceOf(Execution.Applied.class);
+    assertThat(second).isInstanceOf(Execution.Replayed.class);
+    assertThat(second.value()).isEqualTo(first.value()).startsWith("payment-");
+    Execution.Replayed<String> replay = (Execution.Replayed<String>) second;
+    assertThat(replay.firstCompletedAt()).isBeforeOrEqualTo(between);
+    assertThat(replay.age()).isGreaterThanOrEqualTo(Duration.ZERO).isLessThan(Duration.ofMinutes(1));
+    assertThat(runs).hasValue(1);
+    assertThat(f.payments(request)).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(first.value());
+    // The window is counted from the claim by the database clock.
+    assertThat(f.column(key, "expires_at - created_at")).isEqualTo("01:00:00");
+    assertThat(f.events.of(IdemEvent.Applied.class, key)).hasSize(1);
+    assertThat(f.events.of(IdemEvent.Replayed.class, key)).hasSize(1)
+        .allSatisfy(e -> assertThat(e.windowUsed()).isBetween(0.0, 0.1));
+  }
+
+  @Test
+  void aBusinessFailureIsAResultStoredAndReplayed() throws Exception {
+    IdempotencyKey key = newKey();
+    Fingerprint fp = Fingerprint.of("card 4000-0000-0000-0002");
+    Execution<String> first = executor.execute(key, fp, Codec.utf8(), tx -> {
+      ExecutorFixture.pay(tx, key.value(), 0); // the decline is recorded too
+      return "declined: insufficient funds";
+    });
+    Execution<String> second = executor.execute(key, fp, Codec.utf8(), tx -> "approved");
+    assertThat(first.applied()).isTrue();
+    assertThat(second.replayed()).isTrue();
+    assertThat(second.value()).isEqualTo("declined: insufficient funds");
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void anExceptionRollsBackTheEffectAndFreesTheKeyForARetry() throws Exception {
+    IdempotencyKey key = newKey();
+    Fingerprint fp = Fingerprint.of("r");
+    assertThatThrownBy(() -> executor.execute(key, fp, Codec.utf8(), tx -> {
+      ExecutorFixture.pay(tx, key.value(), 5);
+      throw new IOException("card network down");
+    })).isInstanceOf(IOException.class).hasMessage("card network down");
+    assertThat(f.payments(key.value())).isZero();
+    assertThat(f.keyRows(key)).isZero();
+
+    Execution<String> retry = executor.execute(key, fp, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 5));
+    assertThat(retry.applied()).isTrue();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void aRepeatWithAnotherFingerprintIsRefusedAndChangesNothing() throws Exception {
+    IdempotencyKey key = newKey();
+    executor.execute(key, Fingerprint.of("pay 100"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 100));
+    String before = f.keyRow(key);
+    AtomicInteger runs = new AtomicInteger();
+
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.of("pay 900"), Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      return ExecutorFixture.pay(tx, key.value(), 900);
+    })).isInstanceOfSatisfying(KeyReuseException.class, e -> {
+      assertThat(e.key()).isEqualTo(key);
+      assertThat(e.stored()).isEqualTo(Fingerprint.of("pay 100"));
+      assertThat(e.given()).isEqualTo(Fingerprint.of("pay 900"));
+    });
+    assertThat(runs).hasValue(0);
+    assertThat(f.keyRow(key)).isEqualTo(before);
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.count("SELECT count(*) FROM payments WHERE request = '" + key.value() + "' AND amount = 900")).isZero();
+    assertThat(f.events.of(IdemEvent.FingerprintMismatch.class, key)).hasSize(1);
+  }
+
+  @Test
+  void theSameValueInAnotherScopeIsAnotherKey() throws Exception {
+    String value = UUID.randomUUID().toString();
+    IdempotencyKey a = IdempotencyKey.of("tenant-a", value);
+    IdempotencyKey b = IdempotencyKey.of("tenant-b", value);
+    assertThat(executor.execute(a, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, value, 1)).applied()).isTrue();
+    assertThat(executor.execute(b, Fingerprint.of("other"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, value, 2)).applied()).isTrue();
+    assertThat(f.payments(value)).isEqualTo(2);
+  }
+
+  @Test
+  void aResultTheCodecCannotEncodeRollsTheEffectBackAndSaysWhy() {
+    IdempotencyKey key = newKey();
+    Codec<String> broken = new Codec<>() {
+      @Override
+      public byte[] encode(String value) {
+        throw new IllegalStateException("no encoding for " + value);
+      }
+
+      @Override
+      public String decode(byte[] bytes) {
+        return null;
+      }
+
+      @Override
+      public String toString() {
+        return "BrokenCodec";
+      }
+    };
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, broken, tx -> ExecutorFixture.pay(tx, key.value(), 7)))
+        .isInstanceOf(CodecException.class)
+        .hasMessageContaining(key.toString())
+        .hasMessageContaining("BrokenCodec")
+        .hasMessageContaining("no encoding for payment-")
+        .hasMessageContaining("rolled back");
+    assertThat(f.payments(key.value())).isZero();
+    assertThat(f.keyRows(key)).isZero();
+  }
+
+  @Test
+  void aCodecThatStoresNothingRecordsTheKeyAndReplaysNull() throws Exception {
+    IdempotencyKey key = newKey();
+    Execution<Object> first = executor.execute(key, Fingerprint.EMPTY, Codec.none(), tx -> ExecutorFixture.pay(tx, key.value(), 3));
+    Execution<Object> second = executor.execute(key, Fingerprint.EMPTY, Codec.none(), tx -> ExecutorFixture.pay(tx, key.value(), 3));
+    assertThat(first.applied()).isTrue();
+    assertThat(second.replayed()).isTrue();
+    assertThat(second.value()).isNull();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+    assertThat(f.column(key, "result")).isNull();
+  }
+
+  @Test
+  void theEffectDoesNotRunWithTheClaimsLockTimeout() throws Exception {
+    IdempotencyKey key = newKey();
+    String[] seen = new String[1];
+    executor.execute(key, Fingerprint.EMPTY, Codec.none(), tx -> {
+      try (Statement st = tx.connection().createStatement(); var rs = st.executeQuery("SHOW lock_timeout")) {
+        rs.next();
+        seen[0] = rs.getString(1);
+      }
+      return null;
+    });
+    assertThat(seen[0]).isEqualTo("0");
+  }
+
+  @Test
+  void badInputIsRefusedBeforeAnythingIsWritten() {
+    long keysBefore = f.count("SELECT count(*) FROM idem.idem_keys");
+    IdempotencyKey key = newKey();
+    assertThatThrownBy(() -> executor.execute(null, Fingerprint.EMPTY, Codec.utf8(), tx -> "x"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("key must not be null");
+    assertThatThrownBy(() -> executor.execute(key, null, Codec.utf8(), tx -> "x"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("fingerprint must not be null");
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, null, tx -> "x"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("codec must not be null");
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("effect must not be null");
+    assertThatThrownBy(() -> executor.execute((Connection) null, key, Fingerprint.EMPTY, Codec.utf8(), tx -> "x"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("callerTx must not be null");
+    assertThatThrownBy(() -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("call must not be null");
+    assertThatThrownBy(() -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "x", null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("resolver must not be null");
+    // Keys and scopes are checked where they are made, before the executor sees them.
+    assertThatThrownBy(() -> IdempotencyKey.of("tenant a", "k"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("scope contains a space");
+    assertThatThrownBy(() -> IdempotencyKey.of("tenant", ""))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("value must not be empty");
+    assertThatThrownBy(() -> IdempotencyKey.of("tenant", "x".repeat(256)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at most 255");
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keysBefore);
+  }
+
+  @Test
+  void theBuilderRefusesBadSettingsNamingThem() {
+    assertThatThrownBy(() -> f.idem.executor().window(null).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
+    assertThatThrownBy(() -> f.idem.executor().inFlightWait(Duration.ofSeconds(-1)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inFlightWait");
+    assertThatThrownBy(() -> f.idem.executor().lease(Duration.ZERO).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("lease");
+    assertThatThrownBy(() -> f.idem.executor().name("my executor").build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("name");
+    assertThatThrownBy(() -> f.idem.executor().expiryBatches(0, 1).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("batch size");
+    assertThatThrownBy(() -> IdempotentExecutor.builder(null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("idem");
+  }
+
+  @Test
+  void aListenerThatThrowsNeverBreaksTheCall() throws Exception {
+    var loud = dev.idem.jdbc.Idem.builder(f.ds).listener(new dev.idem.event.IdemListener() {
+      @Override
+      public void onApplied(IdemEvent.Applied event) {
+        throw new IllegalStateException("metrics down");
+      }
+    }).build();
+    IdempotencyKey key = newKey();
+    Execution<String> e = loud.executor().build().execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+    assertThat(e.applied()).isTrue();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  static Instant dbNow() {
+    java.time.OffsetDateTime now = f.idem.inTransaction(tx ->
+        tx.dsl().resultQuery("SELECT clock_timestamp()").fetchOne(0, java.time.OffsetDateTime.class));
+    return now.toInstant();
+  }
+}
