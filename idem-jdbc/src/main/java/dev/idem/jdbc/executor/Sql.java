@@ -25,7 +25,7 @@ import org.jooq.Query;
 record Sql(String text, List<String> names) {
   // jOOQ renders named parameters as :name. The only other colons in idem's statements are
   // PostgreSQL casts (::bigint), which the look-behind skips; no string literal holds a colon.
-  private static final Pattern NAMED = Pattern.compile("(?<![:\\w]):([a-z_]+)");
+  private static final Pattern NAMED = Pattern.compile("(?<![:\\w]):(\\w+)");
 
   Sql {
     names = List.copyOf(names);
@@ -39,6 +39,10 @@ record Sql(String text, List<String> names) {
       Matcher m = NAMED.matcher(named);
       StringBuilder out = new StringBuilder();
       while (m.find()) {
+        if (Character.isDigit(m.group(1).charAt(0))) {
+          // an unnamed bind value: every value idem sends is named, the rest is inlined
+          throw new IllegalStateException("unnamed parameter " + m.group() + " in " + named);
+        }
         names.add(m.group(1));
         m.appendReplacement(out, "?");
       }

@@ -32,6 +32,7 @@ final class ExecutorFixture implements AutoCloseable {
     idem = Idem.builder(ds).listener(events).build();
     idem.migrate();
     sql("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
+    sql(Provider.TABLE);
   }
 
   /** The user's effect: one payment row; returns its id as text. */

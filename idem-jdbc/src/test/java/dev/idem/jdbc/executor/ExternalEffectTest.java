@@ -1,0 +1,274 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.event.IdemEvent;
+import dev.idem.fence.FencingToken;
+import dev.idem.fence.StaleFenceException;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.key.Keys;
+import dev.idem.result.Codec;
+import dev.idem.result.CodecException;
+import dev.idem.result.Execution;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** External effects in phases: leases by the database clock, fencing tokens, takeovers, resolvers. */
+class ExternalEffectTest {
+  static final Duration LEASE = Duration.ofSeconds(1);
+  static ExecutorFixture f;
+  /** Answers at once when the lease is live. */
+  static IdempotentExecutor impatient;
+  /** Polls a live lease for longer than it lasts, so it takes over. */
+  static IdempotentExecutor patient;
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("executor_external", 6);
+    impatient = f.idem.executor().lease(LEASE).inFlightWait(Duration.ZERO).build();
+    patient = f.idem.executor().lease(LEASE).inFlightWait(Duration.ofSeconds(5)).build();
+  }
+
+  @AfterAll
+  static void stop() {
+    f.close();
+  }
+
+  static IdempotencyKey newKey() {
+    return IdempotencyKey.of("checkout", UUID.randomUUID().toString());
+  }
+
+  long charges(IdempotencyKey key) {
+    return f.count("SELECT count(*) FROM provider_charges WHERE call_key = '" + Keys.child(key, "external").value() + "'");
+  }
+
+  long calls(IdempotencyKey key) {
+    return f.count("SELECT coalesce(sum(calls), 0) FROM provider_charges WHERE call_key = '" + Keys.child(key, "external").value() + "'");
+  }
+
+  @Test
+  void theCallRunsOnceWithTheDerivedCallKeyAndARepeatGetsTheStoredResult() throws Exception {
+    IdempotencyKey key = newKey();
+    List<ExternalAttempt> attempts = new CopyOnWriteArrayList<>();
+    ExternalCall<String, Exception> call = a -> {
+      attempts.add(a);
+      assertThat(f.column(key, "state")).as("phase 1 committed before the call").isEqualTo("I");
+      return Provider.charge(f.ds, a.callKey().value(), 100);
+    };
+    Execution<String> first = impatient.executeExternal(key, Fingerprint.of("100 EUR"), Codec.utf8(), call);
+    Execution<String> second = impatient.executeExternal(key, Fingerprint.of("100 EUR"), Codec.utf8(), call);
+
+    assertThat(first.applied()).isTrue();
+    assertThat(second.replayed()).isTrue();
+    assertThat(second.value()).isEqualTo(first.value()).startsWith("ch_");
+    assertThat(attempts).singleElement().satisfies(a -> {
+      assertThat(a.key()).isEqualTo(key);
+      assertThat(a.callKey()).isEqualTo(Keys.child(key, "external"));
+      assertThat(a.token()).isEqualTo(FencingToken.FIRST);
+      assertThat(a.takeover()).isFalse();
+    });
+    assertThat(charges(key)).isEqualTo(1);
+    assertThat(calls(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+    assertThat(f.column(key, "fence")).isEqualTo("1");
+    assertThat(f.column(key, "call_key")).isEqualTo(Keys.child(key, "external").value());
+    assertThat(f.column(key, "lease_expires_at")).isNull();
+  }
+
+  @Test
+  void aCopyThatFindsALiveLeaseIsInFlightWithTheLeasesTimeLeft() throws Exception {
+    IdempotencyKey key = newKey();
+    CountDownLatch calling = new CountDownLatch(1);
+    CountDownLatch answer = new CountDownLatch(1);
+    CompletableFuture<Execution<String>> first = CompletableFuture.supplyAsync(() -> {
+      try {
+        return impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+          calling.countDown();
+          answer.await(10, TimeUnit.SECONDS);
+          return Provider.charge(f.ds, a.callKey().value(), 1);
+        });
+      } catch (Exception e) {
+        throw new RuntimeException(e);
+      }
+    });
+    assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
+    AtomicInteger secondCalls = new AtomicInteger();
+    Execution<String> second = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      secondCalls.incrementAndGet();
+      return "no";
+    });
+    assertThat(second).isInstanceOfSatisfying(Execution.InFlight.class, i ->
+        assertThat(i.retryAfter()).isPositive().isLessThanOrEqualTo(LEASE));
+    assertThat(secondCalls).hasValue(0);
+    answer.countDown();
+    assertThat(first.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    assertThat(charges(key)).isEqualTo(1);
+    assertThat(f.events.of(IdemEvent.InFlight.class, key)).hasSize(1);
+  }
+
+  @Test
+  void aZombiePastItsLeaseIsRefusedAndTheStoredResultIsItsSuccessors() throws Exception {
+    IdempotencyKey key = newKey();
+    CountDownLatch zombieCalled = new CountDownLatch(1);
+    CountDownLatch wakeZombie = new CountDownLatch(1);
+    CompletableFuture<Throwable> zombie = CompletableFuture.supplyAsync(() -> {
+      try {
+        impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+          String charge = Provider.charge(f.ds, a.callKey().value(), 50);
+          zombieCalled.countDown();
+          wakeZombie.await(20, TimeUnit.SECONDS); // a GC pause, a hung socket: past the lease
+          return charge + " by token " + a.token().value();
+        });
+        return null;
+      } catch (Throwable t) {
+        return t;
+      }
+    });
+    assertThat(zombieCalled.await(10, TimeUnit.SECONDS)).isTrue();
+    List<ExternalAttempt> attempts = new CopyOnWriteArrayList<>();
+    Execution<String> successor = patient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      attempts.add(a);
+      return Provider.charge(f.ds, a.callKey().value(), 50) + " by token " + a.token().value();
+    });
+    assertThat(successor.applied()).isTrue();
+    assertThat(successor.value()).endsWith(" by token 2");
+    assertThat(attempts).singleElement().satisfies(a -> {
+      assertThat(a.takeover()).isTrue();
+      assertThat(a.token().value()).isEqualTo(2);
+      assertThat(a.callKey()).isEqualTo(Keys.child(key, "external"));
+    });
+    String stored = f.keyRow(key);
+
+    wakeZombie.countDown();
+    Throwable refused = zombie.get(10, TimeUnit.SECONDS);
+    assertThat(refused).isInstanceOfSatisfying(StaleFenceException.class, e -> {
+      assertThat(e.token()).isEqualTo(1);
+      assertThat(e.highest()).isEqualTo(2);
+    });
+    assertThat(f.keyRow(key)).as("the zombie's write left nothing").isEqualTo(stored);
+    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(successor.value());
+    assertThat(charges(key)).isEqualTo(1); // the provider deduped the second call by the call key
+    assertThat(calls(key)).isEqualTo(2);
+    assertThat(f.events.of(IdemEvent.LeaseTakenOver.class, key)).singleElement().satisfies(e -> {
+      assertThat(e.previousToken()).isEqualTo(1);
+      assertThat(e.newToken()).isEqualTo(2);
+    });
+  }
+
+  @Test
+  void aCallThatThrowsEndsItsLeaseAndTheNextRepeatAsksTheResolverInsteadOfCallingAgain() throws Exception {
+    IdempotencyKey key = newKey();
+    assertThatThrownBy(() -> impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      Provider.charge(f.ds, a.callKey().value(), 70); // the charge went through ...
+      throw new IOException("read timed out"); // ... but the answer was lost
+    })).isInstanceOf(IOException.class).hasMessage("read timed out");
+    assertThat(f.column(key, "state")).isEqualTo("I");
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()
+        + "' AND lease_expires_at <= clock_timestamp()")).as("lease ended at once").isEqualTo(1);
+
+    AtomicInteger calls = new AtomicInteger();
+    List<ExternalAttempt> asked = new CopyOnWriteArrayList<>();
+    Execution<String> e = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      calls.incrementAndGet();
+      return Provider.charge(f.ds, a.callKey().value(), 70);
+    }, a -> {
+      asked.add(a);
+      return Provider.lookUp(f.ds, a.callKey().value());
+    });
+    assertThat(e.applied()).isTrue();
+    assertThat(calls).hasValue(0);
+    assertThat(asked).singleElement().satisfies(a -> {
+      assertThat(a.takeover()).isTrue();
+      assertThat(a.token().value()).isEqualTo(2);
+    });
+    assertThat(e.value()).isEqualTo(Provider.lookUp(f.ds, Keys.child(key, "external").value()).orElseThrow());
+    assertThat(this.calls(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+  }
+
+  @Test
+  void aResolverThatKnowsNothingLetsTheTakeoverCallAgainWithTheSameCallKey() throws Exception {
+    IdempotencyKey key = newKey();
+    List<String> callKeys = new CopyOnWriteArrayList<>();
+    assertThatThrownBy(() -> impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      callKeys.add(a.callKey().value());
+      throw new IOException("connection refused"); // never reached the provider
+    })).isInstanceOf(IOException.class);
+    Execution<String> e = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      callKeys.add(a.callKey().value());
+      return Provider.charge(f.ds, a.callKey().value(), 5);
+    }, a -> Optional.empty());
+    assertThat(e.applied()).isTrue();
+    assertThat(callKeys).hasSize(2).containsOnly(Keys.child(key, "external").value());
+    assertThat(charges(key)).isEqualTo(1);
+    assertThat(f.column(key, "fence")).isEqualTo("2");
+  }
+
+  @Test
+  void aDeclineIsAResultStoredAndReplayed() throws Exception {
+    IdempotencyKey key = newKey();
+    Execution<String> first = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "declined");
+    Execution<String> second = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "approved");
+    assertThat(first.value()).isEqualTo("declined");
+    assertThat(second.replayed()).isTrue();
+    assertThat(second.value()).isEqualTo("declined");
+  }
+
+  @Test
+  void aMismatchIsRefusedAndTheRowIsUnchanged() throws Exception {
+    IdempotencyKey key = newKey();
+    impatient.executeExternal(key, Fingerprint.of("a"), Codec.utf8(), a -> Provider.charge(f.ds, a.callKey().value(), 1));
+    String before = f.keyRow(key);
+    assertThatThrownBy(() -> impatient.executeExternal(key, Fingerprint.of("b"), Codec.utf8(), a -> "x"))
+        .isInstanceOf(KeyReuseException.class);
+    assertThat(f.keyRow(key)).isEqualTo(before);
+    assertThat(calls(key)).isEqualTo(1);
+  }
+
+  @Test
+  void aResultTheCodecCannotEncodeStoresNothingAndEndsTheLease() {
+    IdempotencyKey key = newKey();
+    Codec<String> broken = new Codec<>() {
+      @Override
+      public byte[] encode(String value) {
+        throw new IllegalArgumentException("too big");
+      }
+
+      @Override
+      public String decode(byte[] bytes) {
+        return null;
+      }
+    };
+    assertThatThrownBy(() -> impatient.executeExternal(key, Fingerprint.EMPTY, broken, a -> "ok"))
+        .isInstanceOf(CodecException.class).hasMessageContaining("too big").hasMessageContaining("nothing was stored");
+    assertThat(f.column(key, "state")).isEqualTo("I");
+    assertThat(f.column(key, "result")).isNull();
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()
+        + "' AND lease_expires_at <= clock_timestamp()")).isEqualTo(1);
+  }
+
+  @Test
+  void aLocalCallOnAKeyWithAnExternalClaimInFlightIsInFlight() throws Exception {
+    IdempotencyKey key = newKey();
+    assertThatThrownBy(() -> impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      throw new IOException("x");
+    })).isInstanceOf(IOException.class);
+    Execution<String> local = impatient.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+    assertThat(local.inFlight()).isTrue();
+    assertThat(f.payments(key.value())).isZero();
+  }
+}

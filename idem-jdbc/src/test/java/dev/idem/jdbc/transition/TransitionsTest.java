@@ -1,0 +1,407 @@
+package dev.idem.jdbc.transition;
+
+import static dev.idem.transition.Outcome.ALREADY_DONE;
+import static dev.idem.transition.Outcome.APPLIED;
+import static dev.idem.transition.Outcome.CONFLICT;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.fence.FencingToken;
+import dev.idem.fence.StaleFenceException;
+import dev.idem.jdbc.Idem;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import dev.idem.transition.Outcome;
+import dev.idem.transition.StatePath;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Conditional transitions on a real {@code shop.orders} table, the seed's shipment walkthrough. */
+class TransitionsTest {
+  static final StatePath SHIPMENT = StatePath.of("PLACED", "PACKED", "SHIPPED", "DELIVERED");
+
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+  static Transitions orders;
+
+  @BeforeAll
+  static void start() throws SQLException {
+    db = TestPostgres.newDatabase("transitions");
+    ds = db.dataSource(6);
+    idem = Idem.builder(ds).build();
+    idem.migrate();
+    sql("CREATE SCHEMA shop");
+    sql("CREATE TABLE shop.orders (id text PRIMARY KEY, status text NOT NULL, version int NOT NULL DEFAULT 1,"
+        + " fence bigint, note text)");
+    orders = idem.transitions("shop.orders")
+        .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
+        .path(SHIPMENT)
+        .build();
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  static void sql(String statement) throws SQLException {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute(statement);
+    }
+  }
+
+  static void insert(String id, String status) throws SQLException {
+    sql("INSERT INTO shop.orders (id, status) VALUES ('" + id + "', '" + status + "')");
+  }
+
+  /** The row as the database has it: "STATUS v<version> fence=<fence> note=<note>", or "none". */
+  static String row(String id) throws SQLException {
+    try (Connection c = ds.getConnection();
+        var ps = c.prepareStatement("SELECT status, version, fence, note FROM shop.orders WHERE id = ?")) {
+      ps.setString(1, id);
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return "none";
+        }
+        return rs.getString(1) + " v" + rs.getInt(2) + " fence=" + rs.getObject(3) + " note=" + rs.getString(4);
+      }
+    }
+  }
+
+  static long count(String table) throws SQLException {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("SELECT count(*) FROM " + table)) {
+      rs.next();
+      return rs.getLong(1);
+    }
+  }
+
+  static Outcome advance(String id, String from, String to) throws SQLException {
+    try (Connection c = ds.getConnection()) {
+      return orders.advance(c, id, from, to);
+    }
+  }
+
+  @Test
+  void theSeedsShipmentWalkthrough() throws SQLException {
+    insert("o1", "PLACED");
+    assertThat(advance("o1", "PLACED", "PACKED")).isEqualTo(APPLIED);
+    // The queue redelivers the warehouse message after a consumer crash.
+    assertThat(advance("o1", "PLACED", "PACKED")).isEqualTo(ALREADY_DONE);
+    assertThat(row("o1")).isEqualTo("PACKED v2 fence=null note=null");
+    assertThat(advance("o1", "PACKED", "SHIPPED")).isEqualTo(APPLIED); // carrier webhook
+    assertThat(advance("o1", "PACKED", "SHIPPED")).isEqualTo(ALREADY_DONE); // sent again
+    assertThat(advance("o1", "SHIPPED", "DELIVERED")).isEqualTo(APPLIED);
+    // A delayed copy of the first message arrives last. The condition keeps the order DELIVERED.
+    assertThat(advance("o1", "PLACED", "PACKED")).isEqualTo(ALREADY_DONE);
+    // Three changes, four repeats ignored: the version counts only the changes.
+    assertThat(row("o1")).isEqualTo("DELIVERED v4 fence=null note=null");
+
+    // The same late message, written blind, moves the delivered order back to PACKED.
+    sql("UPDATE shop.orders SET status = 'PACKED' WHERE id = 'o1'");
+    assertThat(row("o1")).startsWith("PACKED ");
+  }
+
+  @Test
+  void twoWorkersRacingOnOneOrderOnRealConnectionsApplyItOnce() throws Exception {
+    int rounds = 20;
+    List<String> ids = new ArrayList<>();
+    for (int i = 0; i < rounds; i++) {
+      ids.add("race-" + i);
+      insert("race-" + i, "PLACED");
+    }
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      for (String id : ids) {
+        CountDownLatch start = new CountDownLatch(1);
+        List<Future<Outcome>> workers = new ArrayList<>();
+        for (int w = 0; w < 2; w++) {
+          workers.add(pool.submit(() -> {
+            try (Connection c = ds.getConnection()) {
+              c.setAutoCommit(false);
+              start.await();
+              Outcome o = orders.advance(c, id, "PLACED", "PACKED");
+              c.commit();
+              return o;
+            }
+          }));
+        }
+        start.countDown();
+        List<Outcome> outcomes = new ArrayList<>();
+        for (Future<Outcome> f : workers) {
+          outcomes.add(f.get(30, TimeUnit.SECONDS));
+        }
+        assertThat(outcomes).as(id).containsExactlyInAnyOrder(APPLIED, ALREADY_DONE);
+        assertThat(row(id)).as(id).isEqualTo("PACKED v2 fence=null note=null");
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void aCancelledOrderIsAConflictAndIsLeftAlone() throws SQLException {
+    insert("o3", "CANCELLED");
+    try (Connection c = ds.getConnection()) {
+      TransitionResult r = orders.step(c, "o3", "PLACED", "PACKED");
+      assertThat(r).isEqualTo(new TransitionResult(CONFLICT, true, Optional.of("CANCELLED"), OptionalLong.of(1)));
+      assertThat(r.isSuccess()).isFalse();
+    }
+    assertThat(row("o3")).isEqualTo("CANCELLED v1 fence=null note=null");
+  }
+
+  @Test
+  void aStepArrivingBeforeTheOneItFollowsIsAConflict() throws SQLException {
+    insert("o5", "PLACED");
+    assertThat(advance("o5", "PACKED", "SHIPPED")).isEqualTo(CONFLICT);
+    assertThat(row("o5")).isEqualTo("PLACED v1 fence=null note=null");
+  }
+
+  @Test
+  void aMissingRowIsAConflictAndNothingIsInserted() throws SQLException {
+    long before = count("shop.orders");
+    try (Connection c = ds.getConnection()) {
+      TransitionResult r = orders.step(c, "no-such-order", "PLACED", "PACKED");
+      assertThat(r).isEqualTo(new TransitionResult(CONFLICT, false, Optional.empty(), OptionalLong.empty()));
+    }
+    assertThat(count("shop.orders")).isEqualTo(before);
+  }
+
+  @Test
+  void stepReportsTheStateAndVersionTheWriteLeft() throws SQLException {
+    insert("o7", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      assertThat(orders.step(c, "o7", "PLACED", "PACKED"))
+          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PACKED"), OptionalLong.of(2)));
+      assertThat(orders.step(c, "o7", "PLACED", "PACKED"))
+          .isEqualTo(new TransitionResult(ALREADY_DONE, true, Optional.of("PACKED"), OptionalLong.of(2)));
+    }
+  }
+
+  @Test
+  void aSideStateTargetIsReachedOnceAndThenAlreadyDone() throws SQLException {
+    insert("o8", "PLACED");
+    assertThat(advance("o8", "PLACED", "CANCELLED")).isEqualTo(APPLIED);
+    assertThat(advance("o8", "PLACED", "CANCELLED")).isEqualTo(ALREADY_DONE);
+    assertThat(advance("o8", "PLACED", "PACKED")).isEqualTo(CONFLICT);
+    assertThat(row("o8")).isEqualTo("CANCELLED v2 fence=null note=null");
+  }
+
+  @Test
+  void insideIdemsTransactionARolledBackStepLeavesNothing() throws SQLException {
+    insert("o9", "PLACED");
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      assertThat(orders.advance(tx, "o9", "PLACED", "PACKED")).isEqualTo(APPLIED);
+      throw new IllegalStateException("the rest of the handler failed");
+    })).isInstanceOf(IllegalStateException.class);
+    assertThat(row("o9")).isEqualTo("PLACED v1 fence=null note=null");
+    Outcome second = idem.inTransaction(tx -> orders.advance(tx, "o9", "PLACED", "PACKED"));
+    assertThat(second).isEqualTo(APPLIED);
+    assertThat(row("o9")).isEqualTo("PACKED v2 fence=null note=null");
+  }
+
+  @Test
+  void badArgumentsAreRefusedAndChangeNothing() throws SQLException {
+    insert("o10", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      assertThatThrownBy(() -> orders.advance(c, null, "PLACED", "PACKED"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
+      assertThatThrownBy(() -> orders.advance(c, "o10", null, "PACKED"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("from");
+      assertThatThrownBy(() -> orders.advance(c, "o10", "PLACED", " "))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("to");
+      assertThatThrownBy(() -> orders.advance(c, "o10", "PLACED", "PLACED"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("must change");
+      assertThatThrownBy(() -> orders.advance(c, "o10", "SHIPPED", "PLACED"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("cannot go back");
+      assertThatThrownBy(() -> orders.advance((Connection) null, "o10", "PLACED", "PACKED"))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("tx");
+      assertThatThrownBy(() -> orders.advanceFenced(c, "o10", "PLACED", "PACKED", null))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("token");
+    }
+    assertThat(row("o10")).isEqualTo("PLACED v1 fence=null note=null");
+  }
+
+  @Test
+  void maliciousNamesAreRefusedAndChangeNothing() throws SQLException {
+    long before = count("shop.orders");
+    List<String> tables = List.of("orders; DROP TABLE shop.orders; --", "shop.orders\"", "a.b.c", "", ".orders",
+        "shop.", "1orders", "orders --");
+    for (String t : tables) {
+      assertThatThrownBy(() -> idem.transitions(t).path(SHIPMENT).build())
+          .as(t).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("table");
+    }
+    String evil = "status = 'DELIVERED' --";
+    assertThatThrownBy(() -> idem.transitions("shop.orders").statusColumn(evil).path(SHIPMENT).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("statusColumn");
+    assertThatThrownBy(() -> idem.transitions("shop.orders").idColumn("id\" OR 1=1").path(SHIPMENT).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("idColumn");
+    assertThatThrownBy(() -> idem.transitions("shop.orders").versionColumn("version; DROP").path(SHIPMENT).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("versionColumn");
+    assertThatThrownBy(() -> idem.transitions("shop.orders").fenceColumn("f(1)").path(SHIPMENT).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("fenceColumn");
+    assertThatThrownBy(() -> idem.transitions("shop.orders").versionColumn("status").path(SHIPMENT).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("must differ");
+    assertThatThrownBy(() -> idem.transitions("shop.orders").build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("path");
+    insert("o11", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      Map<String, Object> values = Map.of("note = 'x', status", "DELIVERED");
+      assertThatThrownBy(() -> orders.updateAtVersion(c, "o11", 1, values))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("column");
+      // A value is bound, never rendered: SQL in a value is stored as text.
+      orders.updateAtVersion(c, "o11", 1, Map.of("note", "x'; DROP TABLE shop.orders; --"));
+    }
+    assertThat(count("shop.orders")).isEqualTo(before + 1);
+    assertThat(row("o11")).isEqualTo("PLACED v2 fence=null note=x'; DROP TABLE shop.orders; --");
+  }
+
+  @Test
+  void anEditAtTheExpectedVersionAppliesOnceAndAStaleOneIsAConflictWithTheCurrentVersion() throws SQLException {
+    insert("o12", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      assertThat(orders.updateAtVersion(c, "o12", 1, Map.of("note", "gift wrap")))
+          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PLACED"), OptionalLong.of(2)));
+      // A second editor that read version 1 too: refused, told the row is at version 2.
+      assertThat(orders.updateAtVersion(c, "o12", 1, Map.of("note", "no wrap")))
+          .isEqualTo(new TransitionResult(CONFLICT, true, Optional.of("PLACED"), OptionalLong.of(2)));
+      assertThat(orders.updateAtVersion(c, "missing", 1, Map.of("note", "x")))
+          .isEqualTo(new TransitionResult(CONFLICT, false, Optional.empty(), OptionalLong.empty()));
+      assertThatThrownBy(() -> orders.updateAtVersion(c, "o12", 2, Map.of("status", "DELIVERED")))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("advance");
+      assertThatThrownBy(() -> orders.updateAtVersion(c, "o12", 2, Map.of("version", 9)))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("version");
+      assertThatThrownBy(() -> orders.updateAtVersion(c, "o12", 2, Map.of()))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at least one");
+      assertThatThrownBy(() -> orders.updateAtVersion(c, "o12", 2, null))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("values");
+    }
+    assertThat(row("o12")).isEqualTo("PLACED v2 fence=null note=gift wrap");
+  }
+
+  @Test
+  void editorsRacingAtOneVersionApplyOnce() throws Exception {
+    insert("o13", "PLACED");
+    int editors = 4;
+    CountDownLatch start = new CountDownLatch(1);
+    ExecutorService pool = Executors.newFixedThreadPool(editors);
+    try {
+      List<Future<Outcome>> results = new ArrayList<>();
+      for (int i = 0; i < editors; i++) {
+        String note = "editor-" + i;
+        results.add(pool.submit(() -> {
+          try (Connection c = ds.getConnection()) {
+            start.await();
+            return orders.updateAtVersion(c, "o13", 1, Map.of("note", note)).outcome();
+          }
+        }));
+      }
+      start.countDown();
+      List<Outcome> outcomes = new ArrayList<>();
+      for (Future<Outcome> f : results) {
+        outcomes.add(f.get(30, TimeUnit.SECONDS));
+      }
+      assertThat(outcomes).containsOnlyOnce(APPLIED).containsOnly(APPLIED, CONFLICT);
+    } finally {
+      pool.shutdownNow();
+    }
+    assertThat(row("o13")).startsWith("PLACED v2 fence=null note=editor-");
+  }
+
+  @Test
+  void aFencedWriteWithAnOlderTokenIsRefusedAndWritesNothing() throws SQLException {
+    insert("run-1", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      // Worker with token 2 writes first; the row now remembers 2.
+      assertThat(orders.writeFenced(c, "run-1", new FencingToken(2), Map.of("note", "result of 2")).outcome())
+          .isEqualTo(APPLIED);
+      // The paused worker with token 1 wakes up and tries to write its stale result.
+      assertThatThrownBy(() -> orders.writeFenced(c, "run-1", new FencingToken(1), Map.of("note", "result of 1")))
+          .isInstanceOfSatisfying(StaleFenceException.class, e -> {
+            assertThat(e.token()).isEqualTo(1);
+            assertThat(e.highest()).isEqualTo(2);
+          });
+      assertThat(row("run-1")).isEqualTo("PLACED v2 fence=2 note=result of 2");
+      // The same token writes again; a later one too, and raises the fence.
+      assertThat(orders.writeFenced(c, "run-1", new FencingToken(2), Map.of()).outcome()).isEqualTo(APPLIED);
+      assertThat(orders.writeFenced(c, "run-1", new FencingToken(3), Map.of("note", "result of 3")).outcome())
+          .isEqualTo(APPLIED);
+      assertThat(orders.writeFenced(c, "missing", new FencingToken(3), Map.of("note", "x")).outcome())
+          .isEqualTo(CONFLICT);
+    }
+    assertThat(row("run-1")).isEqualTo("PLACED v4 fence=3 note=result of 3");
+  }
+
+  @Test
+  void aFencedStepChecksTheTokenAndThePath() throws SQLException {
+    insert("o14", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      assertThat(orders.advanceFenced(c, "o14", "PLACED", "PACKED", new FencingToken(5)).outcome()).isEqualTo(APPLIED);
+      assertThat(orders.advanceFenced(c, "o14", "PLACED", "PACKED", new FencingToken(5)).outcome())
+          .isEqualTo(ALREADY_DONE);
+      assertThatThrownBy(() -> orders.advanceFenced(c, "o14", "PACKED", "SHIPPED", new FencingToken(4)))
+          .isInstanceOf(StaleFenceException.class).hasMessageContaining("token 5");
+      assertThat(row("o14")).isEqualTo("PACKED v2 fence=5 note=null");
+      assertThat(orders.advanceFenced(c, "o14", "PACKED", "SHIPPED", new FencingToken(6)).outcome()).isEqualTo(APPLIED);
+    }
+    assertThat(row("o14")).isEqualTo("SHIPPED v3 fence=6 note=null");
+  }
+
+  @Test
+  void variantsWithoutTheirColumnAreRefused() throws SQLException {
+    Transitions plain = idem.transitions("shop.orders").path(SHIPMENT).build();
+    insert("o15", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      assertThatThrownBy(() -> plain.updateAtVersion(c, "o15", 1, Map.of("note", "x")))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("versionColumn");
+      assertThatThrownBy(() -> plain.writeFenced(c, "o15", FencingToken.FIRST, Map.of("note", "x")))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("fenceColumn");
+      // Without a version column a step moves the status and leaves the version alone.
+      assertThat(plain.step(c, "o15", "PLACED", "PACKED"))
+          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PACKED"), OptionalLong.empty()));
+    }
+    assertThat(row("o15")).isEqualTo("PACKED v1 fence=null note=null");
+  }
+
+  @Test
+  void worksOnAnEnumStatusAndAUuidIdInThePublicSchema() throws SQLException {
+    sql("CREATE TYPE parcel_state AS ENUM ('PLACED', 'PACKED', 'SHIPPED', 'DELIVERED', 'CANCELLED')");
+    sql("CREATE TABLE parcels (pid uuid PRIMARY KEY, state parcel_state NOT NULL, rev bigint NOT NULL DEFAULT 0)");
+    UUID id = UUID.randomUUID();
+    sql("INSERT INTO parcels VALUES ('" + id + "', 'PLACED', 0)");
+    Transitions parcels = idem.transitions("parcels").idColumn("pid").statusColumn("state").versionColumn("rev")
+        .path(SHIPMENT).build();
+    Map<String, Object> seen = new HashMap<>();
+    try (Connection c = ds.getConnection()) {
+      seen.put("first", parcels.advance(c, id, "PLACED", "PACKED"));
+      seen.put("repeat", parcels.advance(c, id, "PLACED", "PACKED"));
+      seen.put("as text", parcels.advance(c, id.toString(), "PACKED", "SHIPPED"));
+    }
+    assertThat(seen).containsEntry("first", APPLIED).containsEntry("repeat", ALREADY_DONE)
+        .containsEntry("as text", APPLIED);
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("SELECT state::text, rev FROM parcels")) {
+      rs.next();
+      assertThat(rs.getString(1) + " " + rs.getLong(2)).isEqualTo("SHIPPED 2");
+    }
+  }
+}
