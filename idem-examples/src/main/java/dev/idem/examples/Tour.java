@@ -120,8 +120,8 @@ public final class Tour {
     }
     out.append("\nFaults and guards, hop by hop (a list is comma-separated names, all or none):\n");
     for (Hop h : Hop.values()) {
-      out.append(String.format("  %d %-9s fault %-13s %s%n", h.ordinal() + 1, h.cliName(), h.faultName(), h.fault()))
-          .append(String.format("    %-9s guard %-13s %s%n", "", h.guardName(), h.guard()));
+      out.append(String.format("  %d %-9s fault %-14s %s%n", h.ordinal() + 1, h.cliName(), h.faultName(), h.fault()))
+          .append(String.format("    %-9s guard %-14s %s%n", "", h.guardName(), h.guard()));
     }
     out.append("\nEach run ends with one line for scripts: scenario=<name> payment_rows=<n> charges=<n> receipts=<n>\n");
     return out.toString();
@@ -154,6 +154,13 @@ public final class Tour {
       out.println();
       for (int i = 0; i < results.size(); i++) {
         out.println("  " + results.get(i).scenario() + ": " + options.scenarios().get(i).lesson());
+      }
+      out.println();
+      out.println("idem's listener events per run (what a metrics adapter attached to Idem would count):");
+      for (RunResult r : results) {
+        String events = r.listenerEvents().entrySet().stream()
+            .map(e -> e.getKey() + "=" + e.getValue()).sorted().collect(Collectors.joining(" "));
+        out.printf("  %-26s %s%n", r.scenario(), events.isEmpty() ? "-" : events);
       }
       out.println();
     }
