@@ -51,6 +51,24 @@ class KeysPropertyTest {
         .isNotEqualTo(Keys.child(IdempotencyKey.of("s", parentB), stepB));
   }
 
+  /**
+   * The near miss, made on purpose: one text cut at two different slashes into (parent, step).
+   * Hashing {@code parent + "/" + step} alone would give both cuts one key.
+   */
+  @Property(tries = 500)
+  void cuttingOneTextAtTwoSlashesGivesTwoKeys(
+      @ForAll @Size(min = 3, max = 6) List<@From("segment") String> segments,
+      @ForAll @IntRange(min = 1, max = 5) int cutA, @ForAll @IntRange(min = 1, max = 5) int cutB) {
+    Assume.that(cutA < segments.size() && cutB < segments.size() && cutA != cutB);
+    IdempotencyKey a = Keys.child(IdempotencyKey.of("s", join(segments.subList(0, cutA))), join(segments.subList(cutA, segments.size())));
+    IdempotencyKey b = Keys.child(IdempotencyKey.of("s", join(segments.subList(0, cutB))), join(segments.subList(cutB, segments.size())));
+    assertThat(a).isNotEqualTo(b);
+  }
+
+  private static String join(List<String> segments) {
+    return String.join("/", segments);
+  }
+
   @Property(tries = 500)
   void attemptsNAndMDiffer(@ForAll("keyText") String parent, @ForAll @IntRange(min = 1) int n,
       @ForAll @IntRange(min = 1) int m) {
@@ -71,6 +89,11 @@ class KeysPropertyTest {
   @Provide
   Arbitrary<String> keyText() {
     return Arbitraries.strings().withCharRange('!', '~').ofMinLength(1).ofMaxLength(40);
+  }
+
+  @Provide
+  Arbitrary<String> segment() {
+    return Arbitraries.strings().withChars('a', 'b').ofMinLength(1).ofMaxLength(3);
   }
 
   /** Short texts rich in '/', where an ambiguous split between parent and step would show. */

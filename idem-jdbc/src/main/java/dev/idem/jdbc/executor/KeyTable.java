@@ -21,6 +21,7 @@ import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
+import org.jooq.InsertOnDuplicateStep;
 import org.jooq.Query;
 import org.jooq.Record;
 import org.jooq.Record1;
@@ -54,7 +55,13 @@ final class KeyTable {
   /** Name of the savepoint a joined call sets before its claim. */
   static final String SAVEPOINT = "idem_executor_claim";
 
+  /** The database clock now: what every comparison (lease over? window over?) reads. */
   private static final Field<OffsetDateTime> NOW = Expiry.dbNow();
+  /**
+   * The database clock when the statement started: what a write stamps, one value for every
+   * column of the row (so {@code expires_at - created_at} is exactly the window).
+   */
+  private static final Field<OffsetDateTime> STAMP = field("statement_timestamp()", OffsetDateTime.class);
   private static final Condition THIS_KEY =
       SCOPE.eq(param("scope", String.class)).and(KEY.eq(param("key", String.class)));
   private static final Condition WINDOW_OVER = EXPIRES_AT.le(NOW);
@@ -68,6 +75,11 @@ final class KeyTable {
 
   /** Local claim: saves lock_timeout, sets the wait bound, claims or reads, restores lock_timeout. */
   final Sql claimLocal;
+  /**
+   * The local claim after an auto-commit read found no row: the insert alone, lighter than the
+   * claim-or-read. Zero rows back mean another copy got there first; the caller re-reads.
+   */
+  final Sql claimLocalAfterMiss;
   /** The same, behind a savepoint, for a call that joins the caller's transaction. */
   final Sql claimLocalJoined;
   /** Index of the claim's result set in {@link #claimLocal} and {@link #claimLocalJoined}. */
@@ -94,8 +106,8 @@ final class KeyTable {
 
   KeyTable(Idem idem, Duration window, Duration lease, Duration inFlightWait) {
     DSLContext dsl = idem.dsl();
-    Field<OffsetDateTime> expiresAt = plus(NOW, window);
-    Field<OffsetDateTime> leaseEnds = plus(NOW, lease);
+    Field<OffsetDateTime> expiresAt = plus(STAMP, window);
+    Field<OffsetDateTime> leaseEnds = plus(STAMP, lease);
     // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
     long waitMillis = Math.max(1, inFlightWait.toMillis());
     Query saveAndSetWait = DSL.resultQuery(
@@ -106,19 +118,24 @@ final class KeyTable {
     Query savepoint = DSL.query("savepoint " + SAVEPOINT);
     Query releaseSavepoint = DSL.query("release savepoint " + SAVEPOINT);
 
-    Select<?> local = claim(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), NOW, expiresAt);
+    Select<?> local = claim(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt);
     claimLocal = Sql.of(dsl, saveAndSetWait, local, restoreWait);
+    claimLocalAfterMiss = Sql.of(dsl, saveAndSetWait,
+        insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt)
+            .onConflictDoNothing()
+            .returningResult(inline(true), FENCE),
+        restoreWait);
     claimLocalJoined = Sql.of(dsl, savepoint, saveAndSetWait, local, restoreWait);
     claimExternal = Sql.of(dsl, claim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
         DSL.castNull(SQLDataType.TIMESTAMPWITHTIMEZONE), expiresAt));
     read = Sql.of(dsl, existing(dsl, DSL.noCondition()));
     reclaimLocal = Sql.of(dsl, saveAndSetWait, reclaim(dsl, inline(COMPLETED), inline((OffsetDateTime) null),
-        DSL.castNull(SQLDataType.CLOB), NOW, expiresAt), restoreWait);
+        DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt), restoreWait);
     reclaimExternal = Sql.of(dsl, reclaim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
         DSL.castNull(SQLDataType.TIMESTAMPWITHTIMEZONE), expiresAt));
     Query storeResult = dsl.update(KEYS)
         .set(RESULT, param("result", byte[].class))
-        .set(COMPLETED_AT, NOW)
+        .set(COMPLETED_AT, STAMP)
         .where(THIS_KEY);
     storeResultAndCommit = Sql.of(dsl, storeResult, DSL.query("commit"));
     storeResultAndRelease = Sql.of(dsl, storeResult, releaseSavepoint);
@@ -135,7 +152,7 @@ final class KeyTable {
     complete = Sql.of(dsl, dsl.update(KEYS)
         .set(STATE, inline(COMPLETED))
         .set(RESULT, param("result", byte[].class))
-        .set(COMPLETED_AT, NOW)
+        .set(COMPLETED_AT, STAMP)
         .set(LEASE_EXPIRES_AT, inline((OffsetDateTime) null))
         .where(THIS_KEY)
         .and(STATE.eq(inline(IN_FLIGHT)))
@@ -157,13 +174,8 @@ final class KeyTable {
    */
   private static Select<?> claim(DSLContext dsl, Field<String> state, Field<OffsetDateTime> leaseEnds,
       Field<String> callKey, Field<OffsetDateTime> completedAt, Field<OffsetDateTime> expiresAt) {
-    CommonTableExpression<Record1<Long>> inserted = name("inserted").as(dsl
-        .insertInto(KEYS)
-        .columns(SCOPE, KEY, FINGERPRINT, STATE, FENCE, LEASE_EXPIRES_AT, CALL_KEY, CREATED_AT, COMPLETED_AT, EXPIRES_AT)
-        .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-            state, inline(1L), leaseEnds, callKey, NOW, completedAt, expiresAt)
-        .onConflictDoNothing()
-        .returningResult(FENCE));
+    CommonTableExpression<Record1<Long>> inserted = name("inserted").as(
+        insert(dsl, state, leaseEnds, callKey, completedAt, expiresAt).onConflictDoNothing().returningResult(FENCE));
     return dsl.with(inserted)
         .select(inline(true).as("claimed"), inserted.field(FENCE),
             DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
@@ -171,6 +183,16 @@ final class KeyTable {
             DSL.castNull(SQLDataType.BIGINT), inline(false))
         .from(inserted)
         .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted))));
+  }
+
+  /** The claim's insert under the primary key (callers add {@code ON CONFLICT DO NOTHING}). */
+  private static InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<String> state,
+      Field<OffsetDateTime> leaseEnds, Field<String> callKey, Field<OffsetDateTime> completedAt,
+      Field<OffsetDateTime> expiresAt) {
+    return dsl.insertInto(KEYS)
+        .columns(SCOPE, KEY, FINGERPRINT, STATE, FENCE, LEASE_EXPIRES_AT, CALL_KEY, CREATED_AT, COMPLETED_AT, EXPIRES_AT)
+        .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
+            state, inline(1L), leaseEnds, callKey, STAMP, completedAt, expiresAt);
   }
 
   /** The row of the key, in the shape {@link Row#from} reads. */
@@ -193,7 +215,7 @@ final class KeyTable {
         .set(LEASE_EXPIRES_AT, leaseEnds)
         .set(CALL_KEY, callKey)
         .set(RESULT, inline((byte[]) null))
-        .set(CREATED_AT, NOW)
+        .set(CREATED_AT, STAMP)
         .set(COMPLETED_AT, completedAt)
         .set(EXPIRES_AT, expiresAt)
         .where(THIS_KEY)

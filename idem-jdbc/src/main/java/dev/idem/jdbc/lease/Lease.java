@@ -3,6 +3,7 @@ package dev.idem.jdbc.lease;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.TxCallback;
+import java.sql.Connection;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Optional;
@@ -98,6 +99,14 @@ public final class Lease {
    */
   public <T, X extends Exception> T fenced(TxCallback<T, X> write) throws X {
     return leases.fenced(resource, token, write);
+  }
+
+  /**
+   * {@link #fenced(TxCallback)} in the caller's transaction on {@code tx}; see {@link
+   * Leases#fenced(Connection, String, FencingToken, TxCallback)}.
+   */
+  public <T, X extends Exception> T fenced(Connection tx, TxCallback<T, X> write) throws X {
+    return leases.fenced(tx, resource, token, write);
   }
 
   @Override

@@ -237,6 +237,20 @@ public final class Leases {
     });
   }
 
+  /**
+   * In the caller's transaction on {@code tx}: {@link #checkFence}, then {@code write} on the same
+   * connection. A stale token throws before {@code write} runs; if {@code write} throws, roll your
+   * transaction back. idem neither commits nor rolls back {@code tx}.
+   */
+  public <T, X extends Exception> T fenced(Connection tx, String resource, FencingToken token, TxCallback<T, X> write)
+      throws X {
+    Require.notNull(write, "write");
+    checkFence(tx, resource, token);
+    return write.apply(new JoinedTx(tx, idem.dsl(tx)));
+  }
+
+  private record JoinedTx(Connection connection, DSLContext dsl) implements Tx {}
+
   private static Field<OffsetDateTime> until(Duration ttl) {
     Require.positive(ttl, "ttl");
     if (ttl.compareTo(MIN_TTL) < 0 || ttl.compareTo(MAX_TTL) > 0) {

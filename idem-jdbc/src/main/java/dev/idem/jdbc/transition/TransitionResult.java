@@ -24,6 +24,9 @@ public record TransitionResult(Outcome outcome, boolean rowFound, Optional<Strin
     if (outcome == null || state == null || version == null) {
       throw new IllegalArgumentException("outcome, state and version must not be null (use Optional.empty())");
     }
+    if (!rowFound && (outcome != Outcome.CONFLICT || state.isPresent() || version.isPresent())) {
+      throw new IllegalArgumentException("without a row the outcome is CONFLICT with no state or version");
+    }
   }
 
   /** Shorthand for {@code outcome().isSuccess()}: APPLIED or ALREADY_DONE. */

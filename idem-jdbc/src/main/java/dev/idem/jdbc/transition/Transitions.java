@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
+import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Name;
@@ -70,7 +71,8 @@ import org.jooq.impl.DSL;
  *   <li>A state that can be left and re-entered is not a forward path; use {@link #updateAtVersion}.
  * </ul>
  *
- * <p>Thread-safe and immutable; statements are rendered once, in {@link Builder#build()}.
+ * <p>Thread-safe and immutable. The step statements are rendered once, in {@link Builder#build()};
+ * an edit with a map of columns is rendered per call (its columns vary).
  */
 public final class Transitions {
   // The user's tables are not idem's: render their names as given, without idem's schema mapping.
@@ -88,9 +90,9 @@ public final class Transitions {
   private final Field<String> status;
   private final Field<Long> version;
   private final Field<Long> fence;
-  private final Statements advance;
-  private final Statements advanceFenced;
-  private final Statements read;
+  private final Rendered advance;
+  private final Rendered advanceFenced;
+  private final Rendered read;
 
   private Transitions(Builder b, Table<?> table) {
     this.tableName = b.table;
@@ -113,7 +115,7 @@ public final class Transitions {
     if (fence != null) {
       columns.add(fence);
     }
-    this.read = Statements.render(RENDER, RENDER.select(columns).from(table).where(id.eq(DSL.param("id"))));
+    this.read = Rendered.render(RENDER, RENDER.select(columns).from(table).where(id.eq(DSL.param("id"))));
   }
 
   /** Starts the configuration of transitions on {@code table} ({@code "orders"} or {@code "shop.orders"}). */
@@ -220,7 +222,7 @@ public final class Transitions {
     set.put(version, version.plus(DSL.inline(1L)));
     binds.put("id", id);
     binds.put("expected_version", expectedVersion);
-    Statements st = Statements.render(RENDER, RENDER.update(table).set(set)
+    Rendered st = Rendered.render(RENDER, RENDER.update(table).set(set)
         .where(this.id.eq(DSL.param("id")))
         .and(version.eq(DSL.param("expected_version", Long.class)))
         .returning(returned()));
@@ -256,7 +258,7 @@ public final class Transitions {
     binds.put("token", token.value());
     binds.put("id", id);
     binds.put("token_guard", token.value());
-    Statements st = Statements.render(RENDER, RENDER.update(table).set(set)
+    Rendered st = Rendered.render(RENDER, RENDER.update(table).set(set)
         .where(this.id.eq(DSL.param("id")))
         .and(fenceAdmits())
         .returning(returned()));
@@ -270,7 +272,7 @@ public final class Transitions {
 
   // ---------------------------------------------------------------- internals
 
-  private Statements renderAdvance(boolean fenced) {
+  private Rendered renderAdvance(boolean fenced) {
     Map<Field<?>, Object> set = new LinkedHashMap<>();
     set.put(status, DSL.param("to", String.class));
     if (fenced) {
@@ -283,11 +285,11 @@ public final class Transitions {
     if (fenced) {
       where = where.and(fenceAdmits());
     }
-    return Statements.render(RENDER, RENDER.update(table).set(set).where(where).returning(returned()));
+    return Rendered.render(RENDER, RENDER.update(table).set(set).where(where).returning(returned()));
   }
 
   /** {@code coalesce(fence, 0) <= :token}: a row never fenced admits every token. */
-  private org.jooq.Condition fenceAdmits() {
+  private Condition fenceAdmits() {
     return DSL.coalesce(fence, DSL.inline(0L)).le(DSL.param("token_guard", Long.class));
   }
 
@@ -300,7 +302,7 @@ public final class Transitions {
    * means a write without a state step (zero rows is a conflict); {@code token} non-null means a
    * fenced write (a higher token on the row is a stale writer).
    */
-  private TransitionResult execute(Connection c, Statements update, Map<String, Object> binds, Object rowId,
+  private TransitionResult execute(Connection c, Rendered update, Map<String, Object> binds, Object rowId,
       String target, FencingToken token) {
     try {
       try (PreparedStatement ps = update.prepare(c, binds); ResultSet rs = ps.executeQuery()) {

@@ -37,14 +37,17 @@ import org.junit.jupiter.params.provider.ValueSource;
 /** Real threads on real connections racing on keys, at each isolation level; rows counted. */
 class ConcurrencyTest {
   static ExecutorFixture f;
+  static ExecutorService background;
 
   @BeforeAll
   static void start() {
     f = new ExecutorFixture("executor_race", 8);
+    background = Executors.newCachedThreadPool();
   }
 
   @AfterAll
   static void stop() {
+    background.shutdownNow();
     f.close();
   }
 
@@ -181,14 +184,14 @@ class ConcurrencyTest {
     IdempotentExecutor executor = f.idem.executor().inFlightWait(Duration.ofSeconds(20)).build();
     CountDownLatch claimed = new CountDownLatch(1);
     CountDownLatch finish = new CountDownLatch(1);
-    Future<Execution<String>> first = Executors.newSingleThreadExecutor().submit(() ->
+    Future<Execution<String>> first = background.submit(() ->
         executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
           claimed.countDown();
           finish.await();
           return ExecutorFixture.pay(tx, key.value(), 1);
         }));
     claimed.await();
-    Future<Execution<String>> second = Executors.newSingleThreadExecutor().submit(() ->
+    Future<Execution<String>> second = background.submit(() ->
         executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)));
     Thread.sleep(300);
     assertThat(second.isDone()).as("the repeat blocks on the key while the first runs").isFalse();
@@ -206,7 +209,7 @@ class ConcurrencyTest {
     IdempotentExecutor executor = f.idem.executor().inFlightWait(Duration.ZERO).retryAfter(Duration.ofMillis(500)).build();
     CountDownLatch claimed = new CountDownLatch(1);
     CountDownLatch finish = new CountDownLatch(1);
-    Future<Execution<String>> first = Executors.newSingleThreadExecutor().submit(() ->
+    Future<Execution<String>> first = background.submit(() ->
         executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
           claimed.countDown();
           finish.await();
@@ -236,7 +239,7 @@ class ConcurrencyTest {
     IdempotentExecutor executor = f.idem.executor().inFlightWait(Duration.ofSeconds(20)).build();
     CountDownLatch claimed = new CountDownLatch(1);
     CountDownLatch finish = new CountDownLatch(1);
-    Future<Object> first = Executors.newSingleThreadExecutor().submit(() -> {
+    Future<Object> first = background.submit(() -> {
       try {
         return executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
           ExecutorFixture.pay(tx, key.value(), 1);
@@ -249,7 +252,7 @@ class ConcurrencyTest {
       }
     });
     claimed.await();
-    Future<Execution<String>> second = Executors.newSingleThreadExecutor().submit(() ->
+    Future<Execution<String>> second = background.submit(() ->
         executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 2)));
     Thread.sleep(200);
     finish.countDown();

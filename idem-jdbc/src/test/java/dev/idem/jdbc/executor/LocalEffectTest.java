@@ -170,6 +170,28 @@ class LocalEffectTest {
   }
 
   @Test
+  void aStoredResultTheCodecCannotDecodeIsAnErrorAndTheEffectDoesNotRunAgain() throws Exception {
+    IdempotencyKey key = newKey();
+    executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 4));
+    String before = f.keyRow(key);
+    Codec<String> unreadable = new Codec<>() {
+      @Override
+      public byte[] encode(String value) {
+        return value.getBytes();
+      }
+
+      @Override
+      public String decode(byte[] bytes) {
+        throw new IllegalStateException("schema v2 cannot read v1");
+      }
+    };
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, unreadable, tx -> ExecutorFixture.pay(tx, key.value(), 4)))
+        .isInstanceOf(CodecException.class).hasMessageContaining("could not be decoded").hasMessageContaining("schema v2");
+    assertThat(f.keyRow(key)).isEqualTo(before);
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
   void aCodecThatStoresNothingRecordsTheKeyAndReplaysNull() throws Exception {
     IdempotencyKey key = newKey();
     Execution<Object> first = executor.execute(key, Fingerprint.EMPTY, Codec.none(), tx -> ExecutorFixture.pay(tx, key.value(), 3));
@@ -251,6 +273,19 @@ class LocalEffectTest {
     IdempotencyKey key = newKey();
     Execution<String> e = loud.executor().build().execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
     assertThat(e.applied()).isTrue();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void keysLiveInTheConfiguredSchema() throws Exception {
+    var own = dev.idem.jdbc.Idem.builder(f.ds).schema("billing_idem").build();
+    own.migrate();
+    IdempotentExecutor executor = own.executor().build();
+    IdempotencyKey key = newKey();
+    executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> "again").replayed()).isTrue();
+    assertThat(f.count("SELECT count(*) FROM billing_idem.idem_keys WHERE key = '" + key.value() + "'")).isEqualTo(1);
+    assertThat(f.keyRows(key)).as("nothing in the default schema").isZero();
     assertThat(f.payments(key.value())).isEqualTo(1);
   }
 

@@ -14,10 +14,10 @@ import org.jooq.Query;
  * A statement rendered once by jOOQ, with its bind parameters named, executed as a plain JDBC
  * {@link PreparedStatement}. Names go through jOOQ's quoting; values only ever travel as binds.
  */
-record Statements(String sql, List<String> params) {
+record Rendered(String sql, List<String> params) {
 
   /** Renders {@code query}; every non-inline parameter must be named and used once. */
-  static Statements render(DSLContext dsl, Query query) {
+  static Rendered render(DSLContext dsl, Query query) {
     String sql = dsl.render(query);
     List<String> names = query.getParams().entrySet().stream()
         .filter(e -> !e.getValue().isInline())
@@ -29,7 +29,7 @@ record Statements(String sql, List<String> params) {
     if (markers != names.size()) {
       throw new IllegalStateException("rendered " + markers + " bind markers for parameters " + names + ": " + sql);
     }
-    return new Statements(sql, names);
+    return new Rendered(sql, names);
   }
 
   /** Prepares the statement on {@code c} and binds {@code values} by parameter name. */

@@ -1,0 +1,188 @@
+package dev.idem.benchmarks;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Threads;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * The executor's cost against the same work done bare, in one run, one pool, 8 threads, one
+ * PostgreSQL (IDEM_JDBC_URL, else the embedded default of {@link TestPostgres}):
+ *
+ * <ul>
+ *   <li>{@link #bareEffect} (a): a transaction inserting one payment row, plain JDBC;
+ *   <li>{@link #executorNewKey} (b): the same effect through the executor, a new key each time,
+ *       its result (the payment id) stored for replay;
+ *   <li>{@link #executorNewKeyNoResult} (b'): as (b) with {@code Codec.none()}, which skips the
+ *       result UPDATE (for information; not one of the target ratios);
+ *   <li>{@link #executorReplay} (c): a repeat of a completed key, answered from the key table;
+ *   <li>{@link #barePkRead} (d): a primary-key SELECT of one payment row.
+ * </ul>
+ *
+ * The ratios b/a and c/d are the executor's overhead; see docs/benchmarks.md. Run with {@code java
+ * -jar idem-benchmarks/target/benchmarks.jar ExecutorBenchmark -t 8 -rf json}.
+ */
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
+@Threads(8)
+@Fork(1)
+@Warmup(iterations = 2, time = 5)
+@Measurement(iterations = 3, time = 10)
+public class ExecutorBenchmark {
+  static final int POOL = 8;
+  static final int READ_ROWS = 10_000;
+  static final int REPLAY_KEYS = 2_000;
+  static final String INSERT = "INSERT INTO payments (request, amount) VALUES (?, ?) RETURNING id";
+
+  /** One database, one pool, one executor, shared by every thread. */
+  @State(Scope.Benchmark)
+  public static class Shared {
+    TestDatabase db;
+    HikariDataSource ds;
+    IdempotentExecutor executor;
+    String run;
+
+    @Setup(Level.Trial)
+    public void start() throws Exception {
+      db = TestPostgres.newDatabase("bench_executor");
+      HikariConfig config = new HikariConfig();
+      config.setJdbcUrl(db.jdbcUrl());
+      config.setMaximumPoolSize(POOL);
+      config.setMinimumIdle(POOL);
+      ds = new HikariDataSource(config);
+      Idem idem = Idem.builder(ds).build();
+      idem.migrate();
+      executor = idem.executor().build();
+      run = UUID.randomUUID().toString().substring(0, 8);
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+        st.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
+        st.execute("INSERT INTO payments (request, amount) SELECT 'seed-' || i, i FROM generate_series(1, " + READ_ROWS + ") i");
+      }
+      for (int i = 0; i < REPLAY_KEYS; i++) {
+        String request = "replay-" + i;
+        executor.execute(replayKey(i), Fingerprint.EMPTY, Codec.utf8(), tx -> pay(tx.connection(), request));
+      }
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+        st.execute("VACUUM ANALYZE");
+      }
+    }
+
+    IdempotencyKey replayKey(int i) {
+      return IdempotencyKey.of("bench/replay", "key-" + i);
+    }
+
+    @TearDown(Level.Trial)
+    public void stop() {
+      ds.close();
+      db.close();
+    }
+  }
+
+  /** Each thread's own counter, so new keys never collide and reads spread over the rows. */
+  @State(Scope.Thread)
+  public static class Local {
+    String prefix;
+    long n;
+
+    @Setup(Level.Trial)
+    public void start() {
+      prefix = UUID.randomUUID().toString();
+      n = (long) (Math.random() * READ_ROWS);
+    }
+  }
+
+  static String pay(Connection c, String request) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(INSERT)) {
+      ps.setString(1, request);
+      ps.setInt(2, 100);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return "payment-" + rs.getLong(1);
+      }
+    }
+  }
+
+  /** (a) One transaction inserting one payment row. */
+  @Benchmark
+  public String bareEffect(Shared s, Local l) throws SQLException {
+    try (Connection c = s.ds.getConnection()) {
+      c.setAutoCommit(false);
+      try {
+        String id = pay(c, l.prefix + "-" + l.n++);
+        c.commit();
+        return id;
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      } finally {
+        c.setAutoCommit(true);
+      }
+    }
+  }
+
+  /** (b) The same effect through the executor, with a new key each time. */
+  @Benchmark
+  public Execution<String> executorNewKey(Shared s, Local l) throws SQLException {
+    String request = l.prefix + "-" + l.n++;
+    return s.executor.execute(IdempotencyKey.of("bench/new", request), Fingerprint.EMPTY, Codec.utf8(),
+        (Tx tx) -> pay(tx.connection(), request));
+  }
+
+  /** (b') As (b), with a codec that stores nothing: no result UPDATE at all. */
+  @Benchmark
+  public Execution<Object> executorNewKeyNoResult(Shared s, Local l) throws SQLException {
+    String request = l.prefix + "-" + l.n++;
+    return s.executor.execute(IdempotencyKey.of("bench/none", request), Fingerprint.EMPTY, Codec.none(),
+        (Tx tx) -> pay(tx.connection(), request));
+  }
+
+  /** (c) A repeat of a completed key: the stored result, replayed. */
+  @Benchmark
+  public String executorReplay(Shared s, Local l) throws SQLException {
+    Execution<String> e = s.executor.execute(s.replayKey((int) (l.n++ % REPLAY_KEYS)), Fingerprint.EMPTY, Codec.utf8(),
+        tx -> {
+          throw new IllegalStateException("a replay must not run the effect");
+        });
+    return e.value();
+  }
+
+  /** (d) A primary-key SELECT of one payment row. */
+  @Benchmark
+  public String barePkRead(Shared s, Local l) throws SQLException {
+    try (Connection c = s.ds.getConnection();
+        PreparedStatement ps = c.prepareStatement("SELECT request, amount FROM payments WHERE id = ?")) {
+      ps.setLong(1, 1 + (l.n++ % READ_ROWS));
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return rs.getString(1);
+      }
+    }
+  }
+}

@@ -1,0 +1,344 @@
+package dev.idem.jdbc.lease;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
+import dev.idem.fence.FencingToken;
+import dev.idem.fence.StaleFenceException;
+import dev.idem.jdbc.Idem;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Leases and fencing tokens on a real PostgreSQL; expiry is waited for on the database clock. */
+class LeasesTest {
+  static final Duration LONG = Duration.ofMinutes(5);
+  static final Duration SHORT = Duration.ofSeconds(1);
+
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+  static Leases leases;
+  static final List<IdemEvent.LeaseTakenOver> takeovers = new CopyOnWriteArrayList<>();
+
+  @BeforeAll
+  static void start() throws SQLException {
+    db = TestPostgres.newDatabase("leases");
+    ds = db.dataSource(8);
+    idem = Idem.builder(ds).listener(new IdemListener() {
+      @Override
+      public void onLeaseTakenOver(IdemEvent.LeaseTakenOver event) {
+        takeovers.add(event);
+      }
+    }).build();
+    idem.migrate();
+    leases = idem.leases();
+    sql("CREATE TABLE report_runs (resource text NOT NULL, written_by text NOT NULL, token bigint NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  static void sql(String statement) throws SQLException {
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute(statement);
+    }
+  }
+
+  static String query(String sql, String resource) throws SQLException {
+    try (Connection c = ds.getConnection(); var ps = c.prepareStatement(sql)) {
+      ps.setString(1, resource);
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? rs.getString(1) : "none";
+      }
+    }
+  }
+
+  /** The lease row: "holder token", or "none". */
+  static String leaseRow(String resource) throws SQLException {
+    return query("SELECT coalesce(holder, '-') || ' ' || token FROM idem.idem_leases WHERE resource = ?", resource);
+  }
+
+  static long writes(String resource) throws SQLException {
+    return Long.parseLong(query("SELECT count(*) FROM report_runs WHERE resource = ?", resource));
+  }
+
+  /** Waits until the database clock is past the lease's end; never trusts the JVM clock. */
+  static void awaitExpiryOnDatabaseClock(String resource) throws Exception {
+    for (int i = 0; i < 200; i++) {
+      if ("t".equals(query("SELECT (expires_at <= clock_timestamp())::text FROM idem.idem_leases WHERE resource = ?",
+          resource).substring(0, 1))) {
+        return;
+      }
+      Thread.sleep(50);
+    }
+    throw new AssertionError("lease on " + resource + " did not end on the database clock within 10 s");
+  }
+
+  static void write(Lease lease) throws SQLException {
+    lease.fenced(tx -> {
+      try (var ps = tx.connection().prepareStatement("INSERT INTO report_runs VALUES (?, ?, ?)")) {
+        ps.setString(1, lease.resource());
+        ps.setString(2, lease.holder());
+        ps.setLong(3, lease.token().value());
+        return ps.executeUpdate();
+      }
+    });
+  }
+
+  @Test
+  void bTakesOverAfterAsLeaseEndsAndAsStaleWriteIsRefused() throws Exception {
+    String job = "nightly-report";
+    // Two seconds, so that B's first try surely falls inside A's lease even on a loaded machine.
+    Lease a = leases.acquire(job, "worker-a", Duration.ofSeconds(2)).orElseThrow();
+    assertThat(a.token()).isEqualTo(FencingToken.FIRST);
+    assertThat(a.tookOver()).isFalse();
+    // While A's lease lasts, B is refused and the row is untouched.
+    assertThat(leases.acquire(job, "worker-b", LONG)).isEmpty();
+    assertThat(leaseRow(job)).isEqualTo("worker-a 1");
+    write(a);
+    assertThat(writes(job)).isEqualTo(1);
+
+    // A pauses (a GC, a slow call) past its lease; B is granted the job with a higher token.
+    awaitExpiryOnDatabaseClock(job);
+    Lease b = leases.acquire(job, "worker-b", LONG).orElseThrow();
+    assertThat(b.token().value()).isEqualTo(2);
+    assertThat(b.tookOver()).isTrue();
+    assertThat(b.previousHolder()).contains("worker-a");
+    assertThat(leaseRow(job)).isEqualTo("worker-b 2");
+    assertThat(takeovers.stream().filter(e -> e.key().value().equals(job))).containsExactly(
+        new IdemEvent.LeaseTakenOver("leases", IdempotencyKey.of("lease", job), 1, 2));
+
+    // A wakes up: its write with token 1 is refused and leaves nothing; renew and release fail.
+    assertThatThrownBy(() -> write(a)).isInstanceOfSatisfying(StaleFenceException.class, e -> {
+      assertThat(e.token()).isEqualTo(1);
+      assertThat(e.highest()).isEqualTo(2);
+      assertThat(e.resource()).isEqualTo(job);
+    });
+    assertThat(writes(job)).isEqualTo(1);
+    assertThat(a.renew(LONG)).isFalse();
+    assertThat(a.release()).isFalse();
+    assertThat(leaseRow(job)).isEqualTo("worker-b 2");
+
+    write(b);
+    assertThat(query("SELECT string_agg(written_by || ':' || token, ',' ORDER BY token) FROM report_runs"
+        + " WHERE resource = ?", job)).isEqualTo("worker-a:1,worker-b:2");
+  }
+
+  @Test
+  void aFencedWriteInTheCallersOwnTransactionIsRefusedWhenStale() throws Exception {
+    String job = "caller-tx";
+    Lease a = leases.acquire(job, "worker-a", SHORT).orElseThrow();
+    awaitExpiryOnDatabaseClock(job);
+    Lease b = leases.acquire(job, "worker-b", LONG).orElseThrow();
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      List<String> ran = new ArrayList<>();
+      assertThatThrownBy(() -> a.fenced(c, tx -> ran.add("a")))
+          .isInstanceOfSatisfying(StaleFenceException.class, e -> assertThat(e.highest()).isEqualTo(2));
+      assertThat(ran).isEmpty();
+      c.rollback();
+      b.fenced(c, tx -> {
+        assertThat(tx.connection()).isSameAs(c);
+        try (var ps = c.prepareStatement("INSERT INTO report_runs VALUES (?, 'worker-b', 2)")) {
+          ps.setString(1, job);
+          return ps.executeUpdate();
+        }
+      });
+      c.commit();
+    }
+    assertThat(query("SELECT string_agg(written_by, ',') FROM report_runs WHERE resource = ?", job))
+        .isEqualTo("worker-b");
+  }
+
+  @Test
+  void tokensStrictlyGrowAcrossHoldersAndTheRowSurvivesRelease() throws SQLException {
+    String resource = "partition-7";
+    List<Long> tokens = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      Lease l = leases.acquire(resource, "holder-" + i, LONG).orElseThrow();
+      tokens.add(l.token().value());
+      assertThat(l.tookOver()).isFalse(); // released, not taken over
+      assertThat(l.release()).isTrue();
+      assertThat(leaseRow(resource)).isEqualTo("- " + (i + 1));
+    }
+    assertThat(tokens).containsExactly(1L, 2L, 3L, 4L, 5L);
+    assertThat(query("SELECT count(*) FROM idem.idem_leases WHERE resource = ?", resource)).isEqualTo("1");
+    assertThat(takeovers).noneMatch(e -> e.key().value().equals(resource));
+  }
+
+  @Test
+  void onlyTheHolderRenewsAndOnlyWhileTheLeaseLasts() throws Exception {
+    String resource = "renewals";
+    Lease a = leases.acquire(resource, "worker-a", Duration.ofSeconds(30)).orElseThrow();
+    Instant firstEnd = a.expiresAt();
+    String before = query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", resource);
+    // Someone else, even with the right token, cannot extend it.
+    assertThat(leases.renew(resource, "mallory", a.token(), LONG)).isFalse();
+    assertThat(leases.renew(resource, "worker-a", a.token().next(), LONG)).isFalse();
+    assertThat(query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", resource)).isEqualTo(before);
+    // The holder can, and the database's end time moves.
+    assertThat(a.renew(LONG)).isTrue();
+    assertThat(a.expiresAt()).isAfter(firstEnd);
+    assertThat(query("SELECT (expires_at > clock_timestamp() + interval '4 minutes')::text FROM idem.idem_leases"
+        + " WHERE resource = ?", resource)).isEqualTo("true");
+    assertThat(leaseRow(resource)).isEqualTo("worker-a 1");
+
+    // Once it ended, it cannot be renewed even with no one else around: acquire again, new token.
+    Lease b = leases.acquire("renewals-lapsed", "worker-a", SHORT).orElseThrow();
+    awaitExpiryOnDatabaseClock("renewals-lapsed");
+    assertThat(b.renew(LONG)).isFalse();
+    Lease again = leases.acquire("renewals-lapsed", "worker-a", LONG).orElseThrow();
+    assertThat(again.token().value()).isEqualTo(2);
+  }
+
+  @Test
+  void copiesRacingForAFreeResourceGetOneGrant() throws Exception {
+    int racers = 6;
+    CountDownLatch start = new CountDownLatch(1);
+    ExecutorService pool = Executors.newFixedThreadPool(racers);
+    List<Optional<Lease>> grants = new ArrayList<>();
+    try {
+      List<Future<Optional<Lease>>> futures = new ArrayList<>();
+      for (int i = 0; i < racers; i++) {
+        String holder = "racer-" + i;
+        futures.add(pool.submit(() -> {
+          start.await();
+          return leases.acquire("contended", holder, LONG);
+        }));
+      }
+      start.countDown();
+      for (Future<Optional<Lease>> f : futures) {
+        grants.add(f.get(30, TimeUnit.SECONDS));
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    List<Lease> granted = grants.stream().flatMap(Optional::stream).toList();
+    assertThat(granted).hasSize(1);
+    assertThat(granted.get(0).token()).isEqualTo(FencingToken.FIRST);
+    assertThat(leaseRow("contended")).isEqualTo(granted.get(0).holder() + " 1");
+  }
+
+  @Test
+  void aFenceCheckHoldsOffATakeoverUntilTheWriteCommits() throws Exception {
+    String job = "slow-writer";
+    Lease a = leases.acquire(job, "worker-a", SHORT).orElseThrow();
+    awaitExpiryOnDatabaseClock(job);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try (Connection tx = ds.getConnection()) {
+      tx.setAutoCommit(false);
+      // A's lease ended but no one was granted since: A's token is still the latest and admitted.
+      leases.checkFence(tx, job, a.token());
+      Future<Optional<Lease>> b = pool.submit(() -> leases.acquire(job, "worker-b", LONG));
+      awaitBackendWaitingOnALock();
+      try (var ps = tx.prepareStatement("INSERT INTO report_runs VALUES (?, 'worker-a', 1)")) {
+        ps.setString(1, job);
+        ps.executeUpdate();
+      }
+      tx.commit();
+      Lease granted = b.get(30, TimeUnit.SECONDS).orElseThrow();
+      assertThat(granted.token().value()).isEqualTo(2);
+    } finally {
+      pool.shutdownNow();
+    }
+    assertThat(writes(job)).isEqualTo(1);
+  }
+
+  /** Waits until some backend waits on a row lock of idem_leases (B's grant, behind A's check). */
+  static void awaitBackendWaitingOnALock() throws Exception {
+    for (int i = 0; i < 200; i++) {
+      String waiting = query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+          + " AND wait_event_type = 'Lock' AND query LIKE ? ", "%idem_leases%");
+      if (!waiting.equals("0")) {
+        return;
+      }
+      Thread.sleep(25);
+    }
+    throw new AssertionError("the competing grant never waited on the lease row");
+  }
+
+  @Test
+  void checkFenceRefusesWhatCannotProtectAWrite() throws SQLException {
+    Lease l = leases.acquire("checked", "worker-a", LONG).orElseThrow();
+    try (Connection c = ds.getConnection()) {
+      assertThatThrownBy(() -> leases.checkFence(c, "checked", l.token()))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
+      c.setAutoCommit(false);
+      assertThatThrownBy(() -> leases.checkFence(c, "never-leased", l.token()))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("no lease was ever granted");
+      c.rollback();
+      assertThatThrownBy(() -> leases.checkFence(c, "checked", l.token().next()))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("never granted");
+      c.rollback();
+      assertThatThrownBy(() -> leases.checkFence(c, "checked", null))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("token");
+      leases.checkFence(c, "checked", l.token());
+      c.rollback();
+    }
+  }
+
+  @Test
+  void badInputIsRefusedAndWritesNothing() throws SQLException {
+    assertThatThrownBy(() -> leases.acquire(null, "h", LONG))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("resource");
+    assertThatThrownBy(() -> leases.acquire("bad resource", "h", LONG))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("resource");
+    assertThatThrownBy(() -> leases.acquire("bad-input", "", LONG))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("holder");
+    assertThatThrownBy(() -> leases.acquire("bad-input", "h", null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ttl");
+    assertThatThrownBy(() -> leases.acquire("bad-input", "h", Duration.ZERO))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ttl");
+    assertThatThrownBy(() -> leases.acquire("bad-input", "h", Duration.ofSeconds(-1)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ttl");
+    assertThatThrownBy(() -> leases.acquire("bad-input", "h", Duration.ofDays(2)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ttl");
+    assertThatThrownBy(() -> leases.acquire("bad-input", "h", Duration.ofNanos(10)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ttl");
+    assertThat(leaseRow("bad-input")).isEqualTo("none");
+
+    Lease l = leases.acquire("bad-renew", "h", LONG).orElseThrow();
+    String before = query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", "bad-renew");
+    assertThatThrownBy(() -> l.renew(Duration.ZERO))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ttl");
+    assertThatThrownBy(() -> leases.renew("bad-renew", "h", null, LONG))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("token");
+    assertThat(query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", "bad-renew"))
+        .isEqualTo(before);
+  }
+
+  @Test
+  void aGrantCommitsOnItsOwnEvenInsideARolledBackTransaction() throws SQLException {
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      assertThat(leases.acquire("own-commit", "worker-a", LONG)).isPresent();
+      throw new IllegalStateException("the caller's work failed");
+    })).isInstanceOf(IllegalStateException.class);
+    // The grant was seen by everyone and stays: a second holder is refused.
+    assertThat(leaseRow("own-commit")).isEqualTo("worker-a 1");
+    assertThat(leases.acquire("own-commit", "worker-b", LONG)).isEmpty();
+  }
+}

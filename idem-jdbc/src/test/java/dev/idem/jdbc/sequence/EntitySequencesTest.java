@@ -1,0 +1,256 @@
+package dev.idem.jdbc.sequence;
+
+import static dev.idem.transition.Outcome.ALREADY_DONE;
+import static dev.idem.transition.Outcome.APPLIED;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import dev.idem.transition.Outcome;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Per-entity sequences on a real PostgreSQL, counting the effect rows each event left. */
+class EntitySequencesTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+
+  @BeforeAll
+  static void start() throws SQLException {
+    db = TestPostgres.newDatabase("sequences");
+    ds = db.dataSource(8);
+    // A custom schema, to show idem's tables follow it.
+    idem = Idem.builder(ds).schema("idem_seq").build();
+    idem.migrate();
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute("CREATE TABLE prices (stream text NOT NULL, entity text NOT NULL, seq bigint NOT NULL)");
+    }
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  /** The effect: one row per applied event. */
+  static void effect(Tx tx, String stream, String entity, long seq) throws SQLException {
+    try (var ps = tx.connection().prepareStatement("INSERT INTO prices VALUES (?, ?, ?)")) {
+      ps.setString(1, stream);
+      ps.setString(2, entity);
+      ps.setLong(3, seq);
+      ps.executeUpdate();
+    }
+  }
+
+  static Outcome apply(EntitySequences s, String entity, long seq) throws SQLException {
+    return s.applyIfNewer(entity, seq, tx -> effect(tx, s.stream(), entity, seq));
+  }
+
+  /** The sequence numbers whose effect ran, in order. */
+  static List<Long> effects(String stream, String entity) throws SQLException {
+    List<Long> seqs = new ArrayList<>();
+    try (Connection c = ds.getConnection();
+        var ps = c.prepareStatement("SELECT seq FROM prices WHERE stream = ? AND entity = ? ORDER BY seq")) {
+      ps.setString(1, stream);
+      ps.setString(2, entity);
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          seqs.add(rs.getLong(1));
+        }
+      }
+    }
+    return seqs;
+  }
+
+  static long sequenceRows(String stream) throws SQLException {
+    try (Connection c = ds.getConnection();
+        var ps = c.prepareStatement("SELECT count(*) FROM idem_seq.idem_sequences WHERE stream = ?")) {
+      ps.setString(1, stream);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return rs.getLong(1);
+      }
+    }
+  }
+
+  @Test
+  void repeatsAndOutOfOrderEventsAreIgnoredWithoutRunningTheEffect() throws SQLException {
+    EntitySequences s = idem.sequences("price-updates");
+    assertThat(s.lastApplied("sku-1")).isZero();
+    List<Outcome> outcomes = new ArrayList<>();
+    for (long seq : new long[] {1, 1, 3, 2, 3, 4, 1}) {
+      outcomes.add(apply(s, "sku-1", seq));
+    }
+    assertThat(outcomes).containsExactly(APPLIED, ALREADY_DONE, APPLIED, ALREADY_DONE, ALREADY_DONE, APPLIED,
+        ALREADY_DONE);
+    assertThat(effects("price-updates", "sku-1")).containsExactly(1L, 3L, 4L);
+    assertThat(s.lastApplied("sku-1")).isEqualTo(4);
+    assertThat(sequenceRows("price-updates")).isEqualTo(1); // one number per entity, not a row per event
+  }
+
+  @Test
+  void entitiesAndStreamsAreIndependent() throws SQLException {
+    EntitySequences a = idem.sequences("stream-a");
+    EntitySequences b = idem.sequences("stream-b");
+    assertThat(apply(a, "e1", 5)).isEqualTo(APPLIED);
+    assertThat(apply(a, "e2", 1)).isEqualTo(APPLIED);
+    assertThat(apply(b, "e1", 1)).isEqualTo(APPLIED);
+    assertThat(apply(a, "e1", 1)).isEqualTo(ALREADY_DONE);
+    assertThat(effects("stream-a", "e1")).containsExactly(5L);
+    assertThat(effects("stream-a", "e2")).containsExactly(1L);
+    assertThat(effects("stream-b", "e1")).containsExactly(1L);
+  }
+
+  @Test
+  void aFailingEffectRecordsNothingAndTheEventCanBeRetried() throws Exception {
+    EntitySequences s = idem.sequences("failing");
+    assertThatThrownBy(() -> s.applyIfNewer("sku-9", 7, tx -> {
+      effect(tx, "failing", "sku-9", 7);
+      throw new IOException("downstream broke");
+    })).isInstanceOf(IOException.class).hasMessage("downstream broke");
+    assertThat(s.lastApplied("sku-9")).isZero();
+    assertThat(effects("failing", "sku-9")).isEmpty();
+    assertThat(sequenceRows("failing")).isZero();
+    assertThat(apply(s, "sku-9", 7)).isEqualTo(APPLIED);
+    assertThat(effects("failing", "sku-9")).containsExactly(7L);
+  }
+
+  @Test
+  void copiesOfOneEventRacingOnRealConnectionsApplyOnce() throws Exception {
+    EntitySequences s = idem.sequences("racing");
+    int copies = 4;
+    int rounds = 15;
+    ExecutorService pool = Executors.newFixedThreadPool(copies);
+    try {
+      for (long seq = 1; seq <= rounds; seq++) {
+        long n = seq;
+        CountDownLatch start = new CountDownLatch(1);
+        List<Future<Outcome>> futures = new ArrayList<>();
+        for (int i = 0; i < copies; i++) {
+          futures.add(pool.submit(() -> {
+            start.await();
+            return apply(s, "hot", n);
+          }));
+        }
+        start.countDown();
+        List<Outcome> outcomes = new ArrayList<>();
+        for (Future<Outcome> f : futures) {
+          outcomes.add(f.get(30, TimeUnit.SECONDS));
+        }
+        assertThat(outcomes).as("seq " + n).containsOnlyOnce(APPLIED).containsOnly(APPLIED, ALREADY_DONE);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    List<Long> expected = new ArrayList<>();
+    for (long seq = 1; seq <= rounds; seq++) {
+      expected.add(seq);
+    }
+    assertThat(effects("racing", "hot")).containsExactlyElementsOf(expected);
+  }
+
+  @Test
+  void differentNumbersRacingOnOneEntityNeverApplyAnOlderOneAfterANewer() throws Exception {
+    EntitySequences s = idem.sequences("reordered");
+    int events = 8;
+    CountDownLatch start = new CountDownLatch(1);
+    ExecutorService pool = Executors.newFixedThreadPool(events);
+    List<Outcome> outcomes = new ArrayList<>();
+    try {
+      List<Future<Outcome>> futures = new ArrayList<>();
+      for (long seq = 1; seq <= events; seq++) {
+        long n = seq;
+        futures.add(pool.submit(() -> {
+          start.await();
+          return s.applyIfNewer("e", n, tx -> {
+            // The effect reads the highest applied so far and must always see a lower number.
+            try (var ps = tx.connection().prepareStatement(
+                "SELECT coalesce(max(seq), 0) FROM prices WHERE stream = 'reordered' AND entity = 'e'");
+                ResultSet rs = ps.executeQuery()) {
+              rs.next();
+              assertThat(rs.getLong(1)).isLessThan(n);
+            }
+            effect(tx, "reordered", "e", n);
+          });
+        }));
+      }
+      start.countDown();
+      for (Future<Outcome> f : futures) {
+        outcomes.add(f.get(30, TimeUnit.SECONDS));
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    long applied = outcomes.stream().filter(o -> o == APPLIED).count();
+    assertThat(effects("reordered", "e")).hasSize((int) applied).contains(8L);
+    assertThat(s.lastApplied("e")).isEqualTo(8);
+  }
+
+  @Test
+  void theJoinVariantCommitsAndRollsBackWithTheCallersTransaction() throws Exception {
+    EntitySequences s = idem.sequences("joined");
+    try (Connection c = ds.getConnection()) {
+      assertThatThrownBy(() -> s.applyIfNewer(c, "e", 1, tx -> {}))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
+      c.setAutoCommit(false);
+      assertThat(s.applyIfNewer(c, "e", 1, tx -> {
+        assertThat(tx.connection()).isSameAs(c);
+        effect(tx, "joined", "e", 1);
+      })).isEqualTo(APPLIED);
+      c.rollback();
+      assertThat(s.lastApplied("e")).isZero();
+      assertThat(effects("joined", "e")).isEmpty();
+
+      assertThat(s.applyIfNewer(c, "e", 1, tx -> effect(tx, "joined", "e", 1))).isEqualTo(APPLIED);
+      assertThat(s.applyIfNewer(c, "e", 1, tx -> effect(tx, "joined", "e", 1))).isEqualTo(ALREADY_DONE);
+      c.commit();
+    }
+    assertThat(s.lastApplied("e")).isEqualTo(1);
+    assertThat(effects("joined", "e")).containsExactly(1L);
+    // Nested in idem's own transaction, it joins too.
+    Outcome nested = idem.inTransaction(tx -> s.applyIfNewer(tx, "e", 2, t -> effect(t, "joined", "e", 2)));
+    assertThat(nested).isEqualTo(APPLIED);
+    assertThat(effects("joined", "e")).containsExactly(1L, 2L);
+  }
+
+  @Test
+  void badInputIsRefusedAndWritesNothing() throws SQLException {
+    assertThatThrownBy(() -> idem.sequences(null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stream");
+    assertThatThrownBy(() -> idem.sequences("two words"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stream");
+    EntitySequences s = idem.sequences("bad-input");
+    assertThatThrownBy(() -> apply(s, null, 1))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("entity");
+    assertThatThrownBy(() -> apply(s, "caf\u00e9", 1))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("entity");
+    assertThatThrownBy(() -> apply(s, "e", 0))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("seq");
+    assertThatThrownBy(() -> apply(s, "e", -5))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("seq");
+    assertThatThrownBy(() -> s.applyIfNewer("e", 1, null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("effect");
+    assertThatThrownBy(() -> s.applyIfNewer((Connection) null, "e", 1, tx -> {}))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("tx");
+    assertThat(sequenceRows("bad-input")).isZero();
+    assertThat(effects("bad-input", "e")).isEmpty();
+  }
+}
