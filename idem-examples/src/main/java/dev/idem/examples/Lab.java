@@ -60,7 +60,9 @@ public final class Lab {
           PaymentsService service = new PaymentsService(idem, tally);
           LoadBalancer balancer = new LoadBalancer(service.paymentsUri(), tally)) {
         provider.webhook(service.webhookUri());
-        Relay relay = idem.relay(toQueue).batchSize(10).pollInterval(Duration.ofMillis(20)).maxAttempts(10).build();
+        // A failed publish is retried after a short back-off (default 1 s), to keep the lab quick.
+        Relay relay = idem.relay(toQueue).batchSize(10).pollInterval(Duration.ofMillis(20)).maxAttempts(10)
+            .backoff(Duration.ofMillis(10), Duration.ofMillis(50)).build();
         try {
           Worker worker = new Worker(idem, queue, provider.chargesUri(), tally);
           new App(balancer.paymentsUri(), tally).pay(ORDER, AMOUNT_CENTS);
@@ -74,7 +76,11 @@ public final class Lab {
     }
   }
 
-  /** Thrown by the lab's publisher to play a relay that dies between publish and "mark sent". */
+  /**
+   * Thrown by the lab's publisher after the message reached the queue, to play a relay that dies
+   * between publish and "mark sent" (or a lost broker ack): the row stays pending and the relay
+   * publishes the same message id again.
+   */
   static final class RelayCrash extends RuntimeException {
     RelayCrash() {
       super("relay crashed after publishing, before marking the message sent");
