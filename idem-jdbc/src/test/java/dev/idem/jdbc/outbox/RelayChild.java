@@ -3,7 +3,7 @@ package dev.idem.jdbc.outbox;
 import dev.idem.jdbc.Idem;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
-import org.postgresql.ds.PGSimpleDataSource;
+import com.zaxxer.hikari.HikariDataSource;
 
 /**
  * A relay in its own JVM, for {@link RelayCrashTest}: its publisher records the message in the
@@ -12,8 +12,9 @@ import org.postgresql.ds.PGSimpleDataSource;
  */
 public final class RelayChild {
   public static void main(String[] args) throws Exception {
-    PGSimpleDataSource ds = new PGSimpleDataSource();
-    ds.setURL(args[0]);
+    HikariDataSource ds = new HikariDataSource();
+    ds.setJdbcUrl(args[0]);
+    ds.setMaximumPoolSize(2);
     Idem idem = Idem.builder(ds).build();
     try (Connection broker = ds.getConnection(); PreparedStatement ps = broker.prepareStatement("INSERT INTO published VALUES (?, 0)")) {
       broker.setAutoCommit(true);
