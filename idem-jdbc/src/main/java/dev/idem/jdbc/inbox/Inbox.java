@@ -123,8 +123,9 @@ public final class Inbox {
     if (open != null) {
       return joined(open, messageId, effect);
     }
-    Outcome outcome = idem.inTransaction(tx -> claim(tx.connection(), messageId) ? run(tx, effect) : Outcome.ALREADY_DONE);
-    report(outcome, messageId);
+    Duration[] age = new Duration[1];
+    Outcome outcome = idem.inTransaction(tx -> attempt(tx, messageId, effect, age));
+    report(outcome, messageId, age[0]);
     return outcome;
   }
 
@@ -164,9 +165,10 @@ public final class Inbox {
     } catch (SQLException e) {
       throw new DataAccessException("could not set a savepoint for message " + messageId, e);
     }
+    Duration[] age = new Duration[1];
     Outcome outcome;
     try {
-      outcome = claim(c, messageId) ? run(tx, effect) : Outcome.ALREADY_DONE;
+      outcome = attempt(tx, messageId, effect, age);
     } catch (Throwable t) {
       try {
         c.rollback(sp);
@@ -180,13 +182,24 @@ public final class Inbox {
     } catch (SQLException e) {
       throw new DataAccessException("could not release the savepoint of message " + messageId, e);
     }
-    report(outcome, messageId);
+    report(outcome, messageId, age[0]);
     return outcome;
   }
 
-  private static <X extends Exception> Outcome run(Tx tx, TxConsumer<X> effect) throws X {
-    effect.accept(tx);
-    return Outcome.APPLIED;
+  /**
+   * The claim, then the effect if this transaction won it. For a repeat, the age of the first copy
+   * is read in the same transaction (only when a listener wants it), so it sees the row the claim
+   * just waited for.
+   */
+  private <X extends Exception> Outcome attempt(Tx tx, String messageId, TxConsumer<X> effect, Duration[] age) throws X {
+    if (claim(tx.connection(), messageId)) {
+      effect.accept(tx);
+      return Outcome.APPLIED;
+    }
+    if (listening) {
+      age[0] = age(tx.connection(), messageId);
+    }
+    return Outcome.ALREADY_DONE;
   }
 
   /** True if this transaction now holds the claim of {@code messageId}. */
@@ -201,7 +214,7 @@ public final class Inbox {
     }
   }
 
-  private void report(Outcome outcome, String messageId) {
+  private void report(Outcome outcome, String messageId, Duration age) {
     if (!listening) {
       return;
     }
@@ -209,20 +222,21 @@ public final class Inbox {
     if (outcome == Outcome.APPLIED) {
       events.applied(key);
     } else {
-      events.replayed(key, age(messageId), window);
+      events.replayed(key, age == null ? Duration.ZERO : age, window);
     }
   }
 
   /** How long ago the message was first received, by the database clock; zero if unknown. */
-  private Duration age(String messageId) {
-    try (Connection c = idem.dataSource().getConnection(); PreparedStatement ps = c.prepareStatement(ageSql)) {
+  private Duration age(Connection c, String messageId) {
+    try (PreparedStatement ps = c.prepareStatement(ageSql)) {
       ps.setString(1, consumer);
       ps.setString(2, messageId);
       try (ResultSet rs = ps.executeQuery()) {
         return rs.next() ? Duration.ofNanos((long) (rs.getDouble(1) * 1e9)) : Duration.ZERO;
       }
     } catch (SQLException e) {
-      return Duration.ZERO; // only an event's detail depends on it
+      // only an event's detail depends on it; but a failed statement aborts the transaction, so say so
+      throw new DataAccessException("could not read the age of message " + messageId + ": " + e.getMessage(), e);
     }
   }
 

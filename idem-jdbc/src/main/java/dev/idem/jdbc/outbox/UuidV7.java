@@ -27,7 +27,7 @@ final class UuidV7 {
       }
       long next = last + 1;
       // counter overflow carries into the timestamp: bump it and restart the counter after version 7
-      return (next & 0xF000L) == 0x7000L ? next : (((next >>> 16)) << 16) | 0x7000L;
+      return (next & 0xF000L) == 0x7000L ? next : (((last >>> 16) + 1) << 16) | 0x7000L;
     });
     long lsb = (ThreadLocalRandom.current().nextLong() & 0x3FFFFFFFFFFFFFFFL) | 0x8000000000000000L;
     return new UUID(msb, lsb);
