@@ -325,7 +325,7 @@ public final class Tours {
       idem.migrate();
       sql(ds, "CREATE TABLE ledger_batches (id bigserial PRIMARY KEY, holder text NOT NULL, token bigint NOT NULL)");
       String resource = "ledger-export";
-      Duration ttl = Duration.ofMillis(400);
+      Duration ttl = Duration.ofMillis(1500); // long enough that a loaded machine cannot end it early
 
       Lease a = idem.leases().acquire(resource, "worker-a", ttl).orElseThrow();
       out.add("worker-a takes the lease on " + resource + " with token " + a.token().value() + " (ttl " + ttl.toMillis() + " ms)");
