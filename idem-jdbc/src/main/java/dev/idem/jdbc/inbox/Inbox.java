@@ -1,9 +1,306 @@
 package dev.idem.jdbc.inbox;
 
+import dev.idem.internal.Events;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.TxConsumer;
+import dev.idem.jdbc.internal.Expiry;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.transition.Outcome;
+import dev.idem.window.DedupeWindow;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Savepoint;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.Table;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
 
-/** STUB: replaced by the issue that builds it. */
+/**
+ * The idempotent consumer: each message id is applied once per consumer. {@link #receive} claims
+ * {@code (consumer, message id)} first, in the same transaction as the consumer's effect, so the
+ * claim and the effect commit together or not at all.
+ *
+ * <pre>{@code
+ * Inbox billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
+ * Outcome o = billing.receive(message.id(), tx -> charge(tx, message));
+ * ack(message); // both APPLIED and ALREADY_DONE mean: done
+ * }</pre>
+ *
+ * <p>Guarantees, observable as rows: for a message id received any number of times, by any number
+ * of threads or processes at once, within the window, the effect's writes are committed exactly
+ * once. A copy returns {@link Outcome#ALREADY_DONE} (never an error) without running the effect; a
+ * concurrent copy waits for the first to commit or roll back and then answers. An effect that throws
+ * rolls back the claim too, so a redelivery runs it again.
+ *
+ * <p>Does not guarantee: anything outside the transaction. An effect that calls a remote service
+ * may call it again when its transaction rolls back (or the process dies before commit). A copy
+ * arriving after the {@link DedupeWindow} runs again: size the window beyond the broker's longest
+ * redelivery (its retention, plus any replay you may do).
+ *
+ * <p>Thread-safe; immutable.
+ */
 public final class Inbox {
-  public static Builder builder(Idem idem, String consumer) { return new Builder(); }
-  public static final class Builder {}
+  static final Table<?> T = DSL.table(DSL.name("idem", "idem_inbox"));
+  static final Field<String> CONSUMER = DSL.field(DSL.name("consumer"), SQLDataType.CLOB);
+  static final Field<String> MESSAGE_ID = DSL.field(DSL.name("message_id"), SQLDataType.CLOB);
+  static final Field<OffsetDateTime> RECEIVED_AT = DSL.field(DSL.name("received_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+  static final Field<OffsetDateTime> EXPIRES_AT = DSL.field(DSL.name("expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+
+  /** Rows deleted per expiry batch, and batches per {@link #expire()} call. */
+  private static final int EXPIRE_BATCH = 1000;
+  private static final int EXPIRE_MAX_BATCHES = 100;
+
+  private final Idem idem;
+  private final String consumer;
+  private final DedupeWindow window;
+  private final long windowMicros;
+  private final Events events;
+  private final boolean listening;
+  private final String claimSql;
+  private final String ageSql;
+
+  private Inbox(Builder b) {
+    this.idem = b.idem;
+    this.consumer = b.consumer;
+    this.window = b.window;
+    this.windowMicros = toMicros(b.window.length());
+    this.events = Events.to(idem.listener(), "inbox:" + consumer);
+    this.listening = idem.listener() != dev.idem.event.IdemListener.NONE;
+    DSLContext d = idem.dsl();
+    Field<OffsetDateTime> expires = DSL.field("{0} + {1} * interval '1 microsecond'", OffsetDateTime.class,
+        Expiry.dbNow(), DSL.val(0L));
+    // The claim: the row exists (and the effect must not run) unless this statement inserted it,
+    // or found it expired and took it over. A concurrent claim of the same id waits on the row
+    // lock until the first transaction ends, then sees its outcome: this is what runs the effect once.
+    this.claimSql = d.render(d.insertInto(T, CONSUMER, MESSAGE_ID, RECEIVED_AT, EXPIRES_AT)
+        .values(DSL.val((String) null, CONSUMER), DSL.val((String) null, MESSAGE_ID), Expiry.dbNow(), expires)
+        .onConflict(CONSUMER, MESSAGE_ID)
+        .doUpdate()
+        .set(RECEIVED_AT, DSL.excluded(RECEIVED_AT))
+        .set(EXPIRES_AT, DSL.excluded(EXPIRES_AT))
+        .where(DSL.field(DSL.name("idem_inbox", "expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE).lt(Expiry.dbNow())));
+    this.ageSql = d.render(d.select(DSL.field("extract(epoch from ({0} - {1}))", Double.class, Expiry.dbNow(), RECEIVED_AT))
+        .from(T)
+        .where(CONSUMER.eq(DSL.val((String) null, CONSUMER)))
+        .and(MESSAGE_ID.eq(DSL.val((String) null, MESSAGE_ID))));
+  }
+
+  /** Starts the configuration of {@code consumer}'s inbox. Prefer {@link Idem#inbox(String)}. */
+  public static Builder builder(Idem idem, String consumer) {
+    return new Builder(idem, consumer);
+  }
+
+  /** The consumer this inbox deduplicates for. */
+  public String consumer() {
+    return consumer;
+  }
+
+  /** How long a message id is remembered. */
+  public DedupeWindow window() {
+    return window;
+  }
+
+  /**
+   * Applies {@code effect} for {@code messageId} unless this consumer already did, in one
+   * transaction with the claim. Joins the idem transaction open on this thread, if any (as {@link
+   * #receive(Connection, String, TxConsumer)} does), else opens its own.
+   *
+   * @return {@link Outcome#APPLIED} if the effect ran and committed, {@link Outcome#ALREADY_DONE}
+   *     if the message was received before (the effect did not run)
+   * @throws X what the effect threw, after rolling the claim back with it
+   * @throws IllegalArgumentException if {@code messageId} is not a valid id or {@code effect} is null
+   */
+  public <X extends Exception> Outcome receive(String messageId, TxConsumer<X> effect) throws X {
+    check(messageId, effect);
+    Tx open = idem.currentTransaction();
+    if (open != null) {
+      return joined(open, messageId, effect);
+    }
+    Duration[] age = new Duration[1];
+    Outcome outcome = idem.inTransaction(tx -> attempt(tx, messageId, effect, age));
+    report(outcome, messageId, age[0]);
+    return outcome;
+  }
+
+  /**
+   * {@link #receive(String, TxConsumer)} inside the caller's transaction on {@code callerTx}, which
+   * stays open: the caller commits (the claim and the effect with their own work) or rolls back.
+   * The claim and effect run under a savepoint, so an effect that throws frees the id and undoes
+   * its own writes without aborting the caller's transaction.
+   *
+   * <p>An APPLIED outcome here means "applied in your transaction": it counts only if the caller
+   * commits.
+   *
+   * @throws IllegalArgumentException also if {@code callerTx} is null or in auto-commit mode
+   */
+  public <X extends Exception> Outcome receive(Connection callerTx, String messageId, TxConsumer<X> effect) throws X {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    check(messageId, effect);
+    try {
+      if (callerTx.getAutoCommit()) {
+        throw new IllegalArgumentException("callerTx is in auto-commit mode: open a transaction first (setAutoCommit(false))");
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not read the auto-commit mode of callerTx", e);
+    }
+    Tx open = idem.currentTransaction();
+    Tx tx = open != null && open.connection() == callerTx ? open : new JoinedTx(callerTx, idem.dsl(callerTx));
+    return joined(tx, messageId, effect);
+  }
+
+  private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect) throws X {
+    Connection c = tx.connection();
+    Savepoint sp;
+    try {
+      sp = c.setSavepoint();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not set a savepoint for message " + messageId, e);
+    }
+    Duration[] age = new Duration[1];
+    Outcome outcome;
+    try {
+      outcome = attempt(tx, messageId, effect, age);
+    } catch (Throwable t) {
+      try {
+        c.rollback(sp);
+      } catch (SQLException | RuntimeException e) {
+        t.addSuppressed(e);
+      }
+      throw t;
+    }
+    try {
+      c.releaseSavepoint(sp);
+    } catch (SQLException e) {
+      throw new DataAccessException("could not release the savepoint of message " + messageId, e);
+    }
+    report(outcome, messageId, age[0]);
+    return outcome;
+  }
+
+  /**
+   * The claim, then the effect if this transaction won it. For a repeat, the age of the first copy
+   * is read in the same transaction (only when a listener wants it), so it sees the row the claim
+   * just waited for.
+   */
+  private <X extends Exception> Outcome attempt(Tx tx, String messageId, TxConsumer<X> effect, Duration[] age) throws X {
+    if (claim(tx.connection(), messageId)) {
+      effect.accept(tx);
+      return Outcome.APPLIED;
+    }
+    if (listening) {
+      age[0] = age(tx.connection(), messageId);
+    }
+    return Outcome.ALREADY_DONE;
+  }
+
+  /** True if this transaction now holds the claim of {@code messageId}. */
+  private boolean claim(Connection c, String messageId) {
+    try (PreparedStatement ps = c.prepareStatement(claimSql)) {
+      ps.setString(1, consumer);
+      ps.setString(2, messageId);
+      ps.setLong(3, windowMicros);
+      return ps.executeUpdate() == 1;
+    } catch (SQLException e) {
+      throw new DataAccessException("could not claim message " + messageId + " for " + consumer + ": " + e.getMessage(), e);
+    }
+  }
+
+  private void report(Outcome outcome, String messageId, Duration age) {
+    if (!listening) {
+      return;
+    }
+    IdempotencyKey key = IdempotencyKey.of(consumer, messageId);
+    if (outcome == Outcome.APPLIED) {
+      events.applied(key);
+    } else {
+      events.replayed(key, age == null ? Duration.ZERO : age, window);
+    }
+  }
+
+  /** How long ago the message was first received, by the database clock; zero if unknown. */
+  private Duration age(Connection c, String messageId) {
+    try (PreparedStatement ps = c.prepareStatement(ageSql)) {
+      ps.setString(1, consumer);
+      ps.setString(2, messageId);
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? Duration.ofNanos((long) (rs.getDouble(1) * 1e9)) : Duration.ZERO;
+      }
+    } catch (SQLException e) {
+      // only an event's detail depends on it; but a failed statement aborts the transaction, so say so
+      throw new DataAccessException("could not read the age of message " + messageId + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Deletes this consumer's message ids older than the window, in bounded batches (each its own
+   * short transaction). A copy of a deleted id would run again.
+   *
+   * @return the number of ids deleted (at most 100,000 per call; call again if it returned that)
+   */
+  public long expire() {
+    long n = Expiry.deleteInBatches(idem, T, CONSUMER.eq(consumer).and(EXPIRES_AT.lt(Expiry.dbNow())), EXPIRE_BATCH, EXPIRE_MAX_BATCHES);
+    if (n > 0) {
+      events.expired(n);
+    }
+    return n;
+  }
+
+  private void check(String messageId, Object effect) {
+    IdempotencyKey.check("message id", messageId);
+    if (effect == null) {
+      throw new IllegalArgumentException("effect must not be null");
+    }
+  }
+
+  private static long toMicros(Duration d) {
+    try {
+      return Math.multiplyExact(d.getSeconds(), 1_000_000L) + d.getNano() / 1000;
+    } catch (ArithmeticException e) {
+      throw new IllegalArgumentException("dedupe window " + d + " is too long", e);
+    }
+  }
+
+  private record JoinedTx(Connection connection, DSLContext dsl) implements Tx {}
+
+  /** Configures an {@link Inbox}; validated and copied in {@link #build()}. */
+  public static final class Builder {
+    private final Idem idem;
+    private final String consumer;
+    private DedupeWindow window;
+
+    private Builder(Idem idem, String consumer) {
+      if (idem == null) {
+        throw new IllegalArgumentException("idem must not be null");
+      }
+      this.idem = idem;
+      this.consumer = consumer;
+    }
+
+    /**
+     * How long a message id is remembered (required). Make it longer than the longest time a copy
+     * can arrive after the first: the broker's retention and redelivery, plus any replay.
+     */
+    public Builder window(DedupeWindow window) {
+      this.window = window;
+      return this;
+    }
+
+    /** @throws IllegalArgumentException if the consumer name is invalid or no window was set */
+    public Inbox build() {
+      IdempotencyKey.check("consumer", consumer);
+      if (window == null) {
+        throw new IllegalArgumentException("window must be set: how long after the first copy can the last copy of a message arrive?");
+      }
+      return new Inbox(this);
+    }
+  }
 }

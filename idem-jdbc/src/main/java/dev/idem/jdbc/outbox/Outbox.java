@@ -1,8 +1,128 @@
 package dev.idem.jdbc.outbox;
 
-import dev.idem.jdbc.Idem;
+import static dev.idem.jdbc.outbox.OutboxTable.*;
 
-/** STUB: replaced by the issue that builds it. */
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.internal.Expiry;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.util.Map;
+import java.util.UUID;
+import org.jooq.DSLContext;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+
+/**
+ * The transactional outbox: {@link #enqueue} writes a message in the caller's own transaction, so
+ * the message exists if and only if the caller's business change commits. A {@link Relay} sends it
+ * afterwards.
+ *
+ * <p>Guarantees: the id is minted at enqueue (a time-ordered UUIDv7), never at send time, so every
+ * send of the message carries the same id. A message is never dropped: it stays pending, sent (kept
+ * for the relay's retention) or parked after too many failed attempts, where {@link #redrive} sends
+ * it again.
+ *
+ * <p>Does not guarantee: exactly-once delivery. The relay is at least once; receivers must absorb
+ * copies by the message id (an {@link dev.idem.jdbc.inbox.Inbox} does).
+ *
+ * <p>Thread-safe and stateless beyond its {@link Idem}.
+ */
 public final class Outbox {
-  public static Outbox of(Idem idem) { return new Outbox(); }
+  private final Idem idem;
+  private final String insertSql;
+  private final String redriveSql;
+
+  private Outbox(Idem idem) {
+    this.idem = idem;
+    DSLContext d = idem.dsl();
+    // Rendered once: enqueue sits on the caller's hot path, inside their transaction.
+    this.insertSql = d.render(d.insertInto(T, ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES)
+        .values(DSL.val((UUID) null, ID), DSL.val((String) null, TOPIC), DSL.val((String) null, AGGREGATE_KEY),
+            DSL.val((byte[]) null, PAYLOAD), DSL.val((String[]) null, HEADER_NAMES), DSL.val((String[]) null, HEADER_VALUES)));
+    this.redriveSql = d.render(d.update(T)
+        .set(STATUS, DSL.inline(PENDING))
+        .set(ATTEMPTS, DSL.inline(0))
+        .set(NEXT_ATTEMPT_AT, Expiry.dbNow())
+        .where(ID.eq(DSL.val((UUID) null, ID)))
+        .and(STATUS.eq(DSL.inline(PARKED))));
+  }
+
+  /** The outbox of {@code idem}. Prefer {@link Idem#outbox()}. */
+  public static Outbox of(Idem idem) {
+    if (idem == null) {
+      throw new IllegalArgumentException("idem must not be null");
+    }
+    return new Outbox(idem);
+  }
+
+  /**
+   * Writes {@code message} in the transaction open on {@code callerTx} and returns its new id. It
+   * commits or rolls back with the caller's transaction; nothing is sent before that commits. (On
+   * a connection in auto-commit mode it commits at once, alone.)
+   */
+  public UUID enqueue(Connection callerTx, NewMessage message) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    if (message == null) {
+      throw new IllegalArgumentException("message must not be null");
+    }
+    UUID id = UuidV7.next();
+    Map<String, String> headers = message.headers();
+    String[] names = headers.keySet().toArray(new String[0]);
+    String[] values = headers.values().toArray(new String[0]);
+    try (PreparedStatement ps = callerTx.prepareStatement(insertSql)) {
+      ps.setObject(1, id);
+      ps.setString(2, message.topic());
+      ps.setString(3, message.aggregateKey());
+      ps.setBytes(4, message.payloadUnsafe());
+      ps.setArray(5, callerTx.createArrayOf("text", names));
+      ps.setArray(6, callerTx.createArrayOf("text", values));
+      ps.executeUpdate();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not enqueue " + message + ": " + e.getMessage(), e);
+    }
+    return id;
+  }
+
+  /** {@link #enqueue(Connection, NewMessage)} on the connection of a jOOQ context. */
+  public UUID enqueue(DSLContext callerTx, NewMessage message) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    if (message == null) {
+      throw new IllegalArgumentException("message must not be null");
+    }
+    return callerTx.connectionResult(c -> enqueue(c, message));
+  }
+
+  /** {@link #enqueue(Connection, NewMessage)} in an idem transaction. */
+  public UUID enqueue(Tx callerTx, NewMessage message) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    return enqueue(callerTx.connection(), message);
+  }
+
+  /**
+   * Sends a parked message again: it becomes pending, due now, with its attempts reset. Its id is
+   * unchanged.
+   *
+   * @return true if {@code id} was parked and is now pending; false if no parked message has it
+   */
+  public boolean redrive(UUID id) {
+    if (id == null) {
+      throw new IllegalArgumentException("id must not be null");
+    }
+    return idem.inTransaction(tx -> {
+      try (PreparedStatement ps = tx.connection().prepareStatement(redriveSql)) {
+        ps.setObject(1, id);
+        return ps.executeUpdate() == 1;
+      } catch (SQLException e) {
+        throw new DataAccessException("could not re-drive " + id + ": " + e.getMessage(), e);
+      }
+    });
+  }
 }

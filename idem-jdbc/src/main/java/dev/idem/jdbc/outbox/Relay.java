@@ -1,9 +1,455 @@
 package dev.idem.jdbc.outbox;
 
-import dev.idem.jdbc.Idem;
+import static dev.idem.jdbc.outbox.OutboxTable.*;
 
-/** STUB: replaced by the issue that builds it. */
-public final class Relay {
-  public static Builder builder(Idem idem, Publisher publisher) { return new Builder(); }
-  public static final class Builder {}
+import dev.idem.internal.Events;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.internal.Expiry;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
+import org.jooq.Condition;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.Table;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
+
+/**
+ * Moves outbox messages to a {@link Publisher}: claims a batch of pending messages that are due,
+ * publishes each with its id, and marks the published ones sent, in one transaction per batch.
+ *
+ * <pre>{@code
+ * try (Relay relay = idem.relay(m -> broker.send(m.topic(), m.id().toString(), m.payload()))
+ *     .batchSize(100).pollInterval(Duration.ofMillis(200)).maxAttempts(10).build()) {
+ *   relay.start();
+ *   ...
+ * }
+ * }</pre>
+ *
+ * <p>Guarantees, observable as rows of the outbox table: every committed message is eventually
+ * published while some relay runs, and stays in the table (pending, sent, or parked with its last
+ * error). Any number of relays, in any number of processes, may run at once: a batch is claimed
+ * with {@code FOR UPDATE SKIP LOCKED}, so each pending message is in at most one running batch.
+ * A message whose publish fails is tried again after an exponential back-off with jitter (from the
+ * database clock); after {@code maxAttempts} failures it is parked (status {@code 'X'}, {@code
+ * last_error} set) until {@link Outbox#redrive(UUID)}.
+ *
+ * <p>Does not guarantee: exactly once. A crash, a lost connection, or a failed commit after a
+ * successful publish sends the message again, with the same id: delivery is <b>at least once</b>
+ * and the receiver must deduplicate by id (an inbox). Without {@link Builder#orderedByAggregateKey},
+ * there is no order between messages (a retried message goes out after younger ones).
+ *
+ * <p>Thread-safe: {@link #runOnce()} may be called from several threads; {@link #start()} runs one
+ * background loop until {@link #close()}.
+ */
+public final class Relay implements AutoCloseable {
+  private static final System.Logger LOG = System.getLogger("dev.idem.relay");
+  private static final int MAX_ERROR_LENGTH = 2000;
+  private static final int PURGE_BATCH = 1000;
+  private static final int PURGE_MAX_BATCHES = 100;
+  /** How often the background loop deletes sent messages past their retention. */
+  private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
+
+  private final Idem idem;
+  private final Publisher publisher;
+  private final int batchSize;
+  private final Duration pollInterval;
+  private final int maxAttempts;
+  private final Duration initialBackoff;
+  private final Duration maxBackoff;
+  private final boolean ordered;
+  private final Duration retention;
+  private final Events events;
+  private final String claimSql;
+  private final String markSentSql;
+  private final String markFailedSql;
+
+  private final Object wake = new Object();
+  private Thread loop;
+  private volatile boolean running;
+
+  private Relay(Builder b) {
+    this.idem = b.idem;
+    this.publisher = b.publisher;
+    this.batchSize = b.batchSize;
+    this.pollInterval = b.pollInterval;
+    this.maxAttempts = b.maxAttempts;
+    this.initialBackoff = b.initialBackoff;
+    this.maxBackoff = b.maxBackoff;
+    this.ordered = b.ordered;
+    this.retention = b.retention;
+    this.events = Events.to(idem.listener(), "outbox");
+    DSLContext d = idem.dsl();
+
+    // Claim by locking, never by reading "id (or a sequence position) > the last one seen": ids and
+    // sequence values are taken before commit and commit out of order, so a reader that moves past
+    // the highest seen skips the rows that commit later, for good. SKIP LOCKED lets relays share
+    // the table: each takes rows no other running batch holds.
+    Condition due = STATUS.eq(DSL.inline(PENDING)).and(NEXT_ATTEMPT_AT.le(Expiry.dbNow()));
+    if (ordered) {
+      // Only the head of each aggregate key is eligible: no older message of the key still waits
+      // (pending, even if backing off, or parked). A parked head therefore blocks its key.
+      Table<?> older = T.as("older");
+      Field<String> olderKey = DSL.field(DSL.name("older", "aggregate_key"), SQLDataType.CLOB);
+      Field<UUID> olderId = DSL.field(DSL.name("older", "id"), SQLDataType.UUID);
+      Field<String> olderStatus = DSL.field(DSL.name("older", "status"), SQLDataType.CHAR(1));
+      Field<String> key = DSL.field(DSL.name("idem_outbox", "aggregate_key"), SQLDataType.CLOB);
+      Field<UUID> id = DSL.field(DSL.name("idem_outbox", "id"), SQLDataType.UUID);
+      due = due.and(AGGREGATE_KEY.isNull().or(DSL.notExists(DSL.selectOne().from(older)
+          .where(olderKey.eq(key))
+          .and(olderStatus.ne(DSL.inline(SENT)))
+          .and(olderId.lt(id)))));
+    }
+    var claim = d.select(ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES, CREATED_AT, ATTEMPTS)
+        .from(T)
+        .where(due)
+        .orderBy(NEXT_ATTEMPT_AT, ID)
+        .limit(DSL.val(0));
+    this.claimSql = d.render(claim.forUpdate().skipLocked());
+    this.markSentSql = d.render(d.update(T)
+        .set(STATUS, DSL.inline(SENT))
+        .set(SENT_AT, Expiry.dbNow())
+        .set(ATTEMPTS, ATTEMPTS.plus(DSL.inline(1)))
+        .set(LAST_ERROR, DSL.inline((String) null))
+        .where(ID.eq(DSL.any(DSL.val((UUID[]) null, SQLDataType.UUID.array())))));
+    Field<Integer> attempts = ATTEMPTS.plus(DSL.inline(1));
+    this.markFailedSql = d.render(d.update(T)
+        .set(ATTEMPTS, attempts)
+        .set(LAST_ERROR, DSL.val((String) null, LAST_ERROR))
+        .set(NEXT_ATTEMPT_AT, DSL.field("{0} + {1} * interval '1 microsecond'", OffsetDateTime.class, Expiry.dbNow(), DSL.val(0L)))
+        .set(STATUS, DSL.when(attempts.ge(DSL.val(0)), DSL.inline(PARKED)).otherwise(DSL.inline(PENDING)))
+        .where(ID.eq(DSL.val((UUID) null, ID))));
+  }
+
+  /** Starts the configuration of a relay. Prefer {@link Idem#relay(Publisher)}. */
+  public static Builder builder(Idem idem, Publisher publisher) {
+    return new Builder(idem, publisher);
+  }
+
+  /**
+   * Claims one batch of due messages, publishes each, marks the published ones sent and the failed
+   * ones for a retry (or parks them), and commits.
+   *
+   * @return how many messages were published and marked sent
+   */
+  public int runOnce() {
+    Connection c;
+    try {
+      c = idem.dataSource().getConnection();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not get a connection from the DataSource", e);
+    }
+    try (c) {
+      boolean autoCommit = c.getAutoCommit();
+      if (autoCommit) {
+        c.setAutoCommit(false);
+      }
+      try {
+        int sent = relayBatch(c);
+        c.commit();
+        return sent;
+      } catch (Throwable t) {
+        Idem.rollback(c, t);
+        throw t;
+      } finally {
+        if (autoCommit) {
+          c.setAutoCommit(true);
+        }
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("relay batch failed: " + e.getMessage(), e);
+    }
+  }
+
+  private int relayBatch(Connection c) throws SQLException {
+    List<OutboxMessage> batch = claim(c);
+    if (batch.isEmpty()) {
+      return 0;
+    }
+    List<UUID> sent = new ArrayList<>(batch.size());
+    List<Failure> failed = new ArrayList<>();
+    for (OutboxMessage m : batch) {
+      try {
+        publisher.publish(m);
+        sent.add(m.id());
+      } catch (Exception e) {
+        failed.add(new Failure(m, e));
+      }
+    }
+    if (!sent.isEmpty()) {
+      try (PreparedStatement ps = c.prepareStatement(markSentSql)) {
+        Array ids = c.createArrayOf("uuid", sent.toArray());
+        ps.setArray(1, ids);
+        ps.executeUpdate();
+      }
+    }
+    if (!failed.isEmpty()) {
+      try (PreparedStatement ps = c.prepareStatement(markFailedSql)) {
+        for (Failure f : failed) {
+          ps.setString(1, describe(f.error));
+          ps.setLong(2, backoffMicros(f.message.attempt()));
+          ps.setInt(3, maxAttempts);
+          ps.setObject(4, f.message.id());
+          ps.addBatch();
+          LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
+        }
+        ps.executeBatch();
+      }
+    }
+    return sent.size();
+  }
+
+  private List<OutboxMessage> claim(Connection c) throws SQLException {
+    List<OutboxMessage> batch = new ArrayList<>(batchSize);
+    try (PreparedStatement ps = c.prepareStatement(claimSql)) {
+      ps.setInt(1, batchSize);
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          batch.add(new OutboxMessage(
+              rs.getObject(1, UUID.class),
+              rs.getString(2),
+              rs.getString(3),
+              rs.getBytes(4),
+              headers((String[]) rs.getArray(5).getArray(), (String[]) rs.getArray(6).getArray()),
+              rs.getObject(7, OffsetDateTime.class).toInstant(),
+              rs.getInt(8) + 1));
+        }
+      }
+    }
+    return batch;
+  }
+
+  private static Map<String, String> headers(String[] names, String[] values) {
+    if (names.length == 0) {
+      return Map.of();
+    }
+    Map<String, String> h = new LinkedHashMap<>();
+    for (int i = 0; i < names.length; i++) {
+      h.put(names[i], values[i]);
+    }
+    return Collections.unmodifiableMap(h);
+  }
+
+  /** Exponential back-off from the attempt that failed, with "equal jitter": half fixed, half random. */
+  private long backoffMicros(int failedAttempt) {
+    long base = toMicros(initialBackoff);
+    long cap = toMicros(maxBackoff);
+    long exp = failedAttempt >= 62 ? cap : Math.min(cap, base << Math.min(failedAttempt - 1, 40));
+    if (exp < 0) {
+      exp = cap;
+    }
+    long half = exp / 2;
+    return half + ThreadLocalRandom.current().nextLong(half + 1);
+  }
+
+  private static String describe(Exception e) {
+    String s = e.toString();
+    return s.length() <= MAX_ERROR_LENGTH ? s : s.substring(0, MAX_ERROR_LENGTH);
+  }
+
+  private static long toMicros(Duration d) {
+    return d.toNanos() / 1000;
+  }
+
+  /**
+   * Deletes sent messages older than the retention, in bounded batches (each its own short
+   * transaction). The background loop calls it every minute.
+   *
+   * @return how many were deleted
+   */
+  public long purgeSent() {
+    Field<OffsetDateTime> cutoff = DSL.field("{0} - {1} * interval '1 microsecond'", OffsetDateTime.class, Expiry.dbNow(), DSL.val(toMicros(retention)));
+    long n = Expiry.deleteInBatches(idem, T, STATUS.eq(SENT).and(SENT_AT.lt(cutoff)), PURGE_BATCH, PURGE_MAX_BATCHES);
+    if (n > 0) {
+      events.expired(n);
+    }
+    return n;
+  }
+
+  /**
+   * Starts the background loop on a daemon thread: batches back to back while they come full,
+   * otherwise one every poll interval. Errors (a lost database) are logged and retried after the
+   * poll interval.
+   *
+   * @throws IllegalStateException if already started
+   */
+  public synchronized void start() {
+    if (loop != null) {
+      throw new IllegalStateException("relay already started");
+    }
+    running = true;
+    loop = new Thread(this::loop, "idem-relay");
+    loop.setDaemon(true);
+    loop.start();
+  }
+
+  private void loop() {
+    long nextPurge = System.nanoTime();
+    while (running) {
+      int n = 0;
+      try {
+        n = runOnce();
+        if (System.nanoTime() - nextPurge >= 0) {
+          nextPurge = System.nanoTime() + PURGE_EVERY.toNanos();
+          purgeSent();
+        }
+      } catch (RuntimeException | Error e) {
+        if (e instanceof VirtualMachineError vme) {
+          throw vme;
+        }
+        LOG.log(System.Logger.Level.WARNING, "relay batch failed; trying again in " + pollInterval, e);
+      }
+      if (n < batchSize) {
+        synchronized (wake) {
+          if (running) {
+            try {
+              wake.wait(Math.max(1, pollInterval.toMillis()));
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+              return;
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * Stops the background loop: the batch in progress finishes and commits, then the loop ends.
+   * Waits for it (up to 30 seconds, then interrupts it). Idempotent; a relay never started closes
+   * at once.
+   */
+  @Override
+  public void close() {
+    Thread t;
+    synchronized (this) {
+      t = loop;
+      running = false;
+    }
+    if (t == null) {
+      return;
+    }
+    synchronized (wake) {
+      wake.notifyAll();
+    }
+    try {
+      t.join(30_000);
+      if (t.isAlive()) {
+        t.interrupt();
+        t.join(5_000);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private record Failure(OutboxMessage message, Exception error) {}
+
+  /** Configures a {@link Relay}; validated and copied in {@link #build()}. */
+  public static final class Builder {
+    private final Idem idem;
+    private final Publisher publisher;
+    private int batchSize = 100;
+    private Duration pollInterval = Duration.ofMillis(500);
+    private int maxAttempts = 10;
+    private Duration initialBackoff = Duration.ofSeconds(1);
+    private Duration maxBackoff = Duration.ofMinutes(5);
+    private boolean ordered;
+    private Duration retention = Duration.ofDays(7);
+
+    private Builder(Idem idem, Publisher publisher) {
+      if (idem == null) {
+        throw new IllegalArgumentException("idem must not be null");
+      }
+      if (publisher == null) {
+        throw new IllegalArgumentException("publisher must not be null");
+      }
+      this.idem = idem;
+      this.publisher = publisher;
+    }
+
+    /** Messages claimed and published per transaction; default 100. */
+    public Builder batchSize(int batchSize) {
+      this.batchSize = batchSize;
+      return this;
+    }
+
+    /** How long the background loop waits after a batch that was not full; default 500 ms. */
+    public Builder pollInterval(Duration pollInterval) {
+      this.pollInterval = pollInterval;
+      return this;
+    }
+
+    /** Failed publishes after which a message is parked; default 10. */
+    public Builder maxAttempts(int maxAttempts) {
+      this.maxAttempts = maxAttempts;
+      return this;
+    }
+
+    /**
+     * The back-off after the first failure, doubling per failure up to {@code max}, each with
+     * jitter (between half and all of it); default 1 s up to 5 min.
+     */
+    public Builder backoff(Duration initial, Duration max) {
+      this.initialBackoff = initial;
+      this.maxBackoff = max;
+      return this;
+    }
+
+    /**
+     * Keeps order per aggregate key: a message is published only after every older message of its
+     * key was sent. Costs parallelism (one message per key per batch; relays share no key's
+     * backlog), and a failing or parked message blocks its key until it goes out or is re-driven.
+     * Messages without an aggregate key are unordered. Default false.
+     */
+    public Builder orderedByAggregateKey(boolean ordered) {
+      this.ordered = ordered;
+      return this;
+    }
+
+    /** How long sent messages are kept before {@link Relay#purgeSent()} deletes them; default 7 days. */
+    public Builder retention(Duration retention) {
+      this.retention = retention;
+      return this;
+    }
+
+    public Relay build() {
+      if (batchSize < 1 || batchSize > 10_000) {
+        throw new IllegalArgumentException("batchSize must be 1 to 10000, was " + batchSize);
+      }
+      checkPositive(pollInterval, "pollInterval");
+      if (maxAttempts < 1) {
+        throw new IllegalArgumentException("maxAttempts must be 1 or more, was " + maxAttempts);
+      }
+      checkPositive(initialBackoff, "initial backoff");
+      checkPositive(maxBackoff, "max backoff");
+      if (maxBackoff.compareTo(initialBackoff) < 0) {
+        throw new IllegalArgumentException("max backoff " + maxBackoff + " is shorter than the initial backoff " + initialBackoff);
+      }
+      checkPositive(retention, "retention");
+      return new Relay(this);
+    }
+
+    private static void checkPositive(Duration d, String what) {
+      if (d == null) {
+        throw new IllegalArgumentException(what + " must not be null");
+      }
+      if (d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException(what + " must be positive, was " + d);
+      }
+    }
+  }
 }

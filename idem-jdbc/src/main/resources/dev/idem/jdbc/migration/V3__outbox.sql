@@ -1,5 +1,5 @@
 -- The transactional outbox: messages written in the caller's transaction, with ids minted there;
--- relays claim unsent rows with FOR UPDATE SKIP LOCKED.
+-- relays claim unsent rows with FOR UPDATE SKIP LOCKED (never "id > last seen": ids commit out of order).
 CREATE TABLE ${flyway:defaultSchema}.idem_outbox (
   id              uuid        PRIMARY KEY,
   topic           text        NOT NULL,
@@ -18,3 +18,6 @@ CREATE TABLE ${flyway:defaultSchema}.idem_outbox (
 );
 CREATE INDEX idem_outbox_pending ON ${flyway:defaultSchema}.idem_outbox (next_attempt_at, id) WHERE status = 'P';
 CREATE INDEX idem_outbox_sent ON ${flyway:defaultSchema}.idem_outbox (sent_at) WHERE status = 'S';
+-- An ordered relay asks, for each candidate, whether an older unsent message of its aggregate key
+-- exists; this index answers that without scanning the key's sent history.
+CREATE INDEX idem_outbox_unsent_by_key ON ${flyway:defaultSchema}.idem_outbox (aggregate_key, id) WHERE status <> 'S' AND aggregate_key IS NOT NULL;

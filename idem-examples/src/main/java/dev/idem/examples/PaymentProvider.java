@@ -1,0 +1,257 @@
+package dev.idem.examples;
+
+import com.sun.net.httpserver.HttpExchange;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.jooq.DSLContext;
+import org.jooq.Record;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+
+/**
+ * A stand-in for Stripe: another company's system, reached over HTTP, with its own key store (the
+ * schema {@code provider}, which the payments service never touches) and a 24-hour retention.
+ *
+ * <ul>
+ *   <li>{@code POST /v1/charges} with an {@code Idempotency-Key} header: the first request with a
+ *       key charges the card; a repeat within 24 hours gets the first charge back with {@code
+ *       Idempotent-Replayed: true}; a repeat with another body is refused (422). Past 24 hours the
+ *       key is forgotten and a retry is a new charge. Without the header every request charges.
+ *   <li>{@code GET /v1/charges?payment_ref=P}: the charges made for our reference, to look an outcome
+ *       up instead of retrying blind.
+ *   <li>Every new charge emits one event ({@code charge.succeeded}, its own event id) delivered to
+ *       the merchant's webhook by a background sender, retried on a non-2xx answer.
+ * </ul>
+ */
+final class PaymentProvider implements AutoCloseable {
+  /** How long the provider remembers a key (Stripe: "keys may be pruned once 24 hours old"). */
+  static final Duration RETENTION = Duration.ofHours(24);
+
+  private final DataSource dataSource;
+  private final Tally tally;
+  private final Http.Server server;
+  private final HttpClient client = Http.client();
+  private final ExecutorService sender = Executors.newSingleThreadExecutor(r -> {
+    Thread t = new Thread(r, "provider-webhooks");
+    t.setDaemon(true);
+    return t;
+  });
+  private final AtomicInteger sending = new AtomicInteger();
+  private volatile URI webhook;
+
+  PaymentProvider(DataSource dataSource, Tally tally) {
+    this.dataSource = dataSource;
+    this.tally = tally;
+    createSchema();
+    this.server = Http.serve("provider", Map.of("/v1/charges", this::charges));
+  }
+
+  URI chargesUri() {
+    return server.uri("/v1/charges");
+  }
+
+  /** Where the provider delivers its events (the merchant configures it in the dashboard). */
+  void webhook(URI uri) {
+    this.webhook = uri;
+  }
+
+  private void createSchema() {
+    try (Connection c = dataSource.getConnection()) {
+      DSLContext sql = DSL.using(c, SQLDialect.POSTGRES);
+      sql.execute("CREATE SCHEMA IF NOT EXISTS provider");
+      sql.execute("CREATE TABLE IF NOT EXISTS provider.charges ("
+          + " id text PRIMARY KEY, amount_cents integer NOT NULL, payment_ref text NOT NULL,"
+          + " idempotency_key text, created_at timestamptz NOT NULL DEFAULT now())");
+      sql.execute("CREATE TABLE IF NOT EXISTS provider.idempotency_keys ("
+          + " key text PRIMARY KEY, request text NOT NULL, charge_id text NOT NULL,"
+          + " created_at timestamptz NOT NULL DEFAULT now())");
+      sql.execute("CREATE TABLE IF NOT EXISTS provider.events ("
+          + " id text PRIMARY KEY, type text NOT NULL, charge_id text NOT NULL, payment_ref text NOT NULL,"
+          + " deliveries integer NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now())");
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not create the provider's schema", e);
+    }
+  }
+
+  private void charges(HttpExchange exchange) throws IOException {
+    if (exchange.getRequestMethod().equals("GET")) {
+      lookUp(exchange);
+      return;
+    }
+    Map<String, String> form = Http.body(exchange);
+    String key = exchange.getRequestHeaders().getFirst("Idempotency-Key");
+    String paymentRef = form.getOrDefault("payment_ref", "");
+    int amount = Integer.parseInt(form.getOrDefault("amount_cents", "0"));
+    // What the key promises to mean: the same key with another request is a client bug (422).
+    String request = "amount_cents=" + amount + "&payment_ref=" + paymentRef;
+    ChargeResult result;
+    try {
+      result = charge(key, request, amount, paymentRef);
+    } catch (SQLException e) {
+      Http.respond(exchange, 500, Map.of(), Map.of("error", e.getMessage()));
+      return;
+    }
+    switch (result.kind) {
+      case CREATED -> {
+        send(result.eventId);
+        Http.respond(exchange, 200, Map.of(), Map.of("charge_id", result.chargeId));
+      }
+      case REPLAYED -> {
+        tally.caught(Hop.PROVIDER, "provider replays charge " + result.chargeId + " for key " + abbreviate(key));
+        Http.respond(exchange, 200, Map.of("Idempotent-Replayed", "true"), Map.of("charge_id", result.chargeId));
+      }
+      case KEY_REUSED -> Http.respond(exchange, 422, Map.of(),
+          Map.of("error", "Keys for idempotent requests can only be used with the same parameters they were first used with"));
+    }
+  }
+
+  private enum Kind { CREATED, REPLAYED, KEY_REUSED }
+
+  private record ChargeResult(Kind kind, String chargeId, String eventId) {}
+
+  private ChargeResult charge(String key, String request, int amount, String paymentRef) throws SQLException {
+    try (Connection c = dataSource.getConnection()) {
+      c.setAutoCommit(false);
+      try {
+        DSLContext sql = DSL.using(c, SQLDialect.POSTGRES);
+        if (key != null) {
+          // A key older than the retention is pruned: the provider no longer knows it.
+          sql.execute("DELETE FROM provider.idempotency_keys WHERE key = ? AND created_at <= now() - ?::interval",
+              key, RETENTION.toHours() + " hours");
+          String newCharge = "ch_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+          int claimed = sql.execute("INSERT INTO provider.idempotency_keys (key, request, charge_id) VALUES (?, ?, ?)"
+              + " ON CONFLICT (key) DO NOTHING", key, request, newCharge);
+          if (claimed == 0) {
+            Record first = sql.fetchOne("SELECT request, charge_id FROM provider.idempotency_keys WHERE key = ?", key);
+            c.commit();
+            return first.get(0, String.class).equals(request)
+                ? new ChargeResult(Kind.REPLAYED, first.get(1, String.class), null)
+                : new ChargeResult(Kind.KEY_REUSED, null, null);
+          }
+          return create(c, sql, newCharge, amount, paymentRef, key);
+        }
+        String newCharge = "ch_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+        return create(c, sql, newCharge, amount, paymentRef, null);
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      }
+    }
+  }
+
+  private ChargeResult create(Connection c, DSLContext sql, String chargeId, int amount, String paymentRef, String key)
+      throws SQLException {
+    sql.execute("INSERT INTO provider.charges (id, amount_cents, payment_ref, idempotency_key) VALUES (?, ?, ?, ?)",
+        chargeId, amount, paymentRef, key);
+    String eventId = "evt_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+    sql.execute("INSERT INTO provider.events (id, type, charge_id, payment_ref) VALUES (?, 'charge.succeeded', ?, ?)",
+        eventId, chargeId, paymentRef);
+    c.commit();
+    return new ChargeResult(Kind.CREATED, chargeId, eventId);
+  }
+
+  private void lookUp(HttpExchange exchange) throws IOException {
+    String query = exchange.getRequestURI().getRawQuery();
+    String paymentRef = Http.decode(query).getOrDefault("payment_ref", "");
+    try (Connection c = dataSource.getConnection()) {
+      var ids = DSL.using(c, SQLDialect.POSTGRES)
+          .fetch("SELECT id FROM provider.charges WHERE payment_ref = ? ORDER BY created_at", paymentRef)
+          .getValues(0, String.class);
+      Http.respond(exchange, 200, Map.of(), Map.of("charge_ids", String.join(",", ids)));
+    } catch (SQLException e) {
+      Http.respond(exchange, 500, Map.of(), Map.of("error", e.getMessage()));
+    }
+  }
+
+  /** Queues the delivery of one event, as the provider's webhook sender does. */
+  private void send(String eventId) {
+    sending.incrementAndGet();
+    sender.execute(() -> {
+      try {
+        deliver(eventId);
+        if (tally.fire(Hop.WEBHOOK, "provider delivers event " + eventId + " again (our 200 was too slow for it)")) {
+          deliver(eventId);
+        }
+      } finally {
+        sending.decrementAndGet();
+      }
+    });
+  }
+
+  private void deliver(String eventId) {
+    if (webhook == null) {
+      return; // no endpoint configured in the dashboard: the provider keeps its events
+    }
+    for (int attempt = 1; attempt <= 3; attempt++) {
+      try (Connection c = dataSource.getConnection()) {
+        DSLContext sql = DSL.using(c, SQLDialect.POSTGRES);
+        Record event = sql.fetchOne("SELECT type, charge_id, payment_ref FROM provider.events WHERE id = ?", eventId);
+        sql.execute("UPDATE provider.events SET deliveries = deliveries + 1 WHERE id = ?", eventId);
+        Http.Reply reply = Http.post(client, webhook, Map.of("Provider-Event-Id", eventId),
+            Map.of("type", event.get(0, String.class), "charge_id", event.get(1, String.class),
+                "payment_ref", event.get(2, String.class)));
+        if (reply.ok()) {
+          return;
+        }
+      } catch (SQLException | IOException e) {
+        // the merchant's endpoint or our own store hiccupped: retry, as real providers do
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+
+  /** Ages the provider's keys by {@code by}, as if that much time had passed at the provider. */
+  void age(Duration by) throws SQLException {
+    try (Connection c = dataSource.getConnection()) {
+      DSL.using(c, SQLDialect.POSTGRES).execute(
+          "UPDATE provider.idempotency_keys SET created_at = created_at - ?::interval", by.toMinutes() + " minutes");
+    }
+  }
+
+  /** How many charges the provider made for {@code paymentRef}, read from its own tables. */
+  int charges(String paymentRef) throws SQLException {
+    try (Connection c = dataSource.getConnection()) {
+      return DSL.using(c, SQLDialect.POSTGRES)
+          .fetchOne("SELECT count(*) FROM provider.charges WHERE payment_ref = ?", paymentRef).get(0, Integer.class);
+    }
+  }
+
+  /** Waits until every queued webhook delivery has been attempted. */
+  void awaitWebhooks(Duration timeout) throws InterruptedException {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (sending.get() > 0) {
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("the provider's webhooks did not drain in " + timeout);
+      }
+      Thread.sleep(5);
+    }
+  }
+
+  static String abbreviate(String key) {
+    return key == null ? "(none)" : key.length() <= 14 ? key : key.substring(0, 12) + "...";
+  }
+
+  @Override
+  public void close() {
+    server.close();
+    sender.shutdownNow();
+    try {
+      sender.awaitTermination(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

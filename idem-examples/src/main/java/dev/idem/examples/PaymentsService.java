@@ -1,0 +1,141 @@
+package dev.idem.examples;
+
+import com.sun.net.httpserver.HttpExchange;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.transition.Outcome;
+import dev.idem.window.DedupeWindow;
+import dev.idem.window.RepeatSource;
+import java.io.IOException;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.UUID;
+
+/**
+ * The payments service: {@code POST /payments} records a payment and, in the same transaction,
+ * writes a {@code payment.created} message to the outbox; {@code POST /webhooks/provider} receives
+ * the provider's events and sends the receipt email (a row in {@code shop.receipt_emails}).
+ *
+ * <p>Guards: with {@link Hop#SERVICE} the payment runs through the idempotent executor under the
+ * request's {@code Idempotency-Key} (a repeat gets the first payment back); with {@link
+ * Hop#WEBHOOK} each event id goes through an inbox, so a redelivered event sends no second email.
+ */
+final class PaymentsService implements AutoCloseable {
+  /** The key scope of payment requests: keys are compared within it only. */
+  static final String KEY_SCOPE = "payments";
+
+  private final Idem idem;
+  private final Tally tally;
+  private final IdempotentExecutor executor;
+  private final Inbox webhooks;
+  private final Http.Server server;
+
+  PaymentsService(Idem idem, Tally tally) {
+    this.idem = idem;
+    this.tally = tally;
+    // A client retries within a day; the provider retries a webhook for up to 3 days.
+    this.executor = idem.executor().name("executor:payments").window(DedupeWindow.covering(RepeatSource.CLIENT_RETRY)).build();
+    this.webhooks = idem.inbox("provider-webhooks").window(DedupeWindow.covering(RepeatSource.WEBHOOK_RETRIES)).build();
+    this.server = Http.serve("payments", Map.of("/payments", this::pay, "/webhooks/provider", this::webhook));
+  }
+
+  URI paymentsUri() {
+    return server.uri("/payments");
+  }
+
+  URI webhookUri() {
+    return server.uri("/webhooks/provider");
+  }
+
+  private void pay(HttpExchange exchange) throws IOException {
+    Map<String, String> form = Http.body(exchange);
+    String orderId = form.getOrDefault("order_id", "");
+    int amount;
+    IdempotencyKey key;
+    try {
+      amount = Integer.parseInt(form.getOrDefault("amount_cents", ""));
+      key = IdempotencyKey.of(KEY_SCOPE, String.valueOf(exchange.getRequestHeaders().getFirst("Idempotency-Key")));
+    } catch (IllegalArgumentException e) {
+      Http.respond(exchange, 400, Map.of(), Map.of("error", String.valueOf(e.getMessage())));
+      return;
+    }
+    if (!tally.setup().guarded(Hop.SERVICE)) {
+      String paymentId = idem.inTransaction(tx -> createPayment(tx, orderId, amount, key));
+      Http.respond(exchange, 201, Map.of(), Map.of("payment_id", paymentId));
+      return;
+    }
+    // The fingerprint is what the key promises to mean: the same key with another order is refused.
+    Fingerprint fingerprint = Fingerprint.ofFields(Map.of("order_id", orderId, "amount_cents", amount));
+    Execution<String> run;
+    try {
+      run = executor.execute(key, fingerprint, Codec.utf8(), tx -> createPayment(tx, orderId, amount, key));
+    } catch (KeyReuseException e) {
+      Http.respond(exchange, 422, Map.of(), Map.of("error", String.valueOf(e.getMessage())));
+      return;
+    }
+    if (run instanceof Execution.InFlight<String> inFlight) {
+      long seconds = Math.max(1, inFlight.retryAfter().toSeconds());
+      Http.respond(exchange, 409, Map.of("Retry-After", Long.toString(seconds)), Map.of("error", "in flight"));
+      return;
+    }
+    if (run.replayed()) {
+      tally.caught(Hop.SERVICE, "key table replays payment " + run.value() + " for key " + PaymentProvider.abbreviate(key.value()));
+      Http.respond(exchange, 201, Map.of("Idempotent-Replayed", "true"), Map.of("payment_id", run.value()));
+      return;
+    }
+    Http.respond(exchange, 201, Map.of(), Map.of("payment_id", run.value()));
+  }
+
+  /** The local effect: one payment row and its outbox message, in the caller's transaction. */
+  private String createPayment(Tx tx, String orderId, int amount, IdempotencyKey key) {
+    String paymentId = "pay_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+    tx.dsl().execute("INSERT INTO shop.payments (id, order_id, amount_cents, idempotency_key) VALUES (?, ?, ?, ?)",
+        paymentId, orderId, amount, key.value());
+    idem.outbox().enqueue(tx, NewMessage.of("payment.created", paymentId.getBytes(StandardCharsets.UTF_8))
+        .withAggregateKey(orderId)
+        .withHeader("amount_cents", Integer.toString(amount)));
+    tally.note(Hop.SERVICE, "payment row " + paymentId + " written (order " + orderId + ")");
+    return paymentId;
+  }
+
+  private void webhook(HttpExchange exchange) throws IOException {
+    Map<String, String> form = Http.body(exchange);
+    String eventId = exchange.getRequestHeaders().getFirst("Provider-Event-Id");
+    if (eventId == null || eventId.isBlank()) {
+      Http.respond(exchange, 400, Map.of(), Map.of("error", "Provider-Event-Id header is missing"));
+      return;
+    }
+    String paymentRef = form.getOrDefault("payment_ref", "");
+    String chargeId = form.getOrDefault("charge_id", "");
+    if (tally.setup().guarded(Hop.WEBHOOK)) {
+      Outcome outcome = webhooks.receive(eventId, tx -> sendReceipt(tx, eventId, paymentRef, chargeId));
+      if (outcome == Outcome.ALREADY_DONE) {
+        tally.caught(Hop.WEBHOOK, "webhook inbox drops event " + eventId + ": already handled");
+      }
+    } else {
+      idem.useTransaction(tx -> sendReceipt(tx, eventId, paymentRef, chargeId));
+    }
+    Http.respond(exchange, 200, Map.of(), Map.of());
+  }
+
+  /** "Sends" the receipt: the lab counts emails in a table instead of sending them. */
+  private void sendReceipt(Tx tx, String eventId, String paymentRef, String chargeId) {
+    tx.dsl().execute("INSERT INTO shop.receipt_emails (payment_ref, charge_id, event_id) VALUES (?, ?, ?)",
+        paymentRef, chargeId, eventId);
+    tally.note(Hop.WEBHOOK, "receipt email for " + paymentRef + " (event " + eventId + ")");
+  }
+
+  @Override
+  public void close() {
+    server.close();
+  }
+}

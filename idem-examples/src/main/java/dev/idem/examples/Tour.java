@@ -1,0 +1,186 @@
+package dev.idem.examples;
+
+import dev.idem.testing.TestPostgres;
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.stream.Collectors;
+
+/**
+ * The command line of the double-charge lab. With no option it runs every scenario and the small
+ * tours and prints a table of results; {@code --help} says the rest.
+ */
+public final class Tour {
+  private Tour() {}
+
+  /** A bad command line: the message says what was wrong and lists what is valid. */
+  static final class UsageException extends Exception {
+    UsageException(String message) {
+      super(message);
+    }
+  }
+
+  /** What the command line asked for. */
+  record Options(List<Scenario> scenarios, List<String> tours, boolean trace, boolean help) {}
+
+  public static void main(String[] args) throws Exception {
+    Options options;
+    try {
+      options = parse(args);
+    } catch (UsageException e) {
+      System.err.println("idem-examples: " + e.getMessage());
+      System.err.println("Run with --help for the options.");
+      System.exit(2);
+      return;
+    }
+    if (options.help()) {
+      System.out.print(usage());
+      return;
+    }
+    run(options, System.out);
+  }
+
+  static Options parse(String[] args) throws UsageException {
+    String scenario = null;
+    String faults = null;
+    String guards = null;
+    boolean trace = false;
+    for (String arg : args) {
+      if (arg.isBlank()) {
+        continue; // exec:java passes an empty argument when -Dexec.args is empty
+      }
+      if (arg.equals("--help") || arg.equals("-h")) {
+        return new Options(List.of(), List.of(), false, true);
+      } else if (arg.equals("--trace")) {
+        trace = true;
+      } else if (arg.startsWith("--scenario=")) {
+        scenario = arg.substring("--scenario=".length());
+      } else if (arg.startsWith("--faults=")) {
+        faults = arg.substring("--faults=".length());
+      } else if (arg.startsWith("--guards=")) {
+        guards = arg.substring("--guards=".length());
+      } else {
+        throw new UsageException("unknown option '" + arg + "'; valid options: --scenario=<name>[,<name>...],"
+            + " --faults=<list>, --guards=<list>, --trace, --help");
+      }
+    }
+    if (scenario != null && (faults != null || guards != null)) {
+      throw new UsageException("--scenario chooses its own faults and guards; give either --scenario or"
+          + " --faults/--guards (a custom run), not both");
+    }
+    if (faults != null || guards != null) {
+      Setup setup;
+      try {
+        setup = Setup.of(faults, guards);
+      } catch (IllegalArgumentException e) {
+        throw new UsageException(e.getMessage());
+      }
+      return new Options(List.of(new Scenario("custom", setup, "your own choice of faults and guards")), List.of(), true, false);
+    }
+    if (scenario == null || scenario.equals("all")) {
+      return new Options(Scenario.ALL, Tours.NAMES, trace, false);
+    }
+    List<Scenario> scenarios = new ArrayList<>();
+    List<String> tours = new ArrayList<>();
+    for (String name : new LinkedHashSet<>(List.of(scenario.split(",", -1)))) {
+      String n = name.trim();
+      if (Tours.NAMES.contains(n)) {
+        tours.add(n);
+      } else {
+        scenarios.add(Scenario.named(n).orElseThrow(() -> new UsageException(
+            "--scenario: unknown scenario '" + n + "'; valid: " + validScenarios())));
+      }
+    }
+    return new Options(scenarios, tours, trace || scenarios.size() == 1, false);
+  }
+
+  static String validScenarios() {
+    return Scenario.ALL.stream().map(Scenario::name).collect(Collectors.joining(", "))
+        + ", " + String.join(", ", Tours.NAMES) + ", all";
+  }
+
+  static String usage() {
+    StringBuilder out = new StringBuilder();
+    out.append("idem double-charge lab: one tap on Pay for a $40 order crosses six hops.\n\n")
+        .append("Usage (from the repository root):\n")
+        .append("  mvn -B -q -pl idem-examples -am package -DskipTests exec:java [-Dexec.args=\"<options>\"]\n\n")
+        .append("Options:\n")
+        .append("  --scenario=<name>[,<name>...]  run named scenarios or tours (default: all of them)\n")
+        .append("  --faults=<list>                a custom run: which hops repeat what they received (once each)\n")
+        .append("  --guards=<list>                a custom run: which guards are on\n")
+        .append("  --trace                        print what happened on the way (default for a single run)\n")
+        .append("  --help                         this text\n\n")
+        .append("Scenarios:\n");
+    for (Scenario s : Scenario.ALL) {
+      out.append(String.format("  %-26s %s%n", s.name(), s.setup()));
+    }
+    for (String t : Tours.NAMES) {
+      out.append(String.format("  %-26s %s%n", t, Tours.describe(t)));
+    }
+    out.append("\nFaults and guards, hop by hop (a list is comma-separated names, all or none):\n");
+    for (Hop h : Hop.values()) {
+      out.append(String.format("  %d %-9s fault %-14s %s%n", h.ordinal() + 1, h.cliName(), h.faultName(), h.fault()))
+          .append(String.format("    %-9s guard %-14s %s%n", "", h.guardName(), h.guard()));
+    }
+    out.append("\nEach run ends with one line for scripts: scenario=<name> payment_rows=<n> charges=<n> receipts=<n>\n");
+    return out.toString();
+  }
+
+  static void run(Options options, PrintStream out) throws Exception {
+    out.println("idem double-charge lab: one tap on Pay for a $40 order, six hops, real HTTP on loopback");
+    out.println("database: " + describeServer());
+    out.println();
+    List<RunResult> results = new ArrayList<>();
+    for (Scenario s : options.scenarios()) {
+      RunResult r = s.run();
+      results.add(r);
+      if (options.trace()) {
+        out.println("-- " + s.name() + ": " + s.setup());
+        r.trace().forEach(line -> out.println("   " + line));
+        if (!r.listenerEvents().isEmpty()) {
+          out.println("   idem listener events: " + r.listenerEvents());
+        }
+        out.println();
+      }
+    }
+    if (!results.isEmpty()) {
+      String format = "%-26s %-20s %-34s %4s %7s %8s  %s%n";
+      out.printf(format, "scenario", "faults", "guards", "rows", "charges", "receipts", "repeats caught, by guard");
+      for (RunResult r : results) {
+        out.printf(format, r.scenario(), Hop.format(r.setup().faults(), true), Hop.format(r.setup().guards(), false),
+            r.paymentRows(), r.charges(), r.receipts(), r.caughtText());
+      }
+      out.println();
+      for (int i = 0; i < results.size(); i++) {
+        out.println("  " + results.get(i).scenario() + ": " + options.scenarios().get(i).lesson());
+      }
+      out.println();
+      out.println("idem's listener events per run (what a metrics adapter attached to Idem would count):");
+      for (RunResult r : results) {
+        String events = r.listenerEvents().entrySet().stream()
+            .map(e -> e.getKey() + "=" + e.getValue()).sorted().collect(Collectors.joining(" "));
+        out.printf("  %-26s %s%n", r.scenario(), events.isEmpty() ? "-" : events);
+      }
+      out.println();
+    }
+    for (String tour : options.tours()) {
+      out.println("-- tour " + tour + ": " + Tours.describe(tour));
+      for (String line : Tours.run(tour)) {
+        out.println("   " + line);
+      }
+      out.println();
+    }
+    for (RunResult r : results) {
+      out.println(r.summaryLine());
+    }
+  }
+
+  private static String describeServer() {
+    return switch (TestPostgres.server().kind()) {
+      case JDBC_URL -> "the server at IDEM_JDBC_URL (one new database per run, dropped after)";
+      case TESTCONTAINERS -> "PostgreSQL in a Testcontainers container (one new database per run)";
+      case EMBEDDED -> "embedded PostgreSQL (set IDEM_JDBC_URL to use your own server; one new database per run)";
+    };
+  }
+}

@@ -1,0 +1,37 @@
+package dev.idem.jdbc.outbox;
+
+import java.time.OffsetDateTime;
+import java.util.UUID;
+import org.jooq.Field;
+import org.jooq.Name;
+import org.jooq.Table;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
+
+/** The outbox table and its columns, written against schema "idem" (mapped at render). */
+final class OutboxTable {
+  static final Table<?> T = DSL.table(DSL.name("idem", "idem_outbox"));
+  static final Field<UUID> ID = f("id", SQLDataType.UUID);
+  static final Field<String> TOPIC = f("topic", SQLDataType.CLOB);
+  static final Field<String> AGGREGATE_KEY = f("aggregate_key", SQLDataType.CLOB);
+  static final Field<byte[]> PAYLOAD = f("payload", SQLDataType.BLOB);
+  static final Field<String[]> HEADER_NAMES = f("header_names", SQLDataType.CLOB.array());
+  static final Field<String[]> HEADER_VALUES = f("header_values", SQLDataType.CLOB.array());
+  static final Field<OffsetDateTime> CREATED_AT = f("created_at", SQLDataType.TIMESTAMPWITHTIMEZONE);
+  static final Field<String> STATUS = f("status", SQLDataType.CHAR(1));
+  static final Field<Integer> ATTEMPTS = f("attempts", SQLDataType.INTEGER);
+  static final Field<OffsetDateTime> NEXT_ATTEMPT_AT = f("next_attempt_at", SQLDataType.TIMESTAMPWITHTIMEZONE);
+  static final Field<String> LAST_ERROR = f("last_error", SQLDataType.CLOB);
+  static final Field<OffsetDateTime> SENT_AT = f("sent_at", SQLDataType.TIMESTAMPWITHTIMEZONE);
+
+  static final String PENDING = "P";
+  static final String SENT = "S";
+  static final String PARKED = "X";
+
+  private OutboxTable() {}
+
+  private static <T> Field<T> f(String name, org.jooq.DataType<T> type) {
+    Name n = DSL.name(name);
+    return DSL.field(n, type);
+  }
+}

@@ -1,0 +1,254 @@
+package dev.idem.jdbc.inbox;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import dev.idem.transition.Outcome;
+import dev.idem.window.DedupeWindow;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class InboxTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+  static Inbox billing;
+
+  @BeforeAll
+  static void start() throws SQLException {
+    db = TestPostgres.newDatabase("inbox");
+    ds = db.dataSource(12);
+    idem = Idem.builder(ds).build();
+    idem.migrate();
+    sql("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
+    billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  @BeforeEach
+  void clean() throws SQLException {
+    sql("TRUNCATE charges; TRUNCATE idem.idem_inbox");
+  }
+
+  static void sql(String s) throws SQLException {
+    try (Connection c = ds.getConnection(); var st = c.createStatement()) {
+      st.execute(s);
+    }
+  }
+
+  static long count(String query) {
+    return idem.<Long, RuntimeException>inTransaction(tx -> ((Number) tx.dsl().fetchValue(query)).longValue());
+  }
+
+  static long charges(String id) {
+    return count("SELECT count(*) FROM charges WHERE message_id = '" + id + "'");
+  }
+
+  static long inboxRows(String consumer, String id) {
+    return count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = '" + consumer + "' AND message_id = '" + id + "'");
+  }
+
+  static void charge(dev.idem.jdbc.Tx tx, String id) {
+    tx.dsl().execute("INSERT INTO charges VALUES (?, 10)", id);
+  }
+
+  @Test
+  void aDuplicateIsAlreadyDoneAndDoesNotRunTheEffect() {
+    assertThat(billing.receive("m-1", tx -> charge(tx, "m-1"))).isEqualTo(Outcome.APPLIED);
+    int[] ran = {0};
+    assertThat(billing.receive("m-1", tx -> {
+      ran[0]++;
+      charge(tx, "m-1");
+    })).isEqualTo(Outcome.ALREADY_DONE);
+    assertThat(ran[0]).isZero();
+    assertThat(charges("m-1")).isEqualTo(1);
+    assertThat(inboxRows("billing", "m-1")).isEqualTo(1);
+  }
+
+  @Test
+  void consumersAreSeparate() {
+    Inbox audit = idem.inbox("audit").window(DedupeWindow.of(Duration.ofDays(1))).build();
+    assertThat(billing.receive("m-2", tx -> charge(tx, "m-2"))).isEqualTo(Outcome.APPLIED);
+    assertThat(audit.receive("m-2", tx -> charge(tx, "m-2"))).isEqualTo(Outcome.APPLIED);
+    assertThat(charges("m-2")).isEqualTo(2);
+    assertThat(inboxRows("billing", "m-2")).isEqualTo(1);
+    assertThat(inboxRows("audit", "m-2")).isEqualTo(1);
+  }
+
+  @Test
+  void anExceptionInTheEffectRollsBackTheClaimSoARedeliveryRuns() {
+    assertThatThrownBy(() -> billing.receive("m-3", tx -> {
+      charge(tx, "m-3");
+      throw new IOException("ledger offline");
+    })).isInstanceOf(IOException.class).hasMessage("ledger offline");
+    assertThat(charges("m-3")).isZero();
+    assertThat(inboxRows("billing", "m-3")).isZero();
+
+    assertThat(billing.receive("m-3", tx -> charge(tx, "m-3"))).isEqualTo(Outcome.APPLIED);
+    assertThat(charges("m-3")).isEqualTo(1);
+  }
+
+  @Test
+  void concurrentCopiesRunTheEffectOnce() throws Exception {
+    int copies = 8;
+    ExecutorService pool = Executors.newFixedThreadPool(copies);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<Outcome>> outcomes = new ArrayList<>();
+    for (int i = 0; i < copies; i++) {
+      outcomes.add(pool.submit(() -> {
+        go.await();
+        return billing.receive("m-race", tx -> {
+          charge(tx, "m-race");
+          tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
+        });
+      }));
+    }
+    go.countDown();
+    List<Outcome> results = new ArrayList<>();
+    for (Future<Outcome> f : outcomes) {
+      results.add(f.get(30, TimeUnit.SECONDS));
+    }
+    pool.shutdown();
+    assertThat(results).containsOnlyOnce(Outcome.APPLIED);
+    assertThat(results).filteredOn(o -> o == Outcome.ALREADY_DONE).hasSize(copies - 1);
+    assertThat(charges("m-race")).isEqualTo(1);
+    assertThat(inboxRows("billing", "m-race")).isEqualTo(1);
+  }
+
+  @Test
+  void aCopyWaitingOnAWinnerThatRollsBackRunsTheEffect() throws Exception {
+    CountDownLatch claimed = new CountDownLatch(1);
+    CountDownLatch fail = new CountDownLatch(1);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    Future<Outcome> first = pool.submit(() -> billing.receive("m-4", tx -> {
+      charge(tx, "m-4");
+      claimed.countDown();
+      fail.await();
+      throw new IllegalStateException("winner fails");
+    }));
+    assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
+    Future<Outcome> second = pool.submit(() -> billing.receive("m-4", tx -> charge(tx, "m-4")));
+    // the second copy is blocked on the first one's claim (a lock wait), not finished
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == 0) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      Thread.sleep(10);
+    }
+    assertThat(second.isDone()).isFalse();
+    fail.countDown();
+    assertThatThrownBy(first::get).hasCauseInstanceOf(IllegalStateException.class);
+    assertThat(second.get(10, TimeUnit.SECONDS)).isEqualTo(Outcome.APPLIED);
+    pool.shutdown();
+    assertThat(charges("m-4")).isEqualTo(1);
+    assertThat(inboxRows("billing", "m-4")).isEqualTo(1);
+  }
+
+  @Test
+  void joiningTheCallersTransactionCommitsOrRollsBackWithIt() throws SQLException {
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).isEqualTo(Outcome.APPLIED);
+      c.rollback();
+      assertThat(charges("m-5")).isZero();
+      assertThat(inboxRows("billing", "m-5")).isZero();
+
+      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).isEqualTo(Outcome.APPLIED);
+      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).isEqualTo(Outcome.ALREADY_DONE);
+      // an effect that fails undoes only its own work (a savepoint); the caller's transaction goes on
+      assertThatThrownBy(() -> billing.receive(c, "m-6", tx -> {
+        charge(tx, "m-6");
+        throw new IOException("no");
+      })).isInstanceOf(IOException.class);
+      c.commit();
+      c.setAutoCommit(true);
+    }
+    assertThat(charges("m-5")).isEqualTo(1);
+    assertThat(charges("m-6")).isZero();
+    assertThat(inboxRows("billing", "m-5")).isEqualTo(1);
+    assertThat(inboxRows("billing", "m-6")).isZero();
+  }
+
+  @Test
+  void insideAnIdemTransactionItJoins() {
+    idem.useTransaction(tx -> {
+      charge(tx, "outer");
+      assertThat(billing.receive("m-7", t -> charge(t, "m-7"))).isEqualTo(Outcome.APPLIED);
+    });
+    assertThat(charges("outer")).isEqualTo(1);
+    assertThat(charges("m-7")).isEqualTo(1);
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      billing.receive("m-8", t -> charge(t, "m-8"));
+      throw new IOException("outer fails");
+    })).isInstanceOf(IOException.class);
+    assertThat(charges("m-8")).isZero();
+    assertThat(inboxRows("billing", "m-8")).isZero();
+  }
+
+  @Test
+  void badIdsAreRefusedAndChangeNothing() throws SQLException {
+    for (String bad : new String[] {null, "", "has space", "x".repeat(256), "caf\u00e9"}) {
+      assertThatThrownBy(() -> billing.receive(bad, tx -> charge(tx, "bad")))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message id");
+    }
+    assertThatThrownBy(() -> billing.receive("ok", null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("effect");
+    try (Connection c = ds.getConnection()) {
+      assertThatThrownBy(() -> billing.receive(c, "ok", tx -> charge(tx, "bad")))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
+    }
+    assertThatThrownBy(() -> idem.inbox("bad consumer").window(DedupeWindow.of(Duration.ofDays(1))).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("consumer");
+    assertThatThrownBy(() -> idem.inbox("c").build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
+    assertThat(count("SELECT count(*) FROM charges")).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_inbox")).isZero();
+  }
+
+  @Test
+  void anIdPastItsWindowIsClaimedAgainAndExpireDeletesInBatches() throws Exception {
+    Inbox brief = idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(200))).build();
+    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).isEqualTo(Outcome.APPLIED);
+    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).isEqualTo(Outcome.ALREADY_DONE);
+    for (int i = 0; i < 2500; i++) {
+      brief.receive("bulk-" + i, tx -> {});
+    }
+    assertThat(billing.receive("m-10", tx -> {})).isEqualTo(Outcome.APPLIED); // another consumer, long window
+    // the database clock decides: wait until the database says the window is over
+    while (count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 0) {
+      Thread.sleep(20);
+    }
+    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).isEqualTo(Outcome.APPLIED);
+    assertThat(charges("m-9")).isEqualTo(2);
+    assertThat(inboxRows("brief", "m-9")).isEqualTo(1);
+
+    while (count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND expires_at >= clock_timestamp() AND message_id <> 'm-9'") > 0) {
+      Thread.sleep(20);
+    }
+    long before = count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'");
+    long deleted = brief.expire(); // three batches of at most 1000
+    // all 2500 bulk ids were past their window; the re-claimed m-9 may or may not be by now
+    assertThat(deleted).isBetween(2500L, 2501L);
+    assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'")).isEqualTo(before - deleted);
+    assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND message_id LIKE 'bulk-%'")).isZero();
+    assertThat(inboxRows("billing", "m-10")).isEqualTo(1);
+  }
+}

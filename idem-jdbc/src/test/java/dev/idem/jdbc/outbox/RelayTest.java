@@ -1,0 +1,311 @@
+package dev.idem.jdbc.outbox;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class RelayTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+  static Outbox outbox;
+
+  @BeforeAll
+  static void start() throws SQLException {
+    db = TestPostgres.newDatabase("relay");
+    ds = db.dataSource(12);
+    idem = Idem.builder(ds).build();
+    idem.migrate();
+    outbox = idem.outbox();
+    sql("CREATE TABLE published (id uuid NOT NULL, relay int NOT NULL)"); // no unique index: duplicates show
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  @BeforeEach
+  void clean() throws SQLException {
+    sql("TRUNCATE published; TRUNCATE idem.idem_outbox");
+  }
+
+  static void sql(String s) throws SQLException {
+    try (Connection c = ds.getConnection(); var st = c.createStatement()) {
+      st.execute(s);
+    }
+  }
+
+  static long count(String query) {
+    return idem.<Long, RuntimeException>inTransaction(tx -> ((Number) tx.dsl().fetchValue(query)).longValue());
+  }
+
+  static String status(UUID id) {
+    return idem.<String, RuntimeException>inTransaction(tx -> (String) tx.dsl().fetchValue("SELECT status FROM idem.idem_outbox WHERE id = ?", id));
+  }
+
+  static UUID enqueue(NewMessage m) {
+    return idem.inTransaction(tx -> outbox.enqueue(tx, m));
+  }
+
+  static NewMessage msg(String text) {
+    return NewMessage.of("orders", text.getBytes(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void enqueueWritesInTheCallersTransactionWithATimeOrderedIdMintedThere() throws SQLException {
+    UUID kept;
+    UUID dropped;
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      dropped = outbox.enqueue(c, msg("dropped"));
+      c.rollback();
+      kept = outbox.enqueue(idem.dsl(c), msg("kept").withAggregateKey("order-1").withHeader("type", "Shipped").withHeader("trace", "t-1"));
+      c.commit();
+      c.setAutoCommit(true);
+    }
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + dropped + "'")).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + kept + "' AND status = 'P' AND attempts = 0"
+        + " AND header_names = '{type,trace}' AND header_values = '{Shipped,t-1}' AND aggregate_key = 'order-1'")).isEqualTo(1);
+    assertThat(kept.version()).isEqualTo(7);
+    assertThat(kept.variant()).isEqualTo(2);
+    long ms = kept.getMostSignificantBits() >>> 16;
+    assertThat(Math.abs(ms - System.currentTimeMillis())).isLessThan(60_000);
+    List<UUID> ids = new ArrayList<>();
+    for (int i = 0; i < 10_000; i++) {
+      ids.add(UuidV7.next());
+    }
+    List<UUID> sorted = new ArrayList<>(ids);
+    Collections.sort(sorted, (a, b) -> Long.compareUnsigned(a.getMostSignificantBits(), b.getMostSignificantBits()) != 0
+        ? Long.compareUnsigned(a.getMostSignificantBits(), b.getMostSignificantBits())
+        : Long.compareUnsigned(a.getLeastSignificantBits(), b.getLeastSignificantBits()));
+    assertThat(sorted).isEqualTo(ids).doesNotHaveDuplicates();
+
+    assertThatThrownBy(() -> NewMessage.of(" ", new byte[0])).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("topic");
+    assertThatThrownBy(() -> NewMessage.of("t", null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("payload");
+    assertThatThrownBy(() -> msg("x").withHeader("h", null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("header");
+    assertThatThrownBy(() -> idem.relay(m -> {}).batchSize(0).build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("batchSize");
+  }
+
+  @Test
+  void theRelayHandsEachMessageWithItsIdToThePublisherAndMarksItSent() {
+    UUID id = enqueue(msg("hello").withAggregateKey("order-2").withHeader("type", "Created"));
+    List<OutboxMessage> seen = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(seen::add).build();
+    assertThat(relay.runOnce()).isEqualTo(1);
+    assertThat(relay.runOnce()).isZero();
+    assertThat(seen).hasSize(1);
+    OutboxMessage m = seen.get(0);
+    assertThat(m.id()).isEqualTo(id);
+    assertThat(new String(m.payload(), StandardCharsets.UTF_8)).isEqualTo("hello");
+    assertThat(m.topic()).isEqualTo("orders");
+    assertThat(m.aggregateKey()).isEqualTo("order-2");
+    assertThat(m.headers()).isEqualTo(Map.of("type", "Created"));
+    assertThat(m.attempt()).isEqualTo(1);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + id + "' AND status = 'S' AND sent_at IS NOT NULL")).isEqualTo(1);
+  }
+
+  @Test
+  void fourRelaysDrainTenThousandMessagesEachPublishedOnce() throws Exception {
+    idem.useTransaction(tx -> {
+      for (int i = 0; i < 10_000; i++) {
+        outbox.enqueue(tx, msg("m" + i));
+      }
+    });
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isEqualTo(10_000);
+    int relays = 4;
+    ExecutorService pool = Executors.newFixedThreadPool(relays);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<Integer>> done = new ArrayList<>();
+    for (int r = 0; r < relays; r++) {
+      int relayNo = r;
+      done.add(pool.submit(() -> {
+        // each relay's publisher writes what it sent on its own connection, as a broker would keep it
+        try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+          pc.setAutoCommit(true);
+          try (var st = pc.createStatement()) {
+            st.execute("SET synchronous_commit = off");
+          }
+          Relay relay = idem.relay(m -> {
+            ps.setObject(1, m.id());
+            ps.setInt(2, relayNo);
+            ps.executeUpdate();
+          }).batchSize(100).build();
+          go.await();
+          int total = 0;
+          for (int n; (n = relay.runOnce()) > 0; ) {
+            total += n;
+          }
+          return total;
+        }
+      }));
+    }
+    go.countDown();
+    int total = 0;
+    List<Integer> perRelay = new ArrayList<>();
+    for (Future<Integer> f : done) {
+      int n = f.get(120, TimeUnit.SECONDS);
+      perRelay.add(n);
+      total += n;
+    }
+    pool.shutdown();
+    assertThat(total).isEqualTo(10_000);
+    assertThat(count("SELECT count(*) FROM published")).isEqualTo(10_000);
+    assertThat(count("SELECT count(DISTINCT id) FROM published")).isEqualTo(10_000);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox o JOIN published p USING (id) WHERE o.status = 'S'")).isEqualTo(10_000);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'")).isZero();
+    assertThat(count("SELECT count(DISTINCT relay) FROM published")).isGreaterThan(1); // they shared the work
+  }
+
+  @Test
+  void aFailingPublishBacksOffThenParksWithItsErrorAndARedriveSendsIt() throws Exception {
+    UUID id = enqueue(msg("doomed"));
+    AtomicBoolean brokerUp = new AtomicBoolean(false);
+    List<Integer> attempts = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> {
+      attempts.add(m.attempt());
+      if (!brokerUp.get()) {
+        throw new IOException("broker down");
+      }
+    }).maxAttempts(3).backoff(Duration.ofMillis(300), Duration.ofSeconds(1)).build();
+
+    assertThat(relay.runOnce()).isZero();
+    assertThat(attempts).containsExactly(1);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + id + "' AND status = 'P' AND attempts = 1"
+        + " AND last_error LIKE '%broker down%'"
+        // back-off with jitter: between half and all of 300 ms, from the database clock
+        + " AND next_attempt_at > clock_timestamp() AND next_attempt_at <= clock_timestamp() + interval '300 milliseconds'")).isEqualTo(1);
+    assertThat(relay.runOnce()).isZero(); // not due yet
+    assertThat(attempts).containsExactly(1);
+
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!"X".equals(status(id))) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      relay.runOnce();
+      Thread.sleep(20);
+    }
+    assertThat(attempts).containsExactly(1, 2, 3);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + id + "' AND status = 'X' AND attempts = 3"
+        + " AND last_error = 'java.io.IOException: broker down'")).isEqualTo(1);
+    relay.runOnce();
+    assertThat(attempts).hasSize(3); // parked: not tried again
+
+    brokerUp.set(true);
+    assertThat(outbox.redrive(id)).isTrue();
+    assertThat(outbox.redrive(id)).isFalse(); // no longer parked
+    assertThat(relay.runOnce()).isEqualTo(1);
+    assertThat(attempts).containsExactly(1, 2, 3, 1);
+    assertThat(status(id)).isEqualTo("S");
+    assertThat(outbox.redrive(UUID.randomUUID())).isFalse();
+  }
+
+  @Test
+  void theOrderedRelayKeepsOrderPerAggregateKeyEvenAcrossAFailure() throws Exception {
+    List<String> expectedA = new ArrayList<>();
+    List<String> expectedB = new ArrayList<>();
+    idem.useTransaction(tx -> {
+      for (int i = 0; i < 5; i++) {
+        outbox.enqueue(tx, msg("a" + i).withAggregateKey("A"));
+        expectedA.add("a" + i);
+        outbox.enqueue(tx, msg("b" + i).withAggregateKey("B"));
+        expectedB.add("b" + i);
+      }
+    });
+    AtomicInteger failuresLeft = new AtomicInteger(1);
+    List<String> order = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> {
+      String text = new String(m.payload(), StandardCharsets.UTF_8);
+      if (text.equals("a0") && failuresLeft.getAndDecrement() > 0) {
+        throw new IOException("a0 fails once");
+      }
+      order.add(text);
+    }).orderedByAggregateKey(true).backoff(Duration.ofMillis(600), Duration.ofSeconds(1)).build();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'") > 0) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      relay.runOnce();
+      Thread.sleep(10);
+    }
+    assertThat(order.stream().filter(s -> s.startsWith("a")).toList()).isEqualTo(expectedA);
+    assertThat(order.stream().filter(s -> s.startsWith("b")).toList()).isEqualTo(expectedB);
+    // B was not held up by A's failing head (backing off at least 300 ms): one B message per batch went on
+    assertThat(order.indexOf("b4")).isLessThan(order.indexOf("a0"));
+  }
+
+  @Test
+  void retentionDeletesSentMessagesOnlyAndInBatches() throws Exception {
+    idem.useTransaction(tx -> {
+      for (int i = 0; i < 2500; i++) {
+        outbox.enqueue(tx, msg("s" + i));
+      }
+    });
+    Relay relay = idem.relay(m -> {}).batchSize(500).retention(Duration.ofMillis(100)).build();
+    while (relay.runOnce() > 0) {
+      // drain
+    }
+    UUID pending = enqueue(msg("still pending"));
+    Relay keeper = idem.relay(m -> {}).retention(Duration.ofDays(7)).build();
+    Thread.sleep(150);
+    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S' AND sent_at >= clock_timestamp() - interval '100 milliseconds'") > 0) {
+      Thread.sleep(20);
+    }
+    assertThat(keeper.purgeSent()).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(2500);
+    assertThat(relay.purgeSent()).isEqualTo(2500);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox")).isEqualTo(1);
+    assertThat(status(pending)).isEqualTo("P");
+  }
+
+  @Test
+  void theBackgroundLoopDrainsAndStopsCleanly() throws Exception {
+    Relay relay = idem.relay(m -> {}).pollInterval(Duration.ofMillis(20)).build();
+    relay.start();
+    assertThatThrownBy(relay::start).isInstanceOf(IllegalStateException.class);
+    try {
+      idem.useTransaction(tx -> {
+        for (int i = 0; i < 250; i++) {
+          outbox.enqueue(tx, msg("bg" + i));
+        }
+      });
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < 250) {
+        assertThat(System.nanoTime()).isLessThan(deadline);
+        Thread.sleep(20);
+      }
+    } finally {
+      relay.close();
+    }
+    relay.close(); // idempotent
+    assertThat(Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().equals("idem-relay")).filter(Thread::isAlive)).isEmpty();
+    UUID after = enqueue(msg("after close"));
+    Thread.sleep(100);
+    assertThat(status(after)).isEqualTo("P");
+  }
+}
