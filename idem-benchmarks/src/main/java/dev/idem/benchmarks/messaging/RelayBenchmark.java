@@ -35,14 +35,14 @@ import org.openjdk.jmh.annotations.Warmup;
  * Relay throughput with a no-op publisher: each invocation drains a backlog of {@value #BACKLOG}
  * committed outbox messages (enqueued through {@link Outbox#enqueue} before the timer starts) until
  * every one is marked sent, by {@code relays} relays on their own threads and connections, each
- * claiming {@code batchSize} at a time. The score is messages per second from "pending" to "marked
- * sent" (JMH reports it as ops/s thanks to {@code @OperationsPerInvocation}).
+ * claiming {@code batchSize} at a time. The score is the time per message from "pending" to "marked
+ * sent", in microseconds ({@code @OperationsPerInvocation}); messages per second = 1,000,000 / score.
  *
  * <p>Run: {@code java -jar idem-benchmarks/target/benchmarks.jar RelayBenchmark}.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.SingleShotTime)
-@OutputTimeUnit(TimeUnit.SECONDS)
+@OutputTimeUnit(TimeUnit.MICROSECONDS)
 @Fork(1)
 @Warmup(iterations = 2)
 @Measurement(iterations = 5)

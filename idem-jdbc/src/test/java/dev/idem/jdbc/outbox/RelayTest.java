@@ -224,6 +224,53 @@ class RelayTest {
     assertThat(attempts).containsExactly(1, 2, 3, 1);
     assertThat(status(id)).isEqualTo("S");
     assertThat(outbox.redrive(UUID.randomUUID())).isFalse();
+    assertThatThrownBy(() -> outbox.redrive(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
+  }
+
+  @Test
+  void redriveAllMakesEveryParkedMessagePendingAgain() {
+    UUID a = enqueue(msg("a"));
+    UUID b = enqueue(msg("b"));
+    Relay failing = idem.relay(m -> {
+      throw new IOException("down");
+    }).maxAttempts(1).build();
+    failing.runOnce();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND attempts = 1 AND last_error = 'java.io.IOException: down'")).isEqualTo(2);
+    UUID c = enqueue(msg("c"));
+    assertThat(outbox.redriveAll()).isEqualTo(2);
+    assertThat(outbox.redriveAll()).isZero();
+    List<UUID> sent = new CopyOnWriteArrayList<>();
+    assertThat(idem.relay(m -> sent.add(m.id())).build().runOnce()).isEqualTo(3);
+    assertThat(sent).containsExactlyInAnyOrder(a, b, c);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
+  }
+
+  @Test
+  void aListeningRelayWakesOnANotifyingEnqueueLongBeforeItsPoll() throws Exception {
+    Outbox notifying = outbox.notifying();
+    List<UUID> sent = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> sent.add(m.id())).pollInterval(Duration.ofMinutes(10)).listen(true).build();
+    relay.start();
+    try {
+      // wait until the loop LISTENs and has finished its first (empty) batch
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (count("SELECT count(*) FROM pg_listening_channels()") == 0
+          && count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == 0) {
+        assertThat(System.nanoTime()).isLessThan(deadline);
+        Thread.sleep(20);
+      }
+      Thread.sleep(300);
+      UUID id = idem.inTransaction(tx -> notifying.enqueue(tx, msg("wake up")));
+      while (!sent.contains(id)) {
+        assertThat(System.nanoTime()).as("woken by NOTIFY, not by the 10 minute poll").isLessThan(deadline);
+        Thread.sleep(20);
+      }
+      assertThat(status(id)).isEqualTo("S");
+    } finally {
+      long t0 = System.nanoTime();
+      relay.close();
+      assertThat(System.nanoTime() - t0).as("close wakes the LISTEN wait").isLessThan(TimeUnit.SECONDS.toNanos(20));
+    }
   }
 
   @Test
