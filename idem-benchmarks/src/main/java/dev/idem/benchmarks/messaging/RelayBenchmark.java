@@ -16,6 +16,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -30,6 +31,7 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
+import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * Relay throughput with a no-op publisher: each invocation drains a backlog of {@value #BACKLOG}
@@ -37,6 +39,10 @@ import org.openjdk.jmh.annotations.Warmup;
  * every one is marked sent, by {@code relays} relays on their own threads and connections, each
  * claiming {@code batchSize} at a time. The score is the time per message from "pending" to "marked
  * sent", in microseconds ({@code @OperationsPerInvocation}); messages per second = 1,000,000 / score.
+ *
+ * <p>{@link #enqueueAndDrain} times the whole path instead: one producer thread enqueues the
+ * {@value #BACKLOG} messages ({@value #ENQUEUE_PER_TX} per transaction) while the relays drain them
+ * at the same time, until the last is marked sent.
  *
  * <p>Run: {@code java -jar idem-benchmarks/target/benchmarks.jar RelayBenchmark}.
  */
@@ -62,6 +68,7 @@ public class RelayBenchmark {
   Outbox outbox;
   List<Relay> relayList;
   ExecutorService pool;
+  ExecutorService producerPool;
   byte[] payload = new byte[200];
 
   @Setup(Level.Trial)
@@ -80,14 +87,24 @@ public class RelayBenchmark {
       relayList.add(idem.relay(m -> {}).batchSize(batchSize).build());
     }
     pool = Executors.newFixedThreadPool(relays);
+    producerPool = Executors.newSingleThreadExecutor();
   }
 
-  /** A fresh backlog each time, on an emptied table, so every invocation does the same work. */
+  /** An emptied table each time; for {@link #drain}, a fresh backlog, so every invocation does the same work. */
   @Setup(Level.Invocation)
-  public void fill() throws Exception {
+  public void fill(BenchmarkParams params) throws Exception {
     try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
       st.execute("TRUNCATE idem.idem_outbox");
     }
+    if (params.getBenchmark().endsWith(".drain")) {
+      enqueueAll();
+    }
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+      st.execute("VACUUM ANALYZE idem.idem_outbox");
+    }
+  }
+
+  private Integer enqueueAll() {
     for (int done = 0; done < BACKLOG; done += ENQUEUE_PER_TX) {
       idem.useTransaction(tx -> {
         for (int i = 0; i < ENQUEUE_PER_TX; i++) {
@@ -95,37 +112,60 @@ public class RelayBenchmark {
         }
       });
     }
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute("VACUUM ANALYZE idem.idem_outbox");
-    }
+    return BACKLOG;
   }
 
   @Benchmark
   @OperationsPerInvocation(BACKLOG)
   public int drain() throws Exception {
-    List<Future<Integer>> running = new ArrayList<>();
+    return relayUntil(BACKLOG, null);
+  }
+
+  @Benchmark
+  @OperationsPerInvocation(BACKLOG)
+  public int enqueueAndDrain() throws Exception {
+    Future<Integer> producer = producerPool.submit(this::enqueueAll);
+    return relayUntil(BACKLOG, producer);
+  }
+
+  /**
+   * Runs every relay on its own thread until {@code expected} messages were sent (with a producer),
+   * or until each finds nothing left to claim (a complete backlog).
+   */
+  private int relayUntil(int expected, Future<Integer> producer) throws Exception {
+    AtomicInteger sent = new AtomicInteger();
+    List<Future<?>> running = new ArrayList<>();
     for (Relay relay : relayList) {
       running.add(pool.submit(() -> {
-        int total = 0;
-        for (int n; (n = relay.runOnce()) > 0; ) {
-          total += n;
+        while (sent.get() < expected) {
+          int n = relay.runOnce();
+          if (n > 0) {
+            sent.addAndGet(n);
+          } else if (producer == null) {
+            break; // a complete backlog: what is left, other relays hold
+          } else {
+            Thread.sleep(1); // the producer has not committed more yet, or other relays hold it
+          }
         }
-        return total;
+        return null;
       }));
     }
-    int total = 0;
-    for (Future<Integer> f : running) {
-      total += f.get();
+    for (Future<?> f : running) {
+      f.get();
     }
-    if (total != BACKLOG) {
-      throw new IllegalStateException("drained " + total + " of " + BACKLOG);
+    if (producer != null) {
+      producer.get();
     }
-    return total;
+    if (sent.get() != expected) {
+      throw new IllegalStateException("sent " + sent.get() + " of " + expected);
+    }
+    return sent.get();
   }
 
   @TearDown(Level.Trial)
   public void stop() {
     pool.shutdownNow();
+    producerPool.shutdownNow();
     ds.close();
     db.close();
   }
