@@ -307,6 +307,45 @@ class RelayTest {
   }
 
   @Test
+  void twoOrderedRelaysAtOnceKeepOrderPerKey() throws Exception {
+    int keys = 5;
+    int perKey = 40;
+    idem.useTransaction(tx -> {
+      for (int i = 0; i < perKey; i++) {
+        for (int k = 0; k < keys; k++) {
+          outbox.enqueue(tx, msg(k + ":" + i).withAggregateKey("key-" + k));
+        }
+      }
+    });
+    List<String> order = Collections.synchronizedList(new ArrayList<>());
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<?>> relays = new ArrayList<>();
+    for (int r = 0; r < 2; r++) {
+      Relay relay = idem.relay(m -> order.add(new String(m.payload(), StandardCharsets.UTF_8))).orderedByAggregateKey(true).build();
+      relays.add(pool.submit(() -> {
+        go.await();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'") > 0 && System.nanoTime() < deadline) {
+          relay.runOnce();
+        }
+        return null;
+      }));
+    }
+    go.countDown();
+    for (Future<?> f : relays) {
+      f.get(90, TimeUnit.SECONDS);
+    }
+    pool.shutdown();
+    assertThat(order).hasSize(keys * perKey).doesNotHaveDuplicates();
+    for (int k = 0; k < keys; k++) {
+      String prefix = k + ":";
+      List<Integer> seq = order.stream().filter(s -> s.startsWith(prefix)).map(s -> Integer.parseInt(s.substring(prefix.length()))).toList();
+      assertThat(seq).as("order of key-" + k).isSorted().hasSize(perKey);
+    }
+  }
+
+  @Test
   void retentionDeletesSentMessagesOnlyAndInBatches() throws Exception {
     idem.useTransaction(tx -> {
       for (int i = 0; i < 2500; i++) {
