@@ -515,7 +515,7 @@ public final class Relay implements AutoCloseable {
     /**
      * Makes the background loop LISTEN for enqueues through {@link Outbox#notifying()}, waking as
      * soon as one commits instead of at the next poll. Holds one connection of the pool while the
-     * loop runs. Default false.
+     * loop runs, besides the one each batch takes: the pool needs at least two. Default false.
      */
     public Builder listen(boolean listen) {
       this.listen = listen;

@@ -34,7 +34,7 @@ class InboxTest {
   @BeforeAll
   static void start() throws SQLException {
     db = TestPostgres.newDatabase("inbox");
-    ds = db.dataSource(12);
+    ds = db.dataSource(20); // 16 racing copies, each on its own connection
     idem = Idem.builder(ds).build();
     idem.migrate();
     sql("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
@@ -111,7 +111,7 @@ class InboxTest {
 
   @Test
   void concurrentCopiesRunTheEffectOnce() throws Exception {
-    int copies = 8;
+    int copies = 16;
     ExecutorService pool = Executors.newFixedThreadPool(copies);
     CountDownLatch go = new CountDownLatch(1);
     List<Future<Outcome>> outcomes = new ArrayList<>();
