@@ -10,7 +10,9 @@ import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.util.Map;
 import java.util.UUID;
+import org.jooq.Condition;
 import org.jooq.DSLContext;
+import org.jooq.UpdateSetMoreStep;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 
@@ -31,22 +33,37 @@ import org.jooq.impl.DSL;
  */
 public final class Outbox {
   private final Idem idem;
+  private final boolean notifying;
   private final String insertSql;
   private final String redriveSql;
+  private final String redriveAllSql;
 
-  private Outbox(Idem idem) {
+  private Outbox(Idem idem, boolean notifying) {
     this.idem = idem;
+    this.notifying = notifying;
     DSLContext d = idem.dsl();
     // Rendered once: enqueue sits on the caller's hot path, inside their transaction.
-    this.insertSql = d.render(d.insertInto(T, ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES)
+    var insert = d.insertInto(T, ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES)
         .values(DSL.val((UUID) null, ID), DSL.val((String) null, TOPIC), DSL.val((String) null, AGGREGATE_KEY),
-            DSL.val((byte[]) null, PAYLOAD), DSL.val((String[]) null, HEADER_NAMES), DSL.val((String[]) null, HEADER_VALUES)));
-    this.redriveSql = d.render(d.update(T)
-        .set(STATUS, DSL.inline(PENDING))
-        .set(ATTEMPTS, DSL.inline(0))
-        .set(NEXT_ATTEMPT_AT, Expiry.dbNow())
-        .where(ID.eq(DSL.val((UUID) null, ID)))
-        .and(STATUS.eq(DSL.inline(PARKED))));
+            DSL.val((byte[]) null, PAYLOAD), DSL.val((String[]) null, HEADER_NAMES), DSL.val((String[]) null, HEADER_VALUES));
+    // The notification rides on the insert itself (no extra round trip); PostgreSQL delivers it at
+    // commit, once per transaction and channel however many messages were enqueued.
+    this.insertSql = notifying
+        ? d.render(insert.returningResult(DSL.function("pg_notify", Object.class, DSL.inline(channel(idem)), DSL.inline(""))))
+        : d.render(insert);
+    Condition parked = STATUS.eq(DSL.inline(PARKED));
+    this.redriveSql = d.render(redrive(d).where(ID.eq(DSL.val((UUID) null, ID))).and(parked));
+    this.redriveAllSql = d.render(redrive(d).where(parked));
+  }
+
+  /** Pending again, due now, attempts reset; a new statement each call (jOOQ's builders are mutable). */
+  private static UpdateSetMoreStep<?> redrive(DSLContext d) {
+    return d.update(T).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, Expiry.dbNow());
+  }
+
+  /** The NOTIFY channel of {@code idem}'s outbox: one per schema. */
+  static String channel(Idem idem) {
+    return idem.schema() + ".idem_outbox";
   }
 
   /** The outbox of {@code idem}. Prefer {@link Idem#outbox()}. */
@@ -54,7 +71,18 @@ public final class Outbox {
     if (idem == null) {
       throw new IllegalArgumentException("idem must not be null");
     }
-    return new Outbox(idem);
+    return new Outbox(idem, false);
+  }
+
+  /**
+   * This outbox, made to wake listening relays ({@link Relay.Builder#listen}) when an enqueuing
+   * transaction commits, with a PostgreSQL {@code NOTIFY}. Costs: the insert also calls {@code
+   * pg_notify}, and PostgreSQL serializes the commits of notifying transactions of a database (a
+   * lock held briefly at commit), which caps the commit rate of enqueuers under heavy load. Without
+   * it, relays find new messages at their next poll.
+   */
+  public Outbox notifying() {
+    return notifying ? this : new Outbox(idem, true);
   }
 
   /**
@@ -80,7 +108,7 @@ public final class Outbox {
       ps.setBytes(4, message.payloadUnsafe());
       ps.setArray(5, callerTx.createArrayOf("text", names));
       ps.setArray(6, callerTx.createArrayOf("text", values));
-      ps.executeUpdate();
+      ps.execute();
     } catch (SQLException e) {
       throw new DataAccessException("could not enqueue " + message + ": " + e.getMessage(), e);
     }
@@ -122,6 +150,22 @@ public final class Outbox {
         return ps.executeUpdate() == 1;
       } catch (SQLException e) {
         throw new DataAccessException("could not re-drive " + id + ": " + e.getMessage(), e);
+      }
+    });
+  }
+
+  /**
+   * {@link #redrive(UUID)} for every parked message, in one statement (fix the cause first: they
+   * are tried again at once).
+   *
+   * @return how many were parked and are now pending
+   */
+  public int redriveAll() {
+    return idem.inTransaction(tx -> {
+      try (PreparedStatement ps = tx.connection().prepareStatement(redriveAllSql)) {
+        return ps.executeUpdate();
+      } catch (SQLException e) {
+        throw new DataAccessException("could not re-drive the parked messages: " + e.getMessage(), e);
       }
     });
   }

@@ -10,6 +10,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
@@ -26,6 +27,7 @@ import org.jooq.Table;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
+import org.postgresql.PGConnection;
 
 /**
  * Moves outbox messages to a {@link Publisher}: claims a batch of pending messages that are due,
@@ -72,6 +74,7 @@ public final class Relay implements AutoCloseable {
   private final Duration maxBackoff;
   private final boolean ordered;
   private final Duration retention;
+  private final boolean listen;
   private final Events events;
   private final String claimSql;
   private final String markSentSql;
@@ -91,6 +94,7 @@ public final class Relay implements AutoCloseable {
     this.maxBackoff = b.maxBackoff;
     this.ordered = b.ordered;
     this.retention = b.retention;
+    this.listen = b.listen;
     this.events = Events.to(idem.listener(), "outbox");
     DSLContext d = idem.dsl();
 
@@ -298,31 +302,97 @@ public final class Relay implements AutoCloseable {
 
   private void loop() {
     long nextPurge = System.nanoTime();
-    while (running) {
-      int n = 0;
-      try {
-        n = runOnce();
-        if (System.nanoTime() - nextPurge >= 0) {
-          nextPurge = System.nanoTime() + PURGE_EVERY.toNanos();
-          purgeSent();
+    Listener listener = null;
+    try {
+      while (running) {
+        int n = 0;
+        try {
+          if (listen && listener == null) {
+            listener = new Listener(); // LISTEN before the batch, so nothing committed after it is missed
+          }
+          n = runOnce();
+          if (System.nanoTime() - nextPurge >= 0) {
+            nextPurge = System.nanoTime() + PURGE_EVERY.toNanos();
+            purgeSent();
+          }
+        } catch (RuntimeException | Error e) {
+          if (e instanceof VirtualMachineError vme) {
+            throw vme;
+          }
+          LOG.log(System.Logger.Level.WARNING, "relay batch failed; trying again in " + pollInterval, e);
         }
-      } catch (RuntimeException | Error e) {
-        if (e instanceof VirtualMachineError vme) {
-          throw vme;
-        }
-        LOG.log(System.Logger.Level.WARNING, "relay batch failed; trying again in " + pollInterval, e);
-      }
-      if (n < batchSize) {
-        synchronized (wake) {
-          if (running) {
-            try {
-              wake.wait(Math.max(1, pollInterval.toMillis()));
-            } catch (InterruptedException e) {
-              Thread.currentThread().interrupt();
-              return;
+        if (n < batchSize && running) {
+          if (listener != null) {
+            if (!listener.await(pollInterval)) {
+              listener.close(); // a broken connection: poll once, then LISTEN on a new one
+              listener = null;
+              pause();
             }
+          } else {
+            pause();
           }
         }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } finally {
+      if (listener != null) {
+        listener.close();
+      }
+    }
+  }
+
+  /** Waits the poll interval, or until {@link #close()}. */
+  private void pause() throws InterruptedException {
+    synchronized (wake) {
+      if (running) {
+        wake.wait(Math.max(1, pollInterval.toMillis()));
+      }
+    }
+  }
+
+  /**
+   * A connection that LISTENs on the outbox's channel. Held by the background loop for as long as
+   * it runs (one connection of the pool). Notifications are only hints: the loop polls anyway.
+   */
+  private final class Listener {
+    private final Connection connection;
+    private final PGConnection pg;
+
+    Listener() {
+      try {
+        connection = idem.dataSource().getConnection();
+      } catch (SQLException e) {
+        throw new DataAccessException("could not get a connection to LISTEN on", e);
+      }
+      try {
+        connection.setAutoCommit(true);
+        pg = connection.unwrap(PGConnection.class);
+        try (Statement st = connection.createStatement()) {
+          st.execute(idem.dsl().render(DSL.query("LISTEN {0}", DSL.name(Outbox.channel(idem)))));
+        }
+      } catch (SQLException e) {
+        close();
+        throw new DataAccessException("could not LISTEN for outbox messages: " + e.getMessage(), e);
+      }
+    }
+
+    /** Waits for a notification up to {@code timeout}; false if the connection failed. */
+    boolean await(Duration timeout) {
+      try {
+        pg.getNotifications((int) Math.max(1, Math.min(Integer.MAX_VALUE, timeout.toMillis())));
+        return true;
+      } catch (SQLException e) {
+        LOG.log(System.Logger.Level.WARNING, "LISTEN connection failed; polling", e);
+        return false;
+      }
+    }
+
+    void close() {
+      try {
+        connection.close();
+      } catch (SQLException e) {
+        LOG.log(System.Logger.Level.DEBUG, "could not close the LISTEN connection", e);
       }
     }
   }
@@ -345,6 +415,9 @@ public final class Relay implements AutoCloseable {
     synchronized (wake) {
       wake.notifyAll();
     }
+    if (listen) {
+      wakeListeners();
+    }
     try {
       t.join(30_000);
       if (t.isAlive()) {
@@ -353,6 +426,18 @@ public final class Relay implements AutoCloseable {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Ends the wait of a loop blocked in LISTEN (every listening relay of the schema wakes once). */
+  private void wakeListeners() {
+    try (Connection c = idem.dataSource().getConnection(); Statement st = c.createStatement()) {
+      if (!c.getAutoCommit()) {
+        c.setAutoCommit(true);
+      }
+      st.execute(idem.dsl().render(DSL.select(DSL.function("pg_notify", Object.class, DSL.inline(Outbox.channel(idem)), DSL.inline("")))));
+    } catch (SQLException | RuntimeException e) {
+      LOG.log(System.Logger.Level.DEBUG, "could not wake the LISTEN loop; it stops after its poll interval", e);
     }
   }
 
@@ -369,6 +454,7 @@ public final class Relay implements AutoCloseable {
     private Duration maxBackoff = Duration.ofMinutes(5);
     private boolean ordered;
     private Duration retention = Duration.ofDays(7);
+    private boolean listen;
 
     private Builder(Idem idem, Publisher publisher) {
       if (idem == null) {
@@ -423,6 +509,16 @@ public final class Relay implements AutoCloseable {
     /** How long sent messages are kept before {@link Relay#purgeSent()} deletes them; default 7 days. */
     public Builder retention(Duration retention) {
       this.retention = retention;
+      return this;
+    }
+
+    /**
+     * Makes the background loop LISTEN for enqueues through {@link Outbox#notifying()}, waking as
+     * soon as one commits instead of at the next poll. Holds one connection of the pool while the
+     * loop runs, besides the one each batch takes: the pool needs at least two. Default false.
+     */
+    public Builder listen(boolean listen) {
+      this.listen = listen;
       return this;
     }
 

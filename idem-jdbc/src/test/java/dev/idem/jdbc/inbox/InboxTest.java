@@ -34,7 +34,7 @@ class InboxTest {
   @BeforeAll
   static void start() throws SQLException {
     db = TestPostgres.newDatabase("inbox");
-    ds = db.dataSource(12);
+    ds = db.dataSource(20); // 16 racing copies, each on its own connection
     idem = Idem.builder(ds).build();
     idem.migrate();
     sql("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
@@ -111,7 +111,7 @@ class InboxTest {
 
   @Test
   void concurrentCopiesRunTheEffectOnce() throws Exception {
-    int copies = 8;
+    int copies = 16;
     ExecutorService pool = Executors.newFixedThreadPool(copies);
     CountDownLatch go = new CountDownLatch(1);
     List<Future<Outcome>> outcomes = new ArrayList<>();
@@ -250,5 +250,33 @@ class InboxTest {
     assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'")).isEqualTo(before - deleted);
     assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND message_id LIKE 'bulk-%'")).isZero();
     assertThat(inboxRows("billing", "m-10")).isEqualTo(1);
+  }
+
+  @Test
+  void eventsReportFirstCopiesAndRepeatsWithTheirAgeAndAFailingListenerBreaksNothing() throws Exception {
+    List<dev.idem.event.IdemEvent> seen = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Idem watched = Idem.builder(ds).listener(new dev.idem.event.IdemListener() {
+      @Override
+      public void onApplied(dev.idem.event.IdemEvent.Applied e) {
+        seen.add(e);
+        throw new IllegalStateException("listener bug");
+      }
+
+      @Override
+      public void onReplayed(dev.idem.event.IdemEvent.Replayed e) {
+        seen.add(e);
+        throw new IllegalStateException("listener bug");
+      }
+    }).build();
+    Inbox inbox = watched.inbox("watched").window(DedupeWindow.of(Duration.ofDays(1))).build();
+    assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).isEqualTo(Outcome.APPLIED);
+    Thread.sleep(50);
+    assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).isEqualTo(Outcome.ALREADY_DONE);
+    assertThat(charges("m-11")).isEqualTo(1);
+    assertThat(seen).hasSize(2);
+    assertThat(seen.get(0)).isInstanceOf(dev.idem.event.IdemEvent.Applied.class);
+    var replayed = (dev.idem.event.IdemEvent.Replayed) seen.get(1);
+    assertThat(replayed.key().value()).isEqualTo("m-11");
+    assertThat(replayed.age()).isGreaterThanOrEqualTo(Duration.ofMillis(40)).isLessThan(Duration.ofMinutes(1));
   }
 }

@@ -224,6 +224,53 @@ class RelayTest {
     assertThat(attempts).containsExactly(1, 2, 3, 1);
     assertThat(status(id)).isEqualTo("S");
     assertThat(outbox.redrive(UUID.randomUUID())).isFalse();
+    assertThatThrownBy(() -> outbox.redrive(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
+  }
+
+  @Test
+  void redriveAllMakesEveryParkedMessagePendingAgain() {
+    UUID a = enqueue(msg("a"));
+    UUID b = enqueue(msg("b"));
+    Relay failing = idem.relay(m -> {
+      throw new IOException("down");
+    }).maxAttempts(1).build();
+    failing.runOnce();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND attempts = 1 AND last_error = 'java.io.IOException: down'")).isEqualTo(2);
+    UUID c = enqueue(msg("c"));
+    assertThat(outbox.redriveAll()).isEqualTo(2);
+    assertThat(outbox.redriveAll()).isZero();
+    List<UUID> sent = new CopyOnWriteArrayList<>();
+    assertThat(idem.relay(m -> sent.add(m.id())).build().runOnce()).isEqualTo(3);
+    assertThat(sent).containsExactlyInAnyOrder(a, b, c);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
+  }
+
+  @Test
+  void aListeningRelayWakesOnANotifyingEnqueueLongBeforeItsPoll() throws Exception {
+    Outbox notifying = outbox.notifying();
+    List<UUID> sent = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> sent.add(m.id())).pollInterval(Duration.ofMinutes(10)).listen(true).build();
+    relay.start();
+    try {
+      // wait until the loop LISTENs and has finished its first (empty) batch
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (count("SELECT count(*) FROM pg_listening_channels()") == 0
+          && count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == 0) {
+        assertThat(System.nanoTime()).isLessThan(deadline);
+        Thread.sleep(20);
+      }
+      Thread.sleep(300);
+      UUID id = idem.inTransaction(tx -> notifying.enqueue(tx, msg("wake up")));
+      while (!sent.contains(id)) {
+        assertThat(System.nanoTime()).as("woken by NOTIFY, not by the 10 minute poll").isLessThan(deadline);
+        Thread.sleep(20);
+      }
+      assertThat(status(id)).isEqualTo("S");
+    } finally {
+      long t0 = System.nanoTime();
+      relay.close();
+      assertThat(System.nanoTime() - t0).as("close wakes the LISTEN wait").isLessThan(TimeUnit.SECONDS.toNanos(20));
+    }
   }
 
   @Test
@@ -257,6 +304,45 @@ class RelayTest {
     assertThat(order.stream().filter(s -> s.startsWith("b")).toList()).isEqualTo(expectedB);
     // B was not held up by A's failing head (backing off at least 300 ms): one B message per batch went on
     assertThat(order.indexOf("b4")).isLessThan(order.indexOf("a0"));
+  }
+
+  @Test
+  void twoOrderedRelaysAtOnceKeepOrderPerKey() throws Exception {
+    int keys = 5;
+    int perKey = 40;
+    idem.useTransaction(tx -> {
+      for (int i = 0; i < perKey; i++) {
+        for (int k = 0; k < keys; k++) {
+          outbox.enqueue(tx, msg(k + ":" + i).withAggregateKey("key-" + k));
+        }
+      }
+    });
+    List<String> order = Collections.synchronizedList(new ArrayList<>());
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<?>> relays = new ArrayList<>();
+    for (int r = 0; r < 2; r++) {
+      Relay relay = idem.relay(m -> order.add(new String(m.payload(), StandardCharsets.UTF_8))).orderedByAggregateKey(true).build();
+      relays.add(pool.submit(() -> {
+        go.await();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'") > 0 && System.nanoTime() < deadline) {
+          relay.runOnce();
+        }
+        return null;
+      }));
+    }
+    go.countDown();
+    for (Future<?> f : relays) {
+      f.get(90, TimeUnit.SECONDS);
+    }
+    pool.shutdown();
+    assertThat(order).hasSize(keys * perKey).doesNotHaveDuplicates();
+    for (int k = 0; k < keys; k++) {
+      String prefix = k + ":";
+      List<Integer> seq = order.stream().filter(s -> s.startsWith(prefix)).map(s -> Integer.parseInt(s.substring(prefix.length()))).toList();
+      assertThat(seq).as("order of key-" + k).isSorted().hasSize(perKey);
+    }
   }
 
   @Test

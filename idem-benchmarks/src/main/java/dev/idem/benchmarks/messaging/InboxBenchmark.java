@@ -1,0 +1,118 @@
+package dev.idem.benchmarks.messaging;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import dev.idem.transition.Outcome;
+import dev.idem.window.DedupeWindow;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Threads;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * The inbox's cost: {@link #inboxReceive} applies a new message (claim + one INSERT, one
+ * transaction) through {@link Inbox#receive}; {@link #bareEffect} does the same INSERT in a bare
+ * JDBC transaction. The target is inboxReceive / bareEffect >= 0.8.
+ *
+ * <p>Run: {@code java -jar idem-benchmarks/target/benchmarks.jar InboxBenchmark -t 8}.
+ */
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
+@Threads(8)
+@Fork(1)
+@Warmup(iterations = 2, time = 5)
+@Measurement(iterations = 3, time = 10)
+public class InboxBenchmark {
+  static final String INSERT = "INSERT INTO charges (message_id, amount) VALUES (?, ?)";
+
+  @State(Scope.Benchmark)
+  public static class Shared {
+    TestDatabase db;
+    HikariDataSource ds;
+    Inbox inbox;
+
+    @Setup(Level.Trial)
+    public void start() throws SQLException {
+      db = TestPostgres.newDatabase("bench_inbox");
+      HikariConfig config = new HikariConfig();
+      config.setJdbcUrl(db.jdbcUrl());
+      config.setMaximumPoolSize(8);
+      config.setMinimumIdle(8);
+      ds = new HikariDataSource(config);
+      Idem idem = Idem.builder(ds).build();
+      idem.migrate();
+      inbox = idem.inbox("bench").window(DedupeWindow.of(Duration.ofDays(8))).build();
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+        st.execute("CREATE TABLE charges (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)");
+      }
+    }
+
+    @TearDown(Level.Trial)
+    public void stop() {
+      ds.close();
+      db.close();
+    }
+  }
+
+  /** Each thread's own message ids, so every receive is a first copy. */
+  @State(Scope.Thread)
+  public static class Local {
+    String prefix;
+    long n;
+
+    @Setup(Level.Trial)
+    public void start() {
+      prefix = UUID.randomUUID().toString();
+    }
+  }
+
+  static void charge(Connection c, String messageId) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(INSERT)) {
+      ps.setString(1, messageId);
+      ps.setInt(2, 10);
+      ps.executeUpdate();
+    }
+  }
+
+  @Benchmark
+  public void bareEffect(Shared s, Local l) throws SQLException {
+    try (Connection c = s.ds.getConnection()) {
+      c.setAutoCommit(false);
+      try {
+        charge(c, l.prefix + "-" + l.n++);
+        c.commit();
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      } finally {
+        c.setAutoCommit(true);
+      }
+    }
+  }
+
+  @Benchmark
+  public Outcome inboxReceive(Shared s, Local l) throws SQLException {
+    String id = l.prefix + "-" + l.n++;
+    return s.inbox.receive(id, tx -> charge(tx.connection(), id));
+  }
+}
