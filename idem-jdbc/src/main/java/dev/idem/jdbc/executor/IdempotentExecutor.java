@@ -146,10 +146,11 @@ public final class IdempotentExecutor {
     }
     Execution<T> outcome;
     try {
-      // A key not seen lately (most calls carry a new key) goes straight to the claim, whose
-      // claim-or-read statement also replays a completed key first handled elsewhere. After a
-      // read that found nothing, the plain insert is enough.
-      Sql claim = readFirst && seen == null ? table.claimLocalAfterMiss : table.claimLocal;
+      // A key not seen lately (most calls carry a new key) goes straight to the plain claim
+      // insert, the cheapest statement for a new key; if another copy's row is there, the claim
+      // loop reads it in a new statement and replays it. Only a row read past its window needs
+      // the claim-or-read statement, which re-claims it.
+      Sql claim = seen == null ? table.claimLocalAfterMiss : table.claimLocal;
       outcome = idem.inTransaction(tx -> local(tx, claim, key, fingerprint, codec, effect));
     } catch (Busy busy) {
       return inFlight(key, busy.retryAfter);
