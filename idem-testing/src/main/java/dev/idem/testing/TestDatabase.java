@@ -4,6 +4,8 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
@@ -18,6 +20,7 @@ public final class TestDatabase implements AutoCloseable {
   private final String name;
   private final String jdbcUrl;
   private final List<HikariDataSource> pools = new ArrayList<>();
+  private HikariDataSource helpers;
 
   TestDatabase(TestPostgres.Server server, String name, String jdbcUrl) {
     this.server = server;
@@ -50,6 +53,45 @@ public final class TestDatabase implements AutoCloseable {
     return ds;
   }
 
+  /**
+   * Runs SQL (one statement or several separated by semicolons) in auto-commit, on a small pool of
+   * its own: for test set-up and clean-up.
+   */
+  public void execute(String sql) {
+    try (Connection c = helpers().getConnection(); Statement st = c.createStatement()) {
+      st.execute(sql);
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not run: " + sql, e);
+    }
+  }
+
+  /**
+   * The number a query returns in its first column of its first row (e.g. {@code SELECT count(*)
+   * FROM payments WHERE order_id = ?}): how tests read what was committed.
+   */
+  public long count(String query, Object... params) {
+    try (Connection c = helpers().getConnection(); PreparedStatement ps = c.prepareStatement(query)) {
+      for (int i = 0; i < params.length; i++) {
+        ps.setObject(i + 1, params[i]);
+      }
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          throw new IllegalStateException("no row from: " + query);
+        }
+        return rs.getLong(1);
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not run: " + query, e);
+    }
+  }
+
+  private synchronized HikariDataSource helpers() {
+    if (helpers == null) {
+      helpers = dataSource(2);
+    }
+    return helpers;
+  }
+
   /** A plain connection, outside any pool; the caller closes it. */
   public Connection connect() throws SQLException {
     return DriverManager.getConnection(jdbcUrl);
@@ -59,6 +101,7 @@ public final class TestDatabase implements AutoCloseable {
   public synchronized void close() {
     pools.forEach(HikariDataSource::close);
     pools.clear();
+    helpers = null;
     try (Connection c = DriverManager.getConnection(server.adminUrl()); Statement st = c.createStatement()) {
       st.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
     } catch (SQLException e) {

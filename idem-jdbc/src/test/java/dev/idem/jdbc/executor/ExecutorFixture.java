@@ -49,20 +49,11 @@ final class ExecutorFixture implements AutoCloseable {
   }
 
   void sql(String statement) {
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute(statement);
-    } catch (SQLException e) {
-      throw new IllegalStateException(statement, e);
-    }
+    db.execute(statement);
   }
 
   long count(String query) {
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(query)) {
-      rs.next();
-      return rs.getLong(1);
-    } catch (SQLException e) {
-      throw new IllegalStateException(query, e);
-    }
+    return db.count(query);
   }
 
   long payments(String request) {

@@ -51,14 +51,12 @@ class InboxTest {
     sql("TRUNCATE charges; TRUNCATE idem.idem_inbox");
   }
 
-  static void sql(String s) throws SQLException {
-    try (Connection c = ds.getConnection(); var st = c.createStatement()) {
-      st.execute(s);
-    }
+  static void sql(String s) {
+    db.execute(s);
   }
 
   static long count(String query) {
-    return idem.<Long, RuntimeException>inTransaction(tx -> ((Number) tx.dsl().fetchValue(query)).longValue());
+    return db.count(query);
   }
 
   static long charges(String id) {

@@ -62,10 +62,8 @@ class LeasesTest {
     db.close();
   }
 
-  static void sql(String statement) throws SQLException {
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute(statement);
-    }
+  static void sql(String statement) {
+    db.execute(statement);
   }
 
   static String query(String sql, String resource) throws SQLException {

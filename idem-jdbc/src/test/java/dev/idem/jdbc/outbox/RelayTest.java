@@ -57,14 +57,12 @@ class RelayTest {
     sql("TRUNCATE published; TRUNCATE idem.idem_outbox");
   }
 
-  static void sql(String s) throws SQLException {
-    try (Connection c = ds.getConnection(); var st = c.createStatement()) {
-      st.execute(s);
-    }
+  static void sql(String s) {
+    db.execute(s);
   }
 
   static long count(String query) {
-    return idem.<Long, RuntimeException>inTransaction(tx -> ((Number) tx.dsl().fetchValue(query)).longValue());
+    return db.count(query);
   }
 
   static String status(UUID id) {

@@ -63,10 +63,8 @@ class TransitionsTest {
     db.close();
   }
 
-  static void sql(String statement) throws SQLException {
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute(statement);
-    }
+  static void sql(String statement) {
+    db.execute(statement);
   }
 
   static void insert(String id, String status) throws SQLException {
@@ -87,12 +85,8 @@ class TransitionsTest {
     }
   }
 
-  static long count(String table) throws SQLException {
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("SELECT count(*) FROM " + table)) {
-      rs.next();
-      return rs.getLong(1);
-    }
+  static long count(String table) {
+    return db.count("SELECT count(*) FROM " + table);
   }
 
   static Outcome advance(String id, String from, String to) throws SQLException {
