@@ -40,10 +40,11 @@ public final class Keys {
 
   /**
    * The key of one step of the parent's intent: the same scope, and as value the SHA-256 (64
-   * lower-case hex characters) of the parent's value and the step, {@code parent + "/" + step} as
-   * in the seed, with the parent's length in front ({@code length + ":" + parent + "/" + step}).
-   * The length keeps the split between parent and step unambiguous: without it, parent {@code
-   * "a"} with step {@code "b/c"} and parent {@code "a/b"} with step {@code "c"} would share a key.
+   * lower-case hex characters) of the parent's scope, value and the step: the seed's {@code parent +
+   * "/" + step}, with lengths in front ({@code len(scope):scope/len(value):value/step}). The lengths
+   * keep the split unambiguous: without them, parent {@code "a"} with step {@code "b/c"} and parent
+   * {@code "a/b"} with step {@code "c"} would share a key. The scope is hashed because a child key
+   * is often sent to another company, where two tenants' equal values must not name one operation.
    *
    * @throws IllegalArgumentException if {@code parent} is null or {@code step} is null, blank or
    *     not visible ASCII (the rules of {@link IdempotencyKey#check})
@@ -53,8 +54,12 @@ public final class Keys {
       throw new IllegalArgumentException("parent must not be null");
     }
     IdempotencyKey.check("step", step);
+    // The scope is hashed too: a child key is often sent to another company (a provider's
+    // Idempotency-Key), where two tenants' equal values must not name one operation.
+    String scope = parent.scope();
     String value = parent.value();
-    return new IdempotencyKey(parent.scope(), Sha256.hex(value.length() + ":" + value + "/" + step));
+    return new IdempotencyKey(scope,
+        Sha256.hex(scope.length() + ":" + scope + "/" + value.length() + ":" + value + "/" + step));
   }
 
   /**

@@ -80,13 +80,21 @@ class KeysTest {
     IdempotencyKey a = Keys.child(IdempotencyKey.of("s", "a"), "b/c");
     IdempotencyKey b = Keys.child(IdempotencyKey.of("s", "a/b"), "c");
     assertThat(a).isNotEqualTo(b);
-    assertThat(a.value()).isEqualTo(Sha256.hex("1:a/b/c"));
-    assertThat(b.value()).isEqualTo(Sha256.hex("3:a/b/c"));
+    assertThat(a.value()).isEqualTo(Sha256.hex("1:s/1:a/b/c"));
+    assertThat(b.value()).isEqualTo(Sha256.hex("1:s/3:a/b/c"));
   }
 
   @Test
   void aChainOfStepsIsNotTheSameAsOneStepNamedLikeTheChain() {
     IdempotencyKey viaChain = Keys.child(Keys.child(ROOT, "order"), "payment");
     assertThat(viaChain).isNotEqualTo(Keys.child(ROOT, "order/payment"));
+  }
+
+  @Test
+  void theSameParentValueInTwoScopesDerivesTwoDifferentChildValues() {
+    // A child key is sent to providers, which do not know our scopes: the value itself must differ.
+    IdempotencyKey one = Keys.child(IdempotencyKey.of("merchant-1", "order-7"), "external");
+    IdempotencyKey two = Keys.child(IdempotencyKey.of("merchant-2", "order-7"), "external");
+    org.assertj.core.api.Assertions.assertThat(one.value()).isNotEqualTo(two.value());
   }
 }

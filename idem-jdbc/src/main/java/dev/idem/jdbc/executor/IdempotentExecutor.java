@@ -435,14 +435,19 @@ public final class IdempotentExecutor {
   /**
    * Deletes keys past their window (by the database clock), at most {@link
    * Builder#expiryBatches batch size} per transaction and at most that many batches per call, so
-   * expiry never runs one long DELETE. An external claim still in flight is kept until its lease
-   * ends too. A repeat of a deleted key is no longer recognised and runs again; a key past its
-   * window is treated as gone even before it is deleted.
+   * expiry never runs one long DELETE. A repeat of a deleted key is no longer recognised and runs
+   * again; a key past its window is treated as gone even before it is deleted.
+   *
+   * <p>Keys of external effects are never deleted here: their fencing token must keep growing
+   * across the key's lives, and a deleted row would restart it at 1, letting a stalled holder of
+   * the old life record its result over the new intent's. A new intent on such a key past its
+   * window re-claims the row with a higher token instead. Delete them yourself only when no holder
+   * of theirs can still be running.
    *
    * @return how many keys were deleted; call again while it returns the maximum
    */
   public int expire() {
-    long deleted = Expiry.deleteInBatches(idem, KeyTable.KEYS, KeyTable.EXPIRABLE, expiryBatchSize, expiryMaxBatches);
+    long deleted = Expiry.deleteInBatches(idem, KeyTable.KEYS, KeyTable.EXPIRABLE.and(KeyTable.CALL_KEY.isNull()), expiryBatchSize, expiryMaxBatches);
     if (deleted > 0) {
       events.expired(deleted);
     }

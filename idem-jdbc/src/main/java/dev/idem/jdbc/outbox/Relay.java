@@ -189,7 +189,12 @@ public final class Relay implements AutoCloseable {
       try {
         publisher.publish(m);
         sent.add(m.id());
-      } catch (Exception e) {
+      } catch (VirtualMachineError e) {
+        throw e;
+      } catch (Throwable e) {
+        // An Error from a publisher (an AssertionError, a serializer's StackOverflowError) is a
+        // failed publish like any other: escaping here would roll back the batch, republish the
+        // messages before it on every poll, and never park the poison message.
         failed.add(new Failure(m, e));
       }
     }
@@ -259,7 +264,7 @@ public final class Relay implements AutoCloseable {
     return half + ThreadLocalRandom.current().nextLong(half + 1);
   }
 
-  private static String describe(Exception e) {
+  private static String describe(Throwable e) {
     String s = e.toString();
     return s.length() <= MAX_ERROR_LENGTH ? s : s.substring(0, MAX_ERROR_LENGTH);
   }
@@ -441,7 +446,7 @@ public final class Relay implements AutoCloseable {
     }
   }
 
-  private record Failure(OutboxMessage message, Exception error) {}
+  private record Failure(OutboxMessage message, Throwable error) {}
 
   /** Configures a {@link Relay}; validated and copied in {@link #build()}. */
   public static final class Builder {

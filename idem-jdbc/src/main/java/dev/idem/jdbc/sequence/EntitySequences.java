@@ -11,6 +11,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Savepoint;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Table;
@@ -99,13 +100,15 @@ public final class EntitySequences {
    */
   public <X extends Exception> Outcome applyIfNewer(String entity, long seq, TxConsumer<X> effect) throws X {
     check(entity, seq, effect);
-    return idem.inTransaction(tx -> apply(tx, entity, seq, effect));
+    boolean joining = idem.currentTransaction() != null;
+    return idem.inTransaction(tx -> apply(tx, joining, entity, seq, effect));
   }
 
   /**
    * {@link #applyIfNewer(String, long, TxConsumer)} in the caller's transaction on {@code tx}: the
-   * record and the effect commit or roll back with it. If {@code effect} throws, the caller must
-   * roll back (the record was written).
+   * record and the effect commit or roll back with it. If {@code effect} throws, the record is
+   * rolled back to a savepoint set before it, so the caller's transaction stays usable and a
+   * redelivery of the event applies it.
    *
    * @throws IllegalArgumentException if {@code tx} is in auto-commit mode: the record would commit
    *     alone, before the effect
@@ -122,7 +125,7 @@ public final class EntitySequences {
     } catch (SQLException e) {
       throw new DataAccessException("could not read the connection's auto-commit mode", e);
     }
-    return apply(new JoinedTx(tx, idem.dsl(tx)), entity, seq, effect);
+    return apply(new JoinedTx(tx, idem.dsl(tx)), true, entity, seq, effect);
   }
 
   /** {@link #applyIfNewer(Connection, String, long, TxConsumer)} in an open {@link Tx}. */
@@ -143,7 +146,11 @@ public final class EntitySequences {
         .orElse(0L));
   }
 
-  private <X extends Exception> Outcome apply(Tx tx, String entity, long seq, TxConsumer<X> effect) throws X {
+  private <X extends Exception> Outcome apply(Tx tx, boolean joined, String entity, long seq, TxConsumer<X> effect)
+      throws X {
+    // Joined, a failing effect must not leave the raised number in the caller's transaction (the
+    // caller may catch and commit, and the event would then be lost): roll back to a savepoint.
+    Savepoint savepoint = joined ? savepoint(tx.connection()) : null;
     boolean newer;
     // The upsert raises last_applied only when seq is greater (SequenceRule.shouldApply); a copy
     // racing on the same entity waits for the first one's row lock and then finds the raised value.
@@ -161,8 +168,27 @@ public final class EntitySequences {
     if (!newer) {
       return Outcome.ALREADY_DONE;
     }
-    effect.accept(tx);
+    try {
+      effect.accept(tx);
+    } catch (Throwable t) {
+      if (savepoint != null) {
+        try {
+          tx.connection().rollback(savepoint);
+        } catch (SQLException | RuntimeException e) {
+          t.addSuppressed(e);
+        }
+      }
+      throw t;
+    }
     return Outcome.APPLIED;
+  }
+
+  private static Savepoint savepoint(Connection c) {
+    try {
+      return c.setSavepoint();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not set a savepoint in the caller's transaction: " + e.getMessage(), e);
+    }
   }
 
   private static void check(String entity, long seq, TxConsumer<?> effect) {

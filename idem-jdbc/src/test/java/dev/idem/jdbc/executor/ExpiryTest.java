@@ -60,6 +60,39 @@ class ExpiryTest {
   }
 
   @Test
+  void aStalledExternalHolderCannotRecordOverTheNextIntentAfterExpiry() throws Exception {
+    IdempotentExecutor shortMemory = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(500)))
+        .lease(Duration.ofMillis(300)).build();
+    IdempotencyKey key = IdempotencyKey.of("expiry", UUID.randomUUID().toString());
+    java.util.concurrent.CountDownLatch stalled = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch wake = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CompletableFuture<Execution<String>> a = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+      try {
+        return shortMemory.executeExternal(key, Fingerprint.of("intent A"), Codec.utf8(), attempt -> {
+          stalled.countDown();
+          wake.await(); // a pause past the lease and the window
+          return "A's result";
+        });
+      } catch (InterruptedException e) {
+        throw new IllegalStateException(e);
+      }
+    });
+    stalled.await();
+    f.sql("SELECT pg_sleep(0.6)"); // past the lease and the window, by the database clock
+    shortMemory.expire();
+    Execution<String> c = shortMemory.executeExternal(key, Fingerprint.of("intent C"), Codec.utf8(), attempt -> "C's result");
+    wake.countDown();
+
+    assertThat(c.value()).isEqualTo("C's result");
+    assertThat(a).failsWithin(Duration.ofSeconds(10))
+        .withThrowableOfType(java.util.concurrent.ExecutionException.class)
+        .withCauseInstanceOf(dev.idem.fence.StaleFenceException.class);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo("C's result");
+    assertThat(f.column(key, "fence")).isEqualTo("2");
+  }
+
+  @Test
   void expireDeletesOnlyKeysPastTheirWindowInBoundedBatches() throws Exception {
     String scope = "batch-" + UUID.randomUUID().toString().substring(0, 8);
     IdempotentExecutor executor = f.idem.executor().window(DedupeWindow.of(Duration.ofHours(1))).expiryBatches(10, 2).build();

@@ -226,6 +226,31 @@ class RelayTest {
   }
 
   @Test
+  void aPublisherThrowingAnErrorParksThatMessageAndTheOthersAreSentOnce() throws Exception {
+    UUID good = enqueue(msg("good"));
+    UUID poison = enqueue(msg("poison"));
+    List<UUID> published = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> {
+      if (m.id().equals(poison)) {
+        throw new AssertionError("serializer bug");
+      }
+      published.add(m.id());
+    }).maxAttempts(2).backoff(Duration.ofMillis(1), Duration.ofMillis(2)).build();
+
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!"X".equals(status(poison))) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      relay.runOnce();
+      Thread.sleep(5);
+    }
+    relay.runOnce();
+    assertThat(published).containsExactly(good);
+    assertThat(status(good)).isEqualTo("S");
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + poison + "' AND attempts = 2"
+        + " AND last_error LIKE '%AssertionError: serializer bug%'")).isEqualTo(1);
+  }
+
+  @Test
   void redriveAllMakesEveryParkedMessagePendingAgain() {
     UUID a = enqueue(msg("a"));
     UUID b = enqueue(msg("b"));

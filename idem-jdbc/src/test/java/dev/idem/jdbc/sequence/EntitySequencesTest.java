@@ -232,6 +232,23 @@ class EntitySequencesTest {
   }
 
   @Test
+  void aFailingEffectInTheCallersTransactionLeavesNoRecordEvenIfTheCallerCommits() throws Exception {
+    EntitySequences s = idem.sequences("joined-failure");
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThatThrownBy(() -> s.applyIfNewer(c, "e", 1, tx -> {
+        effect(tx, "joined-failure", "e", 1);
+        throw new java.io.IOException("effect failed");
+      })).isInstanceOf(java.io.IOException.class);
+      c.commit(); // a caller that catches and commits must not lose the event
+    }
+    assertThat(s.lastApplied("e")).isZero();
+    assertThat(effects("joined-failure", "e")).isEmpty();
+    assertThat(s.applyIfNewer("e", 1, tx -> effect(tx, "joined-failure", "e", 1))).isEqualTo(APPLIED);
+    assertThat(effects("joined-failure", "e")).containsExactly(1L);
+  }
+
+  @Test
   void badInputIsRefusedAndWritesNothing() throws SQLException {
     assertThatThrownBy(() -> idem.sequences(null))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("stream");
