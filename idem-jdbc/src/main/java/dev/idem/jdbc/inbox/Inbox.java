@@ -5,6 +5,7 @@ import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxConsumer;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.Savepoints;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.transition.Outcome;
 import dev.idem.window.DedupeWindow;
@@ -12,7 +13,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Savepoint;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import org.jooq.DSLContext;
@@ -158,30 +158,8 @@ public final class Inbox {
   }
 
   private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect) throws X {
-    Connection c = tx.connection();
-    Savepoint sp;
-    try {
-      sp = c.setSavepoint();
-    } catch (SQLException e) {
-      throw new DataAccessException("could not set a savepoint for message " + messageId, e);
-    }
     Duration[] age = new Duration[1];
-    Outcome outcome;
-    try {
-      outcome = attempt(tx, messageId, effect, age);
-    } catch (Throwable t) {
-      try {
-        c.rollback(sp);
-      } catch (SQLException | RuntimeException e) {
-        t.addSuppressed(e);
-      }
-      throw t;
-    }
-    try {
-      c.releaseSavepoint(sp);
-    } catch (SQLException e) {
-      throw new DataAccessException("could not release the savepoint of message " + messageId, e);
-    }
+    Outcome outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> attempt(tx, messageId, effect, age));
     report(outcome, messageId, age[0]);
     return outcome;
   }

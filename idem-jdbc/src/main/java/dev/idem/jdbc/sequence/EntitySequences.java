@@ -4,6 +4,7 @@ import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxConsumer;
+import dev.idem.jdbc.internal.Savepoints;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.SequenceRule;
@@ -11,7 +12,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Savepoint;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Table;
@@ -101,7 +101,7 @@ public final class EntitySequences {
   public <X extends Exception> Outcome applyIfNewer(String entity, long seq, TxConsumer<X> effect) throws X {
     check(entity, seq, effect);
     boolean joining = idem.currentTransaction() != null;
-    return idem.inTransaction(tx -> apply(tx, joining, entity, seq, effect));
+    return idem.inTransaction(tx -> joining ? applyInSavepoint(tx, entity, seq, effect) : apply(tx, entity, seq, effect));
   }
 
   /**
@@ -125,7 +125,7 @@ public final class EntitySequences {
     } catch (SQLException e) {
       throw new DataAccessException("could not read the connection's auto-commit mode", e);
     }
-    return apply(new JoinedTx(tx, idem.dsl(tx)), true, entity, seq, effect);
+    return applyInSavepoint(new JoinedTx(tx, idem.dsl(tx)), entity, seq, effect);
   }
 
   /** {@link #applyIfNewer(Connection, String, long, TxConsumer)} in an open {@link Tx}. */
@@ -146,11 +146,17 @@ public final class EntitySequences {
         .orElse(0L));
   }
 
-  private <X extends Exception> Outcome apply(Tx tx, boolean joined, String entity, long seq, TxConsumer<X> effect)
+  /**
+   * {@link #apply} in a caller's transaction: a failing effect must not leave the raised number
+   * there (the caller may catch and commit, and the event would then be lost).
+   */
+  private <X extends Exception> Outcome applyInSavepoint(Tx tx, String entity, long seq, TxConsumer<X> effect)
       throws X {
-    // Joined, a failing effect must not leave the raised number in the caller's transaction (the
-    // caller may catch and commit, and the event would then be lost): roll back to a savepoint.
-    Savepoint savepoint = joined ? savepoint(tx.connection()) : null;
+    return Savepoints.around(tx.connection(), "sequence " + seq + " of " + stream + "/" + entity,
+        () -> apply(tx, entity, seq, effect));
+  }
+
+  private <X extends Exception> Outcome apply(Tx tx, String entity, long seq, TxConsumer<X> effect) throws X {
     boolean newer;
     // The upsert raises last_applied only when seq is greater (SequenceRule.shouldApply); a copy
     // racing on the same entity waits for the first one's row lock and then finds the raised value.
@@ -168,27 +174,8 @@ public final class EntitySequences {
     if (!newer) {
       return Outcome.ALREADY_DONE;
     }
-    try {
-      effect.accept(tx);
-    } catch (Throwable t) {
-      if (savepoint != null) {
-        try {
-          tx.connection().rollback(savepoint);
-        } catch (SQLException | RuntimeException e) {
-          t.addSuppressed(e);
-        }
-      }
-      throw t;
-    }
+    effect.accept(tx);
     return Outcome.APPLIED;
-  }
-
-  private static Savepoint savepoint(Connection c) {
-    try {
-      return c.setSavepoint();
-    } catch (SQLException e) {
-      throw new DataAccessException("could not set a savepoint in the caller's transaction: " + e.getMessage(), e);
-    }
   }
 
   private static void check(String entity, long seq, TxConsumer<?> effect) {
