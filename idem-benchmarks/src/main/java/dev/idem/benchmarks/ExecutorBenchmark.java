@@ -1,6 +1,5 @@
 package dev.idem.benchmarks;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
@@ -72,11 +71,7 @@ public class ExecutorBenchmark {
     @Setup(Level.Trial)
     public void start() throws Exception {
       db = TestPostgres.newDatabase("bench_executor");
-      HikariConfig config = new HikariConfig();
-      config.setJdbcUrl(db.jdbcUrl());
-      config.setMaximumPoolSize(POOL);
-      config.setMinimumIdle(POOL);
-      ds = new HikariDataSource(config);
+      ds = db.warmDataSource(POOL);
       Idem idem = Idem.builder(ds).build();
       idem.migrate();
       executor = idem.executor().build();

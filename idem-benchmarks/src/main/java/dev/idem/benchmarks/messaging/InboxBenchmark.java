@@ -1,6 +1,5 @@
 package dev.idem.benchmarks.messaging;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
@@ -54,11 +53,7 @@ public class InboxBenchmark {
     @Setup(Level.Trial)
     public void start() throws SQLException {
       db = TestPostgres.newDatabase("bench_inbox");
-      HikariConfig config = new HikariConfig();
-      config.setJdbcUrl(db.jdbcUrl());
-      config.setMaximumPoolSize(8);
-      config.setMinimumIdle(8);
-      ds = new HikariDataSource(config);
+      ds = db.warmDataSource(8);
       Idem idem = Idem.builder(ds).build();
       idem.migrate();
       inbox = idem.inbox("bench").window(DedupeWindow.of(Duration.ofDays(8))).build();

@@ -1,6 +1,5 @@
 package dev.idem.benchmarks.messaging;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.NewMessage;
@@ -74,11 +73,7 @@ public class RelayBenchmark {
   @Setup(Level.Trial)
   public void start() {
     db = TestPostgres.newDatabase("bench_relay");
-    HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(db.jdbcUrl());
-    config.setMaximumPoolSize(8);
-    config.setMinimumIdle(8);
-    ds = new HikariDataSource(config);
+    ds = db.warmDataSource(8);
     idem = Idem.builder(ds).build();
     idem.migrate();
     outbox = idem.outbox();
