@@ -150,7 +150,7 @@ public final class IdempotentExecutor {
       // insert, the cheapest statement for a new key; if another copy's row is there, the claim
       // loop reads it in a new statement and replays it. Only a row read past its window needs
       // the claim-or-read statement, which re-claims it.
-      Sql claim = seen == null ? table.claimLocalAfterMiss : table.claimLocal;
+      Sql claim = seen == null ? table.claimLocalInsert : table.claimLocal;
       outcome = idem.inTransaction(tx -> local(tx, claim, key, fingerprint, codec, effect));
     } catch (Busy busy) {
       return inFlight(key, busy.retryAfter);

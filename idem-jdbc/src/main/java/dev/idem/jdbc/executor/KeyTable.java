@@ -76,11 +76,11 @@ final class KeyTable {
   /** Local claim: saves lock_timeout, sets the wait bound, claims or reads, restores lock_timeout. */
   final Sql claimLocal;
   /**
-   * The local claim after an auto-commit read found no row: the insert alone, lighter than the
-   * claim-or-read. Zero rows back mean another copy got there first; the caller re-reads.
+   * The local claim of a key with no row seen (the common, new key): the insert alone, lighter
+   * than the claim-or-read. Zero rows back mean another copy got there first; the caller re-reads.
    */
-  final Sql claimLocalAfterMiss;
-  /** The same, behind a savepoint, for a call that joins the caller's transaction. */
+  final Sql claimLocalInsert;
+  /** {@link #claimLocal} behind a savepoint, for a call that joins the caller's transaction. */
   final Sql claimLocalJoined;
   /** Index of the claim's result set in {@link #claimLocal} and {@link #claimLocalJoined}. */
   static final int CLAIM_LOCAL_RESULT = 1;
@@ -120,7 +120,7 @@ final class KeyTable {
 
     Select<?> local = claim(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt);
     claimLocal = Sql.of(dsl, saveAndSetWait, local, restoreWait);
-    claimLocalAfterMiss = Sql.of(dsl, saveAndSetWait,
+    claimLocalInsert = Sql.of(dsl, saveAndSetWait,
         insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt)
             .onConflictDoNothing()
             .returningResult(inline(true), FENCE),
