@@ -1,6 +1,7 @@
 package dev.idem.benchmarks;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.executor.IdempotentExecutor;
@@ -38,7 +39,9 @@ import org.openjdk.jmh.annotations.Warmup;
  * <ul>
  *   <li>{@link #bareEffect} (a): a transaction inserting one payment row, plain JDBC;
  *   <li>{@link #executorNewKey} (b): the same effect through the executor, a new key each time,
- *       its result (the payment id) stored for replay;
+ *       its result (the payment id) stored for replay; the default {@link ClaimOrder#BEFORE_EFFECT};
+ *   <li>{@link #executorNewKeyAtCommit} (b2): as (b) with {@link ClaimOrder#AT_COMMIT}, the key row
+ *       written with the commit;
  *   <li>{@link #executorNewKeyNoResult} (b'): as (b) with {@code Codec.none()}, which skips the
  *       result UPDATE (for information; not one of the target ratios);
  *   <li>{@link #executorReplay} (c): a repeat of a completed key, answered from the key table;
@@ -66,6 +69,7 @@ public class ExecutorBenchmark {
     TestDatabase db;
     HikariDataSource ds;
     IdempotentExecutor executor;
+    IdempotentExecutor atCommit;
     String run;
 
     @Setup(Level.Trial)
@@ -75,6 +79,7 @@ public class ExecutorBenchmark {
       Idem idem = Idem.builder(ds).build();
       idem.migrate();
       executor = idem.executor().build();
+      atCommit = idem.executor().claimOrder(ClaimOrder.AT_COMMIT).build();
       run = UUID.randomUUID().toString().substring(0, 8);
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
         st.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
@@ -147,6 +152,14 @@ public class ExecutorBenchmark {
   public Execution<String> executorNewKey(Shared s, Local l) throws SQLException {
     String request = l.prefix + "-" + l.n++;
     return s.executor.execute(IdempotencyKey.of("bench/new", request), Fingerprint.EMPTY, Codec.utf8(),
+        (Tx tx) -> pay(tx.connection(), request));
+  }
+
+  /** (b2) As (b), the key row written completed, with its result, in the commit's round trip. */
+  @Benchmark
+  public Execution<String> executorNewKeyAtCommit(Shared s, Local l) throws SQLException {
+    String request = l.prefix + "-" + l.n++;
+    return s.atCommit.execute(IdempotencyKey.of("bench/at-commit", request), Fingerprint.EMPTY, Codec.utf8(),
         (Tx tx) -> pay(tx.connection(), request));
   }
 

@@ -34,6 +34,7 @@ public final class InterleavedRatios {
       Map<String, Op> ops = new LinkedHashMap<>();
       ops.put("bareEffect", l -> bench.bareEffect(shared, l));
       ops.put("executorNewKey", l -> bench.executorNewKey(shared, l));
+      ops.put("executorNewKeyAtCommit", l -> bench.executorNewKeyAtCommit(shared, l));
       ops.put("executorNewKeyNoResult", l -> bench.executorNewKeyNoResult(shared, l));
       ops.put("executorReplay", l -> bench.executorReplay(shared, l));
       ops.put("barePkRead", l -> bench.barePkRead(shared, l));
@@ -48,6 +49,7 @@ public final class InterleavedRatios {
       }
       total.forEach((name, sum) -> System.out.printf("%-24s %10.0f ops/s%n", name, sum / rounds));
       System.out.printf("b/a  = %.2f%n", total.get("executorNewKey") / total.get("bareEffect"));
+      System.out.printf("b2/a = %.2f%n", total.get("executorNewKeyAtCommit") / total.get("bareEffect"));
       System.out.printf("b'/a = %.2f%n", total.get("executorNewKeyNoResult") / total.get("bareEffect"));
       System.out.printf("c/d  = %.2f%n", total.get("executorReplay") / total.get("barePkRead"));
     } finally {

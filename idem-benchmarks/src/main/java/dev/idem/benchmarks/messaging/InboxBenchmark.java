@@ -1,6 +1,7 @@
 package dev.idem.benchmarks.messaging;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.testing.TestDatabase;
@@ -30,8 +31,10 @@ import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * The inbox's cost: {@link #inboxReceive} applies a new message (claim + one INSERT, one
- * transaction) through {@link Inbox#receive}; {@link #bareEffect} does the same INSERT in a bare
- * JDBC transaction. The target is inboxReceive / bareEffect >= 0.8.
+ * transaction) through {@link Inbox#receive} with the default {@link ClaimOrder#BEFORE_EFFECT};
+ * {@link #inboxReceiveAtCommit} does the same with {@link ClaimOrder#AT_COMMIT} (the id's row
+ * written with the commit); {@link #bareEffect} does the same INSERT in a bare JDBC transaction.
+ * The target is inbox / bare >= 0.8.
  *
  * <p>Run: {@code java -jar idem-benchmarks/target/benchmarks.jar InboxBenchmark -t 8}.
  */
@@ -49,6 +52,7 @@ public class InboxBenchmark {
     TestDatabase db;
     HikariDataSource ds;
     Inbox inbox;
+    Inbox atCommit;
 
     @Setup(Level.Trial)
     public void start() throws SQLException {
@@ -57,6 +61,7 @@ public class InboxBenchmark {
       Idem idem = Idem.builder(ds).build();
       idem.migrate();
       inbox = idem.inbox("bench").window(DedupeWindow.of(Duration.ofDays(8))).build();
+      atCommit = idem.inbox("bench-at-commit").window(DedupeWindow.of(Duration.ofDays(8))).claimOrder(ClaimOrder.AT_COMMIT).build();
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
         st.execute("CREATE TABLE charges (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)");
       }
@@ -109,5 +114,11 @@ public class InboxBenchmark {
   public Outcome inboxReceive(Shared s, Local l) throws SQLException {
     String id = l.prefix + "-" + l.n++;
     return s.inbox.receive(id, tx -> charge(tx.connection(), id));
+  }
+
+  @Benchmark
+  public Outcome inboxReceiveAtCommit(Shared s, Local l) throws SQLException {
+    String id = l.prefix + "-" + l.n++;
+    return s.atCommit.receive(id, tx -> charge(tx.connection(), id));
   }
 }

@@ -4,10 +4,14 @@ import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxCallback;
+import dev.idem.jdbc.internal.AutoCommit;
+import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -74,6 +78,7 @@ public final class IdempotentExecutor {
   private final Duration inFlightWait;
   private final Duration lease;
   private final Duration retryAfter;
+  private final ClaimOrder claimOrder;
   private final int expiryBatchSize;
   private final int expiryMaxBatches;
   private final Events events;
@@ -86,6 +91,7 @@ public final class IdempotentExecutor {
     this.inFlightWait = b.inFlightWait;
     this.lease = b.lease;
     this.retryAfter = b.retryAfter;
+    this.claimOrder = b.claimOrder;
     this.expiryBatchSize = b.expiryBatchSize;
     this.expiryMaxBatches = b.expiryMaxBatches;
     this.events = Events.to(idem.listener(), b.name);
@@ -130,32 +136,31 @@ public final class IdempotentExecutor {
       return joined(open.connection(), open.dsl(), key, fingerprint, codec, effect);
     }
     Binds binds = new Binds(key, fingerprint);
-    KeyTable.Row seen = null;
-    boolean readFirst = recent.mightContain(key);
-    if (readFirst) {
-      // A key this process handled lately: most likely a repeat of a completed key, which one
-      // auto-commit read answers with no transaction to end, as cheap as any primary-key read.
-      seen = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
-      if (seen != null && !seen.expirable()) {
-        checkFingerprint(key, seen, binds);
-        if (seen.completed()) {
-          return reported(key, replay(key, codec, seen));
-        }
-        return inFlight(key, seen.leaseLive() ? seen.leaseLeft() : retryAfter); // an external claim
-      }
-    }
     Execution<T> outcome;
     try {
-      // A key not seen lately (most calls carry a new key) goes straight to the plain claim
-      // insert, the cheapest statement for a new key; if another copy's row is there, the claim
-      // loop reads it in a new statement and replays it. Only a row read past its window needs
-      // the claim-or-read statement, which re-claims it.
-      Sql claim = seen == null ? table.claimLocalInsert : table.claimLocal;
-      outcome = idem.inTransaction(tx -> local(tx, claim, key, fingerprint, codec, effect));
+      KeyTable.Row seen = null;
+      if (recent.mightContain(key.scope(), key.value())) {
+        // A key this process handled lately: most likely a repeat of a completed key, which one
+        // auto-commit read answers with no transaction to end, as cheap as any primary-key read.
+        seen = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+        if (seen != null && !seen.expirable()) {
+          return reported(key, repeatOf(key, codec, seen, binds));
+        }
+      }
+      if (seen == null && claimOrder == ClaimOrder.AT_COMMIT) {
+        outcome = applyThenClaim(key, fingerprint, codec, effect, binds);
+      } else {
+        // A key not seen lately (most calls carry a new key) goes straight to the plain claim
+        // insert, the cheapest statement for a new key; if another copy's row is there, the claim
+        // loop reads it in a new statement and replays it. Only a row read past its window needs
+        // the claim-or-read statement, which re-claims it.
+        Sql claim = seen == null ? table.claimLocalInsert : table.claimLocal;
+        outcome = idem.inTransaction(tx -> claimThenApply(tx, claim, key, fingerprint, codec, effect));
+      }
     } catch (Busy busy) {
       return inFlight(key, busy.retryAfter);
     }
-    recent.remember(key);
+    recent.remember(key.scope(), key.value());
     return reported(key, outcome);
   }
 
@@ -203,7 +208,7 @@ public final class IdempotentExecutor {
     Tx tx = new JoinedTx(c, dsl);
     Execution<T> outcome;
     try {
-      outcome = local(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
+      outcome = claimThenApply(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
     } catch (Busy busy) {
       rollbackToSavepoint(c, busy);
       return inFlight(key, busy.retryAfter);
@@ -215,11 +220,59 @@ public final class IdempotentExecutor {
   }
 
   /**
-   * The local claim and effect on {@code tx}. Owned: the transaction is idem's and this ends it
-   * when it stores a result (the result and COMMIT go in one round trip). Joined: a savepoint is
-   * set before the claim and released at the end; on failure the caller of this rolls back to it.
+   * {@link ClaimOrder#AT_COMMIT} for a key not seen lately: the effect in a transaction of its own,
+   * then the key row, completed with its result, and {@code COMMIT} in one round trip. The claim is
+   * still one step under the unique index; it just comes last:
+   *
+   * <ul>
+   *   <li>the key row conflicts (another copy committed it, or held it and then committed): the
+   *       whole transaction rolls back, effect included, and the call is answered the way a claim
+   *       before the effect answers it (replay, wait, or re-claim of a row past its window);
+   *   <li>the effect fails: if that is because this is a repeat (the first copy's effect is there:
+   *       a unique constraint, a balance already debited), the key row says so and the call is
+   *       answered as a repeat; otherwise the failure is thrown as it was.
+   * </ul>
    */
-  private <T, X extends Exception> Execution<T> local(Tx tx, Sql claim, IdempotencyKey key,
+  private <T, X extends Exception> Execution<T> applyThenClaim(IdempotencyKey key, Fingerprint fingerprint,
+      Codec<T> codec, TxCallback<T, X> effect, Binds binds) throws X {
+    try {
+      return idem.inTransaction(tx -> {
+        T value = effect.apply(tx);
+        byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
+        claim(tx.connection(), table.claimAtCommit, 0, binds.result(bytes), (c, sql, index, b) -> KeyTable.run(c, sql, b));
+        return new Execution.Applied<>(value);
+      });
+    } catch (ClaimTaken taken) {
+      return idem.inTransaction(tx -> claimThenApply(tx, table.claimLocal, key, fingerprint, codec, effect));
+    } catch (Busy busy) {
+      throw busy;
+    } catch (Throwable failure) {
+      KeyTable.Row row;
+      try {
+        row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+      } catch (RuntimeException e) {
+        failure.addSuppressed(e);
+        throw failure;
+      }
+      if (row == null || row.expirable()) {
+        throw failure; // not a repeat: the effect's own failure
+      }
+      try {
+        return repeatOf(key, codec, row, binds);
+      } catch (KeyReuseException reuse) {
+        reuse.addSuppressed(failure); // what the other request's effect ran into, for whoever debugs the client
+        throw reuse;
+      }
+    }
+  }
+
+  /**
+   * {@link ClaimOrder#BEFORE_EFFECT}: the local claim, then the effect, on {@code tx}. Owned: the
+   * transaction is idem's and this ends it when it stores a result (the result and COMMIT go in one
+   * round trip). Joined: a savepoint is set before the claim and released at the end; on failure
+   * the caller of this rolls back to it.
+   */
+  private <T, X extends Exception> Execution<T> claimThenApply(Tx tx, Sql claim, IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
     Connection c = tx.connection();
     boolean joined = claim == table.claimLocalJoined;
@@ -251,17 +304,25 @@ public final class IdempotentExecutor {
         row = read(c, binds); // another copy re-claimed it first
         continue;
       }
-      checkFingerprint(key, row, binds);
-      if (row.completed()) {
-        Execution<T> replay = replay(key, codec, row);
-        if (joined) {
-          run(c, table.release, binds);
-        }
-        return replay;
+      Execution<T> repeat = repeatOf(key, codec, row, binds);
+      if (joined) {
+        run(c, table.release, binds);
       }
-      // An external claim in flight: a local call cannot tell whether its call went out.
-      throw new Busy(row.leaseLive() ? row.leaseLeft() : retryAfter);
+      return repeat;
     }
+  }
+
+  /**
+   * The answer to a local call that found the key's row, within its window: the replay, {@link
+   * KeyReuseException}, or (an external claim in flight, whose call may or may not have gone out)
+   * {@link Busy}.
+   */
+  private <T> Execution<T> repeatOf(IdempotencyKey key, Codec<T> codec, KeyTable.Row row, Binds binds) {
+    checkFingerprint(key, row, binds);
+    if (row.completed()) {
+      return replay(key, codec, row);
+    }
+    throw new Busy(row.leaseLive() ? row.leaseLeft() : retryAfter);
   }
 
   private <T, X extends Exception> Execution<T> applyLocal(Tx tx, boolean joined, IdempotencyKey key,
@@ -525,6 +586,9 @@ public final class IdempotentExecutor {
       if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
         throw new Busy(retryAfter);
       }
+      if (SqlStates.isUniqueViolationOn(e, idem.schema(), KeyTable.TABLE)) {
+        throw new ClaimTaken(); // only a plain insert raises it: the at-commit claim
+      }
       throw failed(e);
     }
   }
@@ -554,22 +618,8 @@ public final class IdempotentExecutor {
   }
 
   /** Runs {@code work} on a connection of its own in auto-commit mode: each statement commits. */
-  private <R> R autocommit(ConnectionWork<R> work) {
-    try (Connection c = idem.dataSource().getConnection()) {
-      boolean was = c.getAutoCommit();
-      if (!was) {
-        c.setAutoCommit(true);
-      }
-      try {
-        return work.run(c);
-      } finally {
-        if (!was) {
-          c.setAutoCommit(false);
-        }
-      }
-    } catch (SQLException e) {
-      throw failed(e);
-    }
+  private <R> R autocommit(AutoCommit.Work<R> work) {
+    return AutoCommit.run(idem.dataSource(), "idem executor", work);
   }
 
   private static DataAccessException failed(SQLException e) {
@@ -579,11 +629,6 @@ public final class IdempotentExecutor {
   @FunctionalInterface
   private interface Statement<R> {
     R run(Connection c, Sql sql, int index, Binds binds) throws SQLException;
-  }
-
-  @FunctionalInterface
-  private interface ConnectionWork<R> {
-    R run(Connection c) throws SQLException;
   }
 
   private record JoinedTx(Connection connection, DSLContext dsl) implements Tx {}
@@ -598,6 +643,7 @@ public final class IdempotentExecutor {
     private Duration inFlightWait = Duration.ofSeconds(2);
     private Duration lease = Duration.ofSeconds(30);
     private Duration retryAfter = Duration.ofSeconds(1);
+    private ClaimOrder claimOrder = ClaimOrder.BEFORE_EFFECT;
     private String name = "executor";
     private int expiryBatchSize = 1000;
     private int expiryMaxBatches = 100;
@@ -645,6 +691,18 @@ public final class IdempotentExecutor {
       return this;
     }
 
+    /**
+     * When a local effect's key row is written in a transaction the executor owns: {@link
+     * ClaimOrder#BEFORE_EFFECT} (default; a recognised repeat never runs the callback) or {@link
+     * ClaimOrder#AT_COMMIT} (one round trip fewer per new key; a repeat not recognised beforehand
+     * runs the callback and is rolled back). Either way at most one effect per key is committed.
+     * Calls that join a caller's transaction, and external effects, always claim first.
+     */
+    public Builder claimOrder(ClaimOrder order) {
+      this.claimOrder = order;
+      return this;
+    }
+
     /** The source name events carry, e.g. {@code "executor:payments"}; default {@code "executor"}. */
     public Builder name(String name) {
       this.name = name;
@@ -667,6 +725,7 @@ public final class IdempotentExecutor {
       Require.notNegative(inFlightWait, "inFlightWait");
       Require.positive(lease, "lease");
       Require.positive(retryAfter, "retryAfter");
+      Require.notNull(claimOrder, "claimOrder");
       IdempotencyKey.check("name", name);
       Require.positive(expiryBatchSize, "expiry batch size");
       Require.positive(expiryMaxBatches, "expiry max batches");

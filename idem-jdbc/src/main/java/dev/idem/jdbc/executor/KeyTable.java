@@ -37,7 +37,9 @@ import org.jooq.impl.SQLDataType;
  * database's {@code clock_timestamp()}.
  */
 final class KeyTable {
-  static final Table<Record> KEYS = table(name("idem", "idem_keys"));
+  /** The key table's name, in idem's schema. */
+  static final String TABLE = "idem_keys";
+  static final Table<Record> KEYS = table(name("idem", TABLE));
   static final Field<String> SCOPE = column("scope", String.class);
   static final Field<String> KEY = column("key", String.class);
   static final Field<byte[]> FINGERPRINT = column("fingerprint", byte[].class);
@@ -80,6 +82,13 @@ final class KeyTable {
    * than the claim-or-read. Zero rows back mean another copy got there first; the caller re-reads.
    */
   final Sql claimLocalInsert;
+  /**
+   * {@link dev.idem.jdbc.ClaimOrder#AT_COMMIT}: after the effect, bounds the wait, inserts the key
+   * row completed with its result, and commits, in one round trip. A plain insert: a row already
+   * there (or one committed while this waited) is a unique violation, which makes PostgreSQL skip
+   * the {@code COMMIT} and leaves the transaction to be rolled back, effect and all.
+   */
+  final Sql claimAtCommit;
   /** {@link #claimLocal} behind a savepoint, for a call that joins the caller's transaction. */
   final Sql claimLocalJoined;
   /** Index of the claim's result set in {@link #claimLocal} and {@link #claimLocalJoined}. */
@@ -110,6 +119,9 @@ final class KeyTable {
     Field<OffsetDateTime> leaseEnds = plus(STAMP, lease);
     // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
     long waitMillis = Math.max(1, inFlightWait.toMillis());
+    // set_config(..., true) lasts until the transaction ends. Before an effect the caller's own
+    // setting is saved and restored around the claim; at commit nothing of the caller's runs after.
+    Query setWait = DSL.resultQuery("select set_config('lock_timeout', {0}, true)", inline(waitMillis + "ms"));
     Query saveAndSetWait = DSL.resultQuery(
         "select set_config('lock_timeout', {0}, true) from"
             + " (select set_config('idem.lock_timeout', current_setting('lock_timeout'), true)) as saved",
@@ -125,6 +137,10 @@ final class KeyTable {
             .onConflictDoNothing()
             .returningResult(inline(true), FENCE),
         restoreWait);
+    claimAtCommit = Sql.of(dsl, setWait,
+        insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt,
+            param("result", byte[].class)),
+        DSL.query("commit"));
     claimLocalJoined = Sql.of(dsl, savepoint, saveAndSetWait, local, restoreWait);
     claimExternal = Sql.of(dsl, claim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
         DSL.castNull(SQLDataType.TIMESTAMPWITHTIMEZONE), expiresAt));
@@ -185,14 +201,20 @@ final class KeyTable {
         .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted))));
   }
 
-  /** The claim's insert under the primary key (callers add {@code ON CONFLICT DO NOTHING}). */
+  /** The claim's insert under the primary key, with no result yet (callers add {@code ON CONFLICT DO NOTHING}). */
   private static InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<String> state,
       Field<OffsetDateTime> leaseEnds, Field<String> callKey, Field<OffsetDateTime> completedAt,
       Field<OffsetDateTime> expiresAt) {
+    return insert(dsl, state, leaseEnds, callKey, completedAt, expiresAt, DSL.castNull(SQLDataType.BLOB));
+  }
+
+  private static InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<String> state,
+      Field<OffsetDateTime> leaseEnds, Field<String> callKey, Field<OffsetDateTime> completedAt,
+      Field<OffsetDateTime> expiresAt, Field<byte[]> result) {
     return dsl.insertInto(KEYS)
-        .columns(SCOPE, KEY, FINGERPRINT, STATE, FENCE, LEASE_EXPIRES_AT, CALL_KEY, CREATED_AT, COMPLETED_AT, EXPIRES_AT)
+        .columns(SCOPE, KEY, FINGERPRINT, STATE, FENCE, LEASE_EXPIRES_AT, CALL_KEY, RESULT, CREATED_AT, COMPLETED_AT, EXPIRES_AT)
         .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-            state, inline(1L), leaseEnds, callKey, STAMP, completedAt, expiresAt);
+            state, inline(1L), leaseEnds, callKey, result, STAMP, completedAt, expiresAt);
   }
 
   /** The row of the key, in the shape {@link Row#from} reads. */

@@ -1,11 +1,17 @@
 package dev.idem.jdbc.inbox;
 
 import dev.idem.internal.Events;
+import dev.idem.internal.Require;
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxConsumer;
+import dev.idem.jdbc.internal.AutoCommit;
+import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.jdbc.internal.Savepoints;
+import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.transition.Outcome;
 import dev.idem.window.DedupeWindow;
@@ -24,8 +30,9 @@ import org.jooq.impl.SQLDataType;
 
 /**
  * The idempotent consumer: each message id is applied once per consumer. {@link #receive} claims
- * {@code (consumer, message id)} first, in the same transaction as the consumer's effect, so the
- * claim and the effect commit together or not at all.
+ * {@code (consumer, message id)} in the same transaction as the consumer's effect, so the claim and
+ * the effect commit together or not at all: first, before the effect, by default; with the commit,
+ * after it, with {@link Builder#claimOrder ClaimOrder.AT_COMMIT}.
  *
  * <pre>{@code
  * Inbox billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
@@ -35,9 +42,11 @@ import org.jooq.impl.SQLDataType;
  *
  * <p>Guarantees, observable as rows: for a message id received any number of times, by any number
  * of threads or processes at once, within the window, the effect's writes are committed exactly
- * once. A copy returns {@link Outcome#ALREADY_DONE} (never an error) without running the effect; a
- * concurrent copy waits for the first to commit or roll back and then answers. An effect that throws
- * rolls back the claim too, so a redelivery runs it again.
+ * once. A copy returns {@link Outcome#ALREADY_DONE} (never an error); a concurrent copy waits for
+ * the first to commit or roll back and then answers. An effect that throws rolls back the claim
+ * too, so a redelivery runs it again. With the default {@link ClaimOrder#BEFORE_EFFECT} a copy never
+ * runs the effect; with {@link ClaimOrder#AT_COMMIT} a copy this inbox did not handle lately runs
+ * it, and it is rolled back (see there).
  *
  * <p>Does not guarantee: anything outside the transaction. An effect that calls a remote service
  * may call it again when its transaction rolls back (or the process dies before commit). A copy
@@ -47,7 +56,8 @@ import org.jooq.impl.SQLDataType;
  * <p>Thread-safe; immutable.
  */
 public final class Inbox {
-  static final Table<?> T = DSL.table(DSL.name("idem", "idem_inbox"));
+  static final String TABLE = "idem_inbox";
+  static final Table<?> T = DSL.table(DSL.name("idem", TABLE));
   static final Field<String> CONSUMER = DSL.field(DSL.name("consumer"), SQLDataType.CLOB);
   static final Field<String> MESSAGE_ID = DSL.field(DSL.name("message_id"), SQLDataType.CLOB);
   static final Field<OffsetDateTime> RECEIVED_AT = DSL.field(DSL.name("received_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
@@ -63,8 +73,11 @@ public final class Inbox {
   private final long windowMicros;
   private final Events events;
   private final boolean listening;
+  private final ClaimOrder claimOrder;
   private final String claimSql;
+  private final String claimAtCommitSql;
   private final String ageSql;
+  private final RecentKeys recent = new RecentKeys();
 
   private Inbox(Builder b) {
     this.idem = b.idem;
@@ -73,23 +86,31 @@ public final class Inbox {
     this.windowMicros = toMicros(b.window.length());
     this.events = Events.to(idem.listener(), "inbox:" + consumer);
     this.listening = idem.listener() != dev.idem.event.IdemListener.NONE;
+    this.claimOrder = b.claimOrder;
     DSLContext d = idem.dsl();
     Field<OffsetDateTime> expires = DSL.field("{0} + {1} * interval '1 microsecond'", OffsetDateTime.class,
         Expiry.dbNow(), DSL.val(0L));
+    var insert = d.insertInto(T, CONSUMER, MESSAGE_ID, RECEIVED_AT, EXPIRES_AT)
+        .values(DSL.val((String) null, CONSUMER), DSL.val((String) null, MESSAGE_ID), Expiry.dbNow(), expires);
+    // AT_COMMIT: the plain insert, then COMMIT, in one round trip. A row already there (or one
+    // committed while this waited on it) is a unique violation, which makes PostgreSQL skip the
+    // COMMIT: the transaction is rolled back, effect and all.
+    this.claimAtCommitSql = d.render(insert) + ";\ncommit";
     // The claim: the row exists (and the effect must not run) unless this statement inserted it,
     // or found it expired and took it over. A concurrent claim of the same id waits on the row
     // lock until the first transaction ends, then sees its outcome: this is what runs the effect once.
-    this.claimSql = d.render(d.insertInto(T, CONSUMER, MESSAGE_ID, RECEIVED_AT, EXPIRES_AT)
-        .values(DSL.val((String) null, CONSUMER), DSL.val((String) null, MESSAGE_ID), Expiry.dbNow(), expires)
+    this.claimSql = d.render(insert
         .onConflict(CONSUMER, MESSAGE_ID)
         .doUpdate()
         .set(RECEIVED_AT, DSL.excluded(RECEIVED_AT))
         .set(EXPIRES_AT, DSL.excluded(EXPIRES_AT))
         .where(DSL.field(DSL.name("idem_inbox", "expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE).lt(Expiry.dbNow())));
+    // The age of the id's row, if it is there and within its window (a row past it is as good as gone).
     this.ageSql = d.render(d.select(DSL.field("extract(epoch from ({0} - {1}))", Double.class, Expiry.dbNow(), RECEIVED_AT))
         .from(T)
         .where(CONSUMER.eq(DSL.val((String) null, CONSUMER)))
-        .and(MESSAGE_ID.eq(DSL.val((String) null, MESSAGE_ID))));
+        .and(MESSAGE_ID.eq(DSL.val((String) null, MESSAGE_ID)))
+        .and(EXPIRES_AT.ge(Expiry.dbNow())));
   }
 
   /** Starts the configuration of {@code consumer}'s inbox. Prefer {@link Idem#inbox(String)}. */
@@ -124,9 +145,50 @@ public final class Inbox {
       return joined(open, messageId, effect);
     }
     Duration[] age = new Duration[1];
-    Outcome outcome = idem.inTransaction(tx -> attempt(tx, messageId, effect, age));
+    Outcome outcome;
+    if (recent.mightContain(consumer, messageId) && (age[0] = autocommit(c -> age(c, messageId))) != null) {
+      // An id this inbox handled lately, most likely a redelivery: one auto-commit read answers it.
+      outcome = Outcome.ALREADY_DONE;
+    } else if (claimOrder == ClaimOrder.AT_COMMIT) {
+      outcome = applyThenClaim(messageId, effect, age);
+    } else {
+      outcome = idem.inTransaction(tx -> claimThenApply(tx, messageId, effect, age));
+    }
+    recent.remember(consumer, messageId);
     report(outcome, messageId, age[0]);
     return outcome;
+  }
+
+  /**
+   * {@link ClaimOrder#AT_COMMIT}: the effect, then the id's row and {@code COMMIT} in one round
+   * trip. If the row conflicts, everything rolls back and the claim is made again before the
+   * effect (it waits for a copy still running, takes over a row past its window, or finds the id
+   * done). If the effect fails, and that is because the id was done meanwhile (a copy committed
+   * first; the effect ran into its rows), the answer is ALREADY_DONE; otherwise the failure.
+   */
+  private <X extends Exception> Outcome applyThenClaim(String messageId, TxConsumer<X> effect, Duration[] age) throws X {
+    try {
+      return idem.inTransaction(tx -> {
+        effect.accept(tx);
+        claimAtCommit(tx.connection(), messageId);
+        return Outcome.APPLIED;
+      });
+    } catch (ClaimTaken taken) {
+      return idem.inTransaction(tx -> claimThenApply(tx, messageId, effect, age));
+    } catch (Throwable failure) {
+      Duration done;
+      try {
+        done = autocommit(c -> age(c, messageId));
+      } catch (RuntimeException e) {
+        failure.addSuppressed(e);
+        throw failure;
+      }
+      if (done == null) {
+        throw failure;
+      }
+      age[0] = done;
+      return Outcome.ALREADY_DONE;
+    }
   }
 
   /**
@@ -159,25 +221,41 @@ public final class Inbox {
 
   private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect) throws X {
     Duration[] age = new Duration[1];
-    Outcome outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> attempt(tx, messageId, effect, age));
+    Outcome outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> claimThenApply(tx, messageId, effect, age));
     report(outcome, messageId, age[0]);
     return outcome;
   }
 
   /**
-   * The claim, then the effect if this transaction won it. For a repeat, the age of the first copy
-   * is read in the same transaction (only when a listener wants it), so it sees the row the claim
-   * just waited for.
+   * {@link ClaimOrder#BEFORE_EFFECT}: the claim, then the effect if this transaction won it. For a
+   * repeat, the age of the first copy is read in the same transaction (only when a listener wants
+   * it), so it sees the row the claim just waited for.
    */
-  private <X extends Exception> Outcome attempt(Tx tx, String messageId, TxConsumer<X> effect, Duration[] age) throws X {
+  private <X extends Exception> Outcome claimThenApply(Tx tx, String messageId, TxConsumer<X> effect, Duration[] age) throws X {
     if (claim(tx.connection(), messageId)) {
       effect.accept(tx);
       return Outcome.APPLIED;
     }
     if (listening) {
-      age[0] = age(tx.connection(), messageId);
+      Duration first = age(tx.connection(), messageId);
+      age[0] = first == null ? Duration.ZERO : first;
     }
     return Outcome.ALREADY_DONE;
+  }
+
+  /** The AT_COMMIT claim and the commit; {@link ClaimTaken} if another copy's row is there. */
+  private void claimAtCommit(Connection c, String messageId) {
+    try (PreparedStatement ps = c.prepareStatement(claimAtCommitSql)) {
+      ps.setString(1, consumer);
+      ps.setString(2, messageId);
+      ps.setLong(3, windowMicros);
+      ps.execute();
+    } catch (SQLException e) {
+      if (SqlStates.isUniqueViolationOn(e, idem.schema(), TABLE)) {
+        throw new ClaimTaken();
+      }
+      throw new DataAccessException("could not claim message " + messageId + " for " + consumer + ": " + e.getMessage(), e);
+    }
   }
 
   /** True if this transaction now holds the claim of {@code messageId}. */
@@ -204,13 +282,16 @@ public final class Inbox {
     }
   }
 
-  /** How long ago the message was first received, by the database clock; zero if unknown. */
+  /**
+   * How long ago the message was first received, by the database clock, if its row is there and
+   * within its window; null if not (never received, rolled back, or past the window).
+   */
   private Duration age(Connection c, String messageId) {
     try (PreparedStatement ps = c.prepareStatement(ageSql)) {
       ps.setString(1, consumer);
       ps.setString(2, messageId);
       try (ResultSet rs = ps.executeQuery()) {
-        return rs.next() ? Duration.ofNanos((long) (rs.getDouble(1) * 1e9)) : Duration.ZERO;
+        return rs.next() ? Duration.ofNanos((long) (rs.getDouble(1) * 1e9)) : null;
       }
     } catch (SQLException e) {
       // only an event's detail depends on it; but a failed statement aborts the transaction, so say so
@@ -230,6 +311,11 @@ public final class Inbox {
       events.expired(n);
     }
     return n;
+  }
+
+  /** Runs {@code work} on a connection of its own in auto-commit mode: it sees what others committed. */
+  private <R> R autocommit(AutoCommit.Work<R> work) {
+    return AutoCommit.run(idem.dataSource(), "inbox " + consumer, work);
   }
 
   private void check(String messageId, Object effect) {
@@ -254,6 +340,7 @@ public final class Inbox {
     private final Idem idem;
     private final String consumer;
     private DedupeWindow window;
+    private ClaimOrder claimOrder = ClaimOrder.BEFORE_EFFECT;
 
     private Builder(Idem idem, String consumer) {
       if (idem == null) {
@@ -272,9 +359,22 @@ public final class Inbox {
       return this;
     }
 
-    /** @throws IllegalArgumentException if the consumer name is invalid or no window was set */
+    /**
+     * When the message id's row is written in a transaction the inbox owns: {@link
+     * ClaimOrder#BEFORE_EFFECT} (default; a copy never runs the effect) or {@link
+     * ClaimOrder#AT_COMMIT} (one round trip fewer per new message; a copy this inbox did not
+     * handle lately runs the effect, which is rolled back). Either way the effect's writes commit
+     * once per id. A receive that joins a caller's transaction always claims first.
+     */
+    public Builder claimOrder(ClaimOrder order) {
+      this.claimOrder = order;
+      return this;
+    }
+
+    /** @throws IllegalArgumentException if the consumer name is invalid, no window was set, or the claim order is null */
     public Inbox build() {
       IdempotencyKey.check("consumer", consumer);
+      Require.notNull(claimOrder, "claimOrder");
       if (window == null) {
         throw new IllegalArgumentException("window must be set: how long after the first copy can the last copy of a message arrive?");
       }

@@ -1,6 +1,8 @@
 package dev.idem.jdbc.internal;
 
 import java.sql.SQLException;
+import org.postgresql.util.PSQLException;
+import org.postgresql.util.ServerErrorMessage;
 
 /** Classifies PostgreSQL errors by SQLSTATE, looking through wrapping exceptions. Not an API. */
 public final class SqlStates {
@@ -33,5 +35,23 @@ public final class SqlStates {
 
   public static boolean is(Throwable t, String state) {
     return state.equals(of(t));
+  }
+
+  /**
+   * True if {@code t} is a unique violation (23505) on {@code schema.table} itself, as PostgreSQL
+   * reports it: a conflict on idem's own claim row, as opposed to one on a table of the caller's
+   * that happens to share the SQLSTATE (a deferred constraint checked at the same commit).
+   */
+  public static boolean isUniqueViolationOn(Throwable t, String schema, String table) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof PSQLException p && UNIQUE_VIOLATION.equals(p.getSQLState())) {
+        ServerErrorMessage m = p.getServerErrorMessage();
+        return m != null && table.equals(m.getTable()) && schema.equals(m.getSchema());
+      }
+      if (c.getCause() == c) {
+        break;
+      }
+    }
+    return false;
   }
 }

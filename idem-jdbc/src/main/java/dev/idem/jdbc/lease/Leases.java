@@ -7,6 +7,7 @@ import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxCallback;
+import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.key.IdempotencyKey;
 import java.sql.Connection;
@@ -262,20 +263,6 @@ public final class Leases {
 
   /** One statement on a connection of its own, committed at once, whatever this thread has open. */
   private <T> T autoCommit(java.util.function.Function<DSLContext, T> statement) {
-    try (Connection c = idem.dataSource().getConnection()) {
-      boolean autoCommit = c.getAutoCommit();
-      if (!autoCommit) {
-        c.setAutoCommit(true);
-      }
-      try {
-        return statement.apply(idem.dsl(c));
-      } finally {
-        if (!autoCommit) {
-          c.setAutoCommit(false);
-        }
-      }
-    } catch (SQLException e) {
-      throw new DataAccessException("lease statement failed: " + e.getMessage(), e);
-    }
+    return AutoCommit.run(idem.dataSource(), "lease statement failed", c -> statement.apply(idem.dsl(c)));
   }
 }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.Fingerprint;
@@ -32,7 +33,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /** Real threads on real connections racing on keys, at each isolation level; rows counted. */
 class ConcurrencyTest {
@@ -87,12 +89,14 @@ class ConcurrencyTest {
     }
   }
 
-  @Test
-  void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult() throws Exception {
+  @ParameterizedTest
+  @EnumSource(ClaimOrder.class)
+  void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult(ClaimOrder order) throws Exception {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     AtomicInteger runs = new AtomicInteger();
     try (HikariDataSource ds = pool(32, "TRANSACTION_READ_COMMITTED")) {
-      IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
+      IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20))
+          .claimOrder(order).build();
       List<Execution<String>> results = race(32, () -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
         runs.incrementAndGet();
         String id = ExecutorFixture.pay(tx, key.value(), 100);
@@ -105,13 +109,22 @@ class ConcurrencyTest {
       assertThat(results).filteredOn(Execution::replayed).hasSize(31);
       String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
       assertThat(results).extracting(Execution::value).containsOnly(first);
-      assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
+      if (order == ClaimOrder.BEFORE_EFFECT) {
+        assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
+      } else {
+        // The losers ran their callbacks too; their payment rows were rolled back with them.
+        assertThat(runs.get()).isGreaterThan(1);
+      }
     }
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
-  void aThousandKeysSentThreeTimesFromEightThreadsCommitExactlyAThousandEffects(String isolation) throws Exception {
+  @CsvSource({
+      "TRANSACTION_READ_COMMITTED, BEFORE_EFFECT", "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT",
+      "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT",
+      "TRANSACTION_READ_COMMITTED, AT_COMMIT", "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
+  void aThousandKeysSentThreeTimesFromEightThreadsCommitExactlyAThousandEffects(String isolation, ClaimOrder order)
+      throws Exception {
     String batch = UUID.randomUUID().toString().substring(0, 8);
     List<IdempotencyKey> sends = new ArrayList<>();
     for (int i = 0; i < 1000; i++) {
@@ -132,7 +145,7 @@ class ConcurrencyTest {
     try (HikariDataSource ds = pool(8, isolation)) {
       // Enough re-runs for a loser of a 3-way race under REPEATABLE READ / SERIALIZABLE.
       IdempotentExecutor executor = Idem.builder(ds).serializationRetries(5).build().executor()
-          .inFlightWait(Duration.ofSeconds(20)).build();
+          .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
       race(8, () -> {
         for (IdempotencyKey key; (key = queue.poll()) != null; ) {
           String request = "batch-" + batch + "/" + key.value();
@@ -156,17 +169,19 @@ class ConcurrencyTest {
     assertThat(f.count("SELECT count(DISTINCT request) FROM payments WHERE request LIKE 'batch-" + batch + "/%'")).isEqualTo(1000);
     assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'batch-" + batch + "'")).isEqualTo(1000);
     assertThat(seen).hasSize(1000);
-    System.out.println(isolation + ": serialization failures surfaced after re-runs: " + surfaced);
+    System.out.println(isolation + ", " + order + ": serialization failures surfaced after re-runs: " + surfaced);
     assertThat(seen.values()).allSatisfy(results -> assertThat(results).hasSize(3).containsOnly(results.get(0)));
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
-  void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation) throws Exception {
+  @CsvSource({
+      "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT",
+      "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
+  void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, ClaimOrder order) throws Exception {
     IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
     try (HikariDataSource ds = pool(8, isolation)) {
       IdempotentExecutor executor = Idem.builder(ds).serializationRetries(3).build().executor()
-          .inFlightWait(Duration.ofSeconds(20)).build();
+          .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
       List<Execution<String>> results = race(8, () -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
         String id = ExecutorFixture.pay(tx, key.value(), 1);
         Thread.sleep(50);

@@ -52,8 +52,8 @@ final class ExecutorFixture implements AutoCloseable {
     db.execute(statement);
   }
 
-  long count(String query) {
-    return db.count(query);
+  long count(String query, Object... params) {
+    return db.count(query, params);
   }
 
   long payments(String request) {
