@@ -189,7 +189,7 @@ class EventsTest {
     events.replayed(KEY, Duration.ofSeconds(30), DedupeWindow.WEBHOOK_RETRIES);
     events.replayed(KEY, Duration.ofHours(66), DedupeWindow.WEBHOOK_RETRIES);
     events.replayed(KEY, Duration.ofSeconds(-2), DedupeWindow.WEBHOOK_RETRIES); // a store clock stepped back
-    events.replayed(KEY, Duration.ofHours(1), null); // a tool with no window (transitions)
+    events.replayed(KEY, Duration.ofHours(1), null); // a caller with no window at hand
     List<Double> used = listener.events.stream().map(e -> ((IdemEvent.Replayed) e).windowUsed()).toList();
     assertThat(used.get(0)).isLessThan(DedupeWindow.NEAR_END);
     assertThat(used.get(1)).isGreaterThanOrEqualTo(DedupeWindow.NEAR_END);
