@@ -3,8 +3,11 @@ package dev.idem.internal;
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.transition.Outcome;
 import dev.idem.window.DedupeWindow;
 import java.time.Duration;
+import java.util.Optional;
+import java.util.OptionalLong;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 
@@ -37,6 +40,18 @@ public interface Events {
 
   default void expired(long count) {}
 
+  /**
+   * The outcome of a conditional write on {@code table}: a step {@code from → to}, or an edit when
+   * both are null. {@code id} is turned into text only when an event is built.
+   */
+  default void transition(String table, Object id, String from, String to, Outcome outcome, boolean rowFound,
+      Optional<String> state, OptionalLong version) {}
+
+  default void staleFence(String resource, long token, long highest) {}
+
+  /** {@code seq} for {@code (stream, entity)} was applied ({@code Applied}) or not newer ({@code SequenceIgnored}). */
+  default void sequence(String stream, String entity, long seq, Outcome outcome) {}
+
   /** Delivers to one listener; see {@link Events}. */
   final class Delivering implements Events {
     private static final System.Logger LOG = System.getLogger("dev.idem.events");
@@ -60,9 +75,20 @@ public interface Events {
         if (e instanceof VirtualMachineError vme) {
           throw vme;
         }
-        LOG.log(System.Logger.Level.WARNING,
-            "idem listener " + listener + " failed on " + (event == null ? "an event from " + source : event)
-                + "; the call goes on", e);
+        LOG.log(System.Logger.Level.WARNING, "idem listener " + describe(listener) + " failed on "
+            + (event == null ? "an event from " + source : describe(event)) + "; the call goes on", e);
+      }
+    }
+
+    /** {@code toString()} of a listener or event, which must not fail the call either. */
+    private static String describe(Object o) {
+      try {
+        return String.valueOf(o);
+      } catch (RuntimeException | Error e) {
+        if (e instanceof VirtualMachineError vme) {
+          throw vme;
+        }
+        return o.getClass().getName() + " (its toString failed: " + e + ")";
       }
     }
 
@@ -99,6 +125,28 @@ public interface Events {
     @Override
     public void expired(long count) {
       deliver(() -> new IdemEvent.Expired(source, count), listener::onExpired);
+    }
+
+    @Override
+    public void transition(String table, Object id, String from, String to, Outcome outcome, boolean rowFound,
+        Optional<String> state, OptionalLong version) {
+      deliver(() -> new IdemEvent.Transition(source, table, String.valueOf(id), Optional.ofNullable(from),
+          Optional.ofNullable(to), outcome, rowFound, state, version), listener::onTransition);
+    }
+
+    @Override
+    public void staleFence(String resource, long token, long highest) {
+      deliver(() -> new IdemEvent.StaleFence(source, resource, token, highest), listener::onStaleFence);
+    }
+
+    @Override
+    public void sequence(String stream, String entity, long seq, Outcome outcome) {
+      if (outcome == Outcome.APPLIED) {
+        deliver(() -> new IdemEvent.Applied(source, IdempotencyKey.of(stream, entity)), listener::onApplied);
+      } else {
+        deliver(() -> new IdemEvent.SequenceIgnored(source, IdempotencyKey.of(stream, entity), seq),
+            listener::onSequenceIgnored);
+      }
     }
   }
 }

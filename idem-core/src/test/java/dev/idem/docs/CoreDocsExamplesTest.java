@@ -25,6 +25,11 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.LongAdder;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -173,5 +178,52 @@ class CoreDocsExamplesTest {
     metrics.onApplied(new IdemEvent.Applied("executor", key)); // a default method: does nothing
     assertThat(printed).hasSize(1);
     assertThat(printed.get(0)).startsWith("executor: repeat of shop-7:chk_7f3a9c caught at 0.91");
+  }
+
+  @Test
+  void coreEventsRepeatsPerHop() {
+    Map<String, LongAdder> repeatsPerHop = new ConcurrentHashMap<>();
+    List<String> alerts = new CopyOnWriteArrayList<>();
+    IdemListener repeats = new IdemListener() {
+      private void repeat(IdemEvent e) {
+        repeatsPerHop.computeIfAbsent(e.source(), s -> new LongAdder()).increment();
+      }
+
+      @Override
+      public void onReplayed(IdemEvent.Replayed e) {          // executor, inbox
+        repeat(e);
+      }
+
+      @Override
+      public void onSequenceIgnored(IdemEvent.SequenceIgnored e) {
+        repeat(e);
+      }
+
+      @Override
+      public void onTransition(IdemEvent.Transition e) {
+        if (e.outcome() == Outcome.ALREADY_DONE) {
+          repeat(e);
+        } else if (e.outcome() == Outcome.CONFLICT && e.to().isPresent()) {  // a step, not an edit
+          alerts.add(e.source() + ": " + e.id() + " " + e.from().get() + " -> " + e.to().get()
+              + " refused, the row is " + (e.rowFound() ? e.state().orElse("NULL") : "missing"));
+        }
+      }
+    };
+    IdempotencyKey key = IdempotencyKey.of("billing", "m-1");
+    repeats.onReplayed(new IdemEvent.Replayed("inbox:billing", key, Duration.ofSeconds(3), 0.001));
+    repeats.onSequenceIgnored(new IdemEvent.SequenceIgnored("sequences:prices", IdempotencyKey.of("prices", "sku-1"), 2));
+    repeats.onTransition(new IdemEvent.Transition("transitions:shop.orders", "shop.orders", "o1", Optional.of("PLACED"),
+        Optional.of("PACKED"), Outcome.ALREADY_DONE, true, Optional.of("SHIPPED"), OptionalLong.of(3)));
+    repeats.onTransition(new IdemEvent.Transition("transitions:shop.orders", "shop.orders", "o3", Optional.of("PLACED"),
+        Optional.of("PACKED"), Outcome.CONFLICT, true, Optional.of("CANCELLED"), OptionalLong.of(1)));
+    repeats.onTransition(new IdemEvent.Transition("transitions:shop.orders", "shop.orders", "o12", Optional.empty(),
+        Optional.empty(), Outcome.CONFLICT, true, Optional.of("PLACED"), OptionalLong.of(2))); // an edit: no alert
+    repeats.onTransition(new IdemEvent.Transition("transitions:shop.orders", "shop.orders", "o9", Optional.of("PLACED"),
+        Optional.of("PACKED"), Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty()));
+    assertThat(repeatsPerHop).containsOnlyKeys("inbox:billing", "sequences:prices", "transitions:shop.orders");
+    assertThat(repeatsPerHop.values()).allSatisfy(n -> assertThat(n.sum()).isEqualTo(1));
+    assertThat(alerts).containsExactly(
+        "transitions:shop.orders: o3 PLACED -> PACKED refused, the row is CANCELLED",
+        "transitions:shop.orders: o9 PLACED -> PACKED refused, the row is missing");
   }
 }

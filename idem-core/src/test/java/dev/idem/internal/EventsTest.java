@@ -7,10 +7,14 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.transition.Outcome;
 import dev.idem.window.DedupeWindow;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.UUID;
 import org.junit.jupiter.api.Test;
 
 class EventsTest {
@@ -50,6 +54,21 @@ class EventsTest {
     public void onExpired(IdemEvent.Expired event) {
       events.add(event);
     }
+
+    @Override
+    public void onTransition(IdemEvent.Transition event) {
+      events.add(event);
+    }
+
+    @Override
+    public void onStaleFence(IdemEvent.StaleFence event) {
+      events.add(event);
+    }
+
+    @Override
+    public void onSequenceIgnored(IdemEvent.SequenceIgnored event) {
+      events.add(event);
+    }
   }
 
   @Test
@@ -65,6 +84,9 @@ class EventsTest {
       Events.NONE.fingerprintMismatch(null);
       Events.NONE.leaseTakenOver(null, 2, 1);
       Events.NONE.expired(-1);
+      Events.NONE.transition(null, null, null, null, null, false, null, null);
+      Events.NONE.staleFence(null, 2, 1);
+      Events.NONE.sequence(null, null, 0, null);
     }).doesNotThrowAnyException();
   }
 
@@ -89,13 +111,85 @@ class EventsTest {
   }
 
   @Test
+  void aTransitionCarriesTheStepTheOutcomeAndTheRowWithItsIdAsText() {
+    Recording listener = new Recording();
+    Events events = Events.to(listener, "transitions:shop.orders");
+    UUID uuid = UUID.fromString("0190f3a1-7c2e-7d4b-9a51-3c8e2f6b1d07");
+    events.transition("shop.orders", uuid, "PLACED", "PACKED", Outcome.APPLIED, true, Optional.of("PACKED"),
+        OptionalLong.of(2));
+    events.transition("shop.orders", 42L, "PLACED", "PACKED", Outcome.CONFLICT, true, Optional.of("CANCELLED"),
+        OptionalLong.of(1));
+    events.transition("shop.orders", "o12", null, null, Outcome.CONFLICT, true, Optional.of("PLACED"),
+        OptionalLong.of(7)); // an edit at a version that moved on
+    events.transition("shop.orders", "missing", "PACKED", "SHIPPED", Outcome.CONFLICT, false, Optional.empty(),
+        OptionalLong.empty());
+    assertThat(listener.events).containsExactly(
+        new IdemEvent.Transition("transitions:shop.orders", "shop.orders", uuid.toString(), Optional.of("PLACED"),
+            Optional.of("PACKED"), Outcome.APPLIED, true, Optional.of("PACKED"), OptionalLong.of(2)),
+        new IdemEvent.Transition("transitions:shop.orders", "shop.orders", "42", Optional.of("PLACED"),
+            Optional.of("PACKED"), Outcome.CONFLICT, true, Optional.of("CANCELLED"), OptionalLong.of(1)),
+        new IdemEvent.Transition("transitions:shop.orders", "shop.orders", "o12", Optional.empty(), Optional.empty(),
+            Outcome.CONFLICT, true, Optional.of("PLACED"), OptionalLong.of(7)),
+        new IdemEvent.Transition("transitions:shop.orders", "shop.orders", "missing", Optional.of("PACKED"),
+            Optional.of("SHIPPED"), Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty()));
+  }
+
+  @Test
+  void aRowIdThatIsNoValidKeyStillMakesAnEventAndOneThatCannotBeReadBreaksNothing() {
+    Recording listener = new Recording();
+    Events events = Events.to(listener, "transitions:orders");
+    // A row id is the user's data: spaces, accents, control characters, any length. None of it fits
+    // an IdempotencyKey, and none of it may keep the event from being built.
+    String wild = "caf\u00e9 order\t#7 " + "x".repeat(1000);
+    events.transition("orders", wild, "PLACED", "PACKED", Outcome.ALREADY_DONE, true, Optional.of("SHIPPED"),
+        OptionalLong.empty());
+    assertThat(listener.events).singleElement()
+        .isInstanceOfSatisfying(IdemEvent.Transition.class, t -> assertThat(t.id()).isEqualTo(wild));
+    Object unreadable = new Object() {
+      @Override
+      public String toString() {
+        throw new IllegalStateException("a lazy proxy outside its session");
+      }
+    };
+    assertThatCode(() -> events.transition("orders", unreadable, "PLACED", "PACKED", Outcome.APPLIED, true,
+        Optional.of("PACKED"), OptionalLong.empty())).doesNotThrowAnyException();
+    assertThat(listener.events).hasSize(1); // nothing half-built reached the listener
+  }
+
+  @Test
+  void aSequenceNumberIsAppliedOrIgnoredUnderTheKeyOfItsStreamAndEntity() {
+    Recording listener = new Recording();
+    Events events = Events.to(listener, "sequences:price-updates");
+    events.sequence("price-updates", "sku-42", 3, Outcome.APPLIED);
+    events.sequence("price-updates", "sku-42", 3, Outcome.ALREADY_DONE);
+    events.sequence("price-updates", "sku-42", 1, Outcome.ALREADY_DONE);
+    IdempotencyKey sku = IdempotencyKey.of("price-updates", "sku-42");
+    assertThat(listener.events).containsExactly(
+        new IdemEvent.Applied("sequences:price-updates", sku),
+        new IdemEvent.SequenceIgnored("sequences:price-updates", sku, 3),
+        new IdemEvent.SequenceIgnored("sequences:price-updates", sku, 1));
+    // An entity that is no valid key part cannot reach here from EntitySequences (it checks first);
+    // if one did, the failed build is logged, not thrown.
+    assertThatCode(() -> events.sequence("price-updates", "two words", 1, Outcome.APPLIED))
+        .doesNotThrowAnyException();
+    assertThat(listener.events).hasSize(3);
+  }
+
+  @Test
+  void aStaleFenceNamesTheResourceAndBothTokens() {
+    Recording listener = new Recording();
+    Events.to(listener, "transitions:runs").staleFence("runs/run-42", 4, 5);
+    assertThat(listener.events).containsExactly(new IdemEvent.StaleFence("transitions:runs", "runs/run-42", 4, 5));
+  }
+
+  @Test
   void aReplayNearTheEndOfItsWindowCarriesTheSignal() {
     Recording listener = new Recording();
     Events events = Events.to(listener, "executor");
     events.replayed(KEY, Duration.ofSeconds(30), DedupeWindow.WEBHOOK_RETRIES);
     events.replayed(KEY, Duration.ofHours(66), DedupeWindow.WEBHOOK_RETRIES);
     events.replayed(KEY, Duration.ofSeconds(-2), DedupeWindow.WEBHOOK_RETRIES); // a store clock stepped back
-    events.replayed(KEY, Duration.ofHours(1), null); // a tool with no window (transitions)
+    events.replayed(KEY, Duration.ofHours(1), null); // a caller with no window at hand
     List<Double> used = listener.events.stream().map(e -> ((IdemEvent.Replayed) e).windowUsed()).toList();
     assertThat(used.get(0)).isLessThan(DedupeWindow.NEAR_END);
     assertThat(used.get(1)).isGreaterThanOrEqualTo(DedupeWindow.NEAR_END);
@@ -135,5 +229,26 @@ class EventsTest {
     }).doesNotThrowAnyException();
     assertThat(reached).containsExactly("applied", "replayed", "replayed");
     assertThatThrownBy(() -> events.expired(1)).isInstanceOf(StackOverflowError.class);
+  }
+
+  @Test
+  void aListenerThatFailsAndCannotEvenBeNamedStillBreaksNothing() {
+    List<IdemEvent> reached = new ArrayList<>();
+    IdemListener broken = new IdemListener() {
+      @Override
+      public void onTransition(IdemEvent.Transition event) {
+        reached.add(event);
+        throw new IllegalStateException("metrics backend down");
+      }
+
+      @Override
+      public String toString() {
+        throw new IllegalStateException("and its toString is broken too");
+      }
+    };
+    Events events = Events.to(broken, "transitions:orders");
+    assertThatCode(() -> events.transition("orders", "o1", "PLACED", "PACKED", Outcome.CONFLICT, true,
+        Optional.of("CANCELLED"), OptionalLong.of(1))).doesNotThrowAnyException();
+    assertThat(reached).hasSize(1);
   }
 }

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.sequence;
 
+import dev.idem.internal.Events;
 import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
@@ -50,6 +51,17 @@ import org.jooq.impl.DSL;
  *       where each event carries the entity's whole state (a price, a position), not a delta.
  * </ul>
  *
+ * <h2>Events</h2>
+ *
+ * With a listener on {@link Idem}, every call that returns an outcome emits one event with source
+ * {@code "sequences:<stream>"} and key {@code (stream, entity)}: {@link
+ * dev.idem.event.IdemEvent.Applied} when the number was newer and the effect ran, {@link
+ * dev.idem.event.IdemEvent.SequenceIgnored} (with the number) when it was not. It is delivered after
+ * the outcome is decided: after commit when the call owns its transaction; in a call that joined
+ * yours (a {@code Connection} or {@code Tx}, or inside {@link Idem#inTransaction}), once the number
+ * is recorded there, so an {@code Applied} counts only if you commit. An effect that throws emits
+ * nothing. With no listener no event is built.
+ *
  * <p>Thread-safe and immutable.
  */
 public final class EntitySequences {
@@ -61,12 +73,14 @@ public final class EntitySequences {
 
   private final Idem idem;
   private final String stream;
+  private final Events events;
   // Rendered once (binds: stream, entity, seq): the hot path runs it as a plain PreparedStatement.
   private final String claim;
 
   private EntitySequences(Idem idem, String stream) {
     this.idem = Require.notNull(idem, "idem");
     this.stream = IdempotencyKey.check("stream", stream);
+    this.events = Events.to(idem.listener(), "sequences:" + stream);
     DSLContext dsl = idem.dsl();
     this.claim = dsl.render(dsl.insertInto(SEQUENCES, STREAM, ENTITY, LAST_APPLIED)
         .values((String) null, null, null)
@@ -94,14 +108,18 @@ public final class EntitySequences {
    *
    * @param entity the entity the event is about, checked like an idempotency key
    * @param seq the event's number for this entity, 1 or more
-   * @return {@link Outcome#APPLIED} if the effect ran and committed with the record, {@link
-   *     Outcome#ALREADY_DONE} if {@code seq} was not newer (the effect did not run)
+   * @return {@link Outcome#APPLIED} if the effect ran and committed with the record (recorded in
+   *     the open transaction, when it joined one), {@link Outcome#ALREADY_DONE} if {@code seq} was
+   *     not newer (the effect did not run)
    * @throws X what {@code effect} threw; the transaction rolled back and nothing was recorded
    */
   public <X extends Exception> Outcome applyIfNewer(String entity, long seq, TxConsumer<X> effect) throws X {
     check(entity, seq, effect);
     boolean joining = idem.currentTransaction() != null;
-    return idem.inTransaction(tx -> joining ? applyInSavepoint(tx, entity, seq, effect) : apply(tx, entity, seq, effect));
+    Outcome outcome = idem.inTransaction(tx -> joining ? applyInSavepoint(tx, entity, seq, effect)
+        : apply(tx, entity, seq, effect));
+    events.sequence(stream, entity, seq, outcome); // owned: after commit; joined: recorded, not committed
+    return outcome;
   }
 
   /**
@@ -109,6 +127,9 @@ public final class EntitySequences {
    * record and the effect commit or roll back with it. If {@code effect} throws, the record is
    * rolled back to a savepoint set before it, so the caller's transaction stays usable and a
    * redelivery of the event applies it.
+   *
+   * <p>An {@link Outcome#APPLIED} here (and its {@code Applied} event) means "recorded in your
+   * transaction": it counts only if you commit.
    *
    * @throws IllegalArgumentException if {@code tx} is in auto-commit mode: the record would commit
    *     alone, before the effect
@@ -125,7 +146,9 @@ public final class EntitySequences {
     } catch (SQLException e) {
       throw new DataAccessException("could not read the connection's auto-commit mode", e);
     }
-    return applyInSavepoint(new JoinedTx(tx, idem.dsl(tx)), entity, seq, effect);
+    Outcome outcome = applyInSavepoint(new JoinedTx(tx, idem.dsl(tx)), entity, seq, effect);
+    events.sequence(stream, entity, seq, outcome);
+    return outcome;
   }
 
   /** {@link #applyIfNewer(Connection, String, long, TxConsumer)} in an open {@link Tx}. */

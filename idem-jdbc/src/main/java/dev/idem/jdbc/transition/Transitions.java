@@ -2,6 +2,7 @@ package dev.idem.jdbc.transition;
 
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
+import dev.idem.internal.Events;
 import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
@@ -71,6 +72,18 @@ import org.jooq.impl.DSL;
  *   <li>A state that can be left and re-entered is not a forward path; use {@link #updateAtVersion}.
  * </ul>
  *
+ * <h2>Events</h2>
+ *
+ * With a listener on {@link Idem}, every call that returns an outcome emits one {@link
+ * dev.idem.event.IdemEvent.Transition} with source {@code "transitions:<table>"}, carrying that
+ * outcome, the step ({@code from → to}; none for an edit) and the row as the call left or found it:
+ * count ALREADY_DONE as repeats caught on this hop, and watch CONFLICT. A write refused for a stale
+ * fencing token emits {@link dev.idem.event.IdemEvent.StaleFence} before it throws. The event is
+ * delivered when the outcome is decided, which is before <b>your</b> transaction ends: APPLIED
+ * means "written in your transaction", counts only if you commit, and is emitted again when {@link
+ * Idem#inTransaction} re-runs the callback. A call that throws anything else emits nothing. With no
+ * listener no event is built.
+ *
  * <p>Thread-safe and immutable. The step statements are rendered once, in {@link Builder#build()};
  * an edit with a map of columns is rendered per call (its columns vary).
  */
@@ -86,6 +99,7 @@ public final class Transitions {
   private final String versionColumn; // null: no version column
   private final String fenceColumn; // null: no fence column
   private final StatePath path;
+  private final Events events;
   private final Field<Object> id;
   private final Field<String> status;
   private final Field<Long> version;
@@ -102,6 +116,7 @@ public final class Transitions {
     this.versionColumn = b.versionColumn;
     this.fenceColumn = b.fenceColumn;
     this.path = b.path;
+    this.events = Events.to(b.idem.listener(), "transitions:" + tableName);
     this.id = DSL.field(DSL.name(idColumn));
     this.status = DSL.field(DSL.name(statusColumn), String.class);
     this.version = versionColumn == null ? null : DSL.field(DSL.name(versionColumn), Long.class);
@@ -163,7 +178,7 @@ public final class Transitions {
     binds.put("to", to);
     binds.put("id", id);
     binds.put("from", from);
-    return execute(tx, advance, binds, id, to, null);
+    return execute(tx, advance, binds, id, from, to, null);
   }
 
   /** {@link #step(Connection, Object, String, String)} in an open {@link Tx}. */
@@ -190,7 +205,7 @@ public final class Transitions {
     binds.put("from", from);
     binds.put("token", token.value());
     binds.put("token_guard", token.value());
-    return execute(tx, advanceFenced, binds, id, to, token);
+    return execute(tx, advanceFenced, binds, id, from, to, token);
   }
 
   /** {@link #advanceFenced(Connection, Object, String, String, FencingToken)} in an open {@link Tx}. */
@@ -226,7 +241,7 @@ public final class Transitions {
         .where(this.id.eq(DSL.param("id")))
         .and(version.eq(DSL.param("expected_version", Long.class)))
         .returning(returned()));
-    return execute(tx, st, binds, id, null, null);
+    return execute(tx, st, binds, id, null, null, null);
   }
 
   /** {@link #updateAtVersion(Connection, Object, long, Map)} in an open {@link Tx}. */
@@ -262,7 +277,7 @@ public final class Transitions {
         .where(this.id.eq(DSL.param("id")))
         .and(fenceAdmits())
         .returning(returned()));
-    return execute(tx, st, binds, id, null, token);
+    return execute(tx, st, binds, id, null, null, token);
   }
 
   /** {@link #writeFenced(Connection, Object, FencingToken, Map)} in an open {@link Tx}. */
@@ -298,11 +313,29 @@ public final class Transitions {
   }
 
   /**
+   * {@link #decide} and the event of what it decided, emitted once the statements are done: the
+   * outcome, or a stale token's refusal just before its exception goes to the caller.
+   */
+  private TransitionResult execute(Connection c, Rendered update, Map<String, Object> binds, Object rowId,
+      String from, String target, FencingToken token) {
+    TransitionResult result;
+    try {
+      result = decide(c, update, binds, rowId, target, token);
+    } catch (StaleFenceException stale) {
+      events.staleFence(stale.resource(), stale.token(), stale.highest());
+      throw stale;
+    }
+    events.transition(tableName, rowId, from, target, result.outcome(), result.rowFound(), result.state(),
+        result.version());
+    return result;
+  }
+
+  /**
    * Runs a conditional UPDATE; on zero rows, reads the row and classifies it. {@code target} null
    * means a write without a state step (zero rows is a conflict); {@code token} non-null means a
    * fenced write (a higher token on the row is a stale writer).
    */
-  private TransitionResult execute(Connection c, Rendered update, Map<String, Object> binds, Object rowId,
+  private TransitionResult decide(Connection c, Rendered update, Map<String, Object> binds, Object rowId,
       String target, FencingToken token) {
     try {
       try (PreparedStatement ps = update.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
@@ -400,6 +433,7 @@ public final class Transitions {
    * checked in {@link #build()}.
    */
   public static final class Builder {
+    private final Idem idem;
     private final String table;
     private String idColumn = "id";
     private String statusColumn = "status";
@@ -408,7 +442,7 @@ public final class Transitions {
     private StatePath path;
 
     private Builder(Idem idem, String table) {
-      Require.notNull(idem, "idem");
+      this.idem = Require.notNull(idem, "idem");
       this.table = table;
     }
 

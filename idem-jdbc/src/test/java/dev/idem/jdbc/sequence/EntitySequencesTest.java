@@ -5,8 +5,11 @@ import static dev.idem.transition.Outcome.APPLIED;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
+import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
@@ -17,6 +20,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -134,8 +138,9 @@ class EntitySequencesTest {
   }
 
   @Test
-  void copiesOfOneEventRacingOnRealConnectionsApplyOnce() throws Exception {
-    EntitySequences s = idem.sequences("racing");
+  void copiesOfOneEventRacingOnRealConnectionsApplyOnceAndTheOthersAreReportedIgnored() throws Exception {
+    List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+    EntitySequences s = listening(seen).sequences("racing");
     int copies = 4;
     int rounds = 15;
     ExecutorService pool = Executors.newFixedThreadPool(copies);
@@ -156,6 +161,9 @@ class EntitySequencesTest {
           outcomes.add(f.get(30, TimeUnit.SECONDS));
         }
         assertThat(outcomes).as("seq " + n).containsOnlyOnce(APPLIED).containsOnly(APPLIED, ALREADY_DONE);
+        // The copies that lost were repeats caught on this hop, each reported with its number.
+        assertThat(seen.stream().filter(e -> e instanceof IdemEvent.SequenceIgnored i && i.seq() == n))
+            .as("seq " + n).hasSize(copies - 1);
       }
     } finally {
       pool.shutdownNow();
@@ -165,6 +173,7 @@ class EntitySequencesTest {
       expected.add(seq);
     }
     assertThat(effects("racing", "hot")).containsExactlyElementsOf(expected);
+    assertThat(seen.stream().filter(IdemEvent.Applied.class::isInstance)).hasSize(rounds);
   }
 
   @Test
@@ -269,5 +278,113 @@ class EntitySequencesTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("tx");
     assertThat(sequenceRows("bad-input")).isZero();
     assertThat(effects("bad-input", "e")).isEmpty();
+  }
+
+  // ---------------------------------------------------------------- events
+
+  /** An {@link Idem} on the same schema whose listener adds every sequence event to {@code seen}. */
+  static Idem listening(List<IdemEvent> seen) {
+    return Idem.builder(ds).schema("idem_seq").listener(new IdemListener() {
+      @Override
+      public void onApplied(IdemEvent.Applied event) {
+        seen.add(event);
+      }
+
+      @Override
+      public void onSequenceIgnored(IdemEvent.SequenceIgnored event) {
+        seen.add(event);
+      }
+    }).build();
+  }
+
+  /** The highest number committed for {@code entity}, read on another connection. */
+  static long committed(String stream, String entity) {
+    return db.count("SELECT coalesce(max(last_applied), 0) FROM idem_seq.idem_sequences WHERE stream = ? AND entity = ?",
+        stream, entity);
+  }
+
+  @Test
+  void everyEventIsReportedAsAppliedOrIgnoredUnderItsStreamAndEntity() throws SQLException {
+    List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+    EntitySequences s = listening(seen).sequences("ev-prices");
+    for (long seq : new long[] {1, 1, 3, 2, 3, 4, 1}) {
+      apply(s, "sku-1", seq);
+    }
+    IdempotencyKey sku = IdempotencyKey.of("ev-prices", "sku-1");
+    assertThat(seen).containsExactly(
+        new IdemEvent.Applied("sequences:ev-prices", sku),
+        new IdemEvent.SequenceIgnored("sequences:ev-prices", sku, 1),
+        new IdemEvent.Applied("sequences:ev-prices", sku),
+        new IdemEvent.SequenceIgnored("sequences:ev-prices", sku, 2),
+        new IdemEvent.SequenceIgnored("sequences:ev-prices", sku, 3),
+        new IdemEvent.Applied("sequences:ev-prices", sku),
+        new IdemEvent.SequenceIgnored("sequences:ev-prices", sku, 1));
+    // Three Applied events, three effect rows: the events count what the table holds.
+    assertThat(effects("ev-prices", "sku-1")).containsExactly(1L, 3L, 4L);
+    assertThat(committed("ev-prices", "sku-1")).isEqualTo(4);
+  }
+
+  @Test
+  void anAppliedEventIsReportedAfterCommitWhenOwnedAndOnceRecordedWhenJoined() throws Exception {
+    List<Long> committedAtEvent = new CopyOnWriteArrayList<>();
+    Idem watching = Idem.builder(ds).schema("idem_seq").listener(new IdemListener() {
+      @Override
+      public void onApplied(IdemEvent.Applied event) {
+        committedAtEvent.add(committed("ev-commit", event.key().value()));
+      }
+    }).build();
+    EntitySequences s = watching.sequences("ev-commit");
+    // Owned: the listener, reading on another connection, already sees the number committed.
+    assertThat(apply(s, "e", 1)).isEqualTo(APPLIED);
+    assertThat(committedAtEvent).containsExactly(1L);
+    // Joined: reported once recorded in the caller's transaction, which has not committed yet...
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThat(s.applyIfNewer(c, "e", 2, tx -> effect(tx, "ev-commit", "e", 2))).isEqualTo(APPLIED);
+      assertThat(committedAtEvent).containsExactly(1L, 1L);
+      c.rollback();
+    }
+    // ...and the rollback takes the number and the effect back, not the event.
+    assertThat(committed("ev-commit", "e")).isEqualTo(1);
+    assertThat(effects("ev-commit", "e")).containsExactly(1L);
+    assertThat(committedAtEvent).hasSize(2);
+  }
+
+  @Test
+  void aFailingEffectReportsNothing() throws Exception {
+    List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+    EntitySequences s = listening(seen).sequences("ev-failing");
+    assertThatThrownBy(() -> s.applyIfNewer("e", 1, tx -> {
+      effect(tx, "ev-failing", "e", 1);
+      throw new IOException("downstream broke");
+    })).isInstanceOf(IOException.class);
+    assertThat(seen).isEmpty();
+    assertThat(committed("ev-failing", "e")).isZero();
+    assertThat(apply(s, "e", 1)).isEqualTo(APPLIED);
+    assertThat(seen).containsExactly(new IdemEvent.Applied("sequences:ev-failing", IdempotencyKey.of("ev-failing", "e")));
+  }
+
+  @Test
+  void aListenerThatThrowsBreaksNothing() throws SQLException {
+    List<String> reached = new CopyOnWriteArrayList<>();
+    Idem broken = Idem.builder(ds).schema("idem_seq").listener(new IdemListener() {
+      @Override
+      public void onApplied(IdemEvent.Applied event) {
+        reached.add("applied");
+        throw new IllegalStateException("metrics backend down");
+      }
+
+      @Override
+      public void onSequenceIgnored(IdemEvent.SequenceIgnored event) {
+        reached.add("ignored");
+        throw new IllegalStateException("metrics backend down");
+      }
+    }).build();
+    EntitySequences s = broken.sequences("ev-broken");
+    assertThat(apply(s, "e", 1)).isEqualTo(APPLIED);
+    assertThat(apply(s, "e", 1)).isEqualTo(ALREADY_DONE);
+    assertThat(reached).containsExactly("applied", "ignored");
+    assertThat(effects("ev-broken", "e")).containsExactly(1L);
+    assertThat(committed("ev-broken", "e")).isEqualTo(1);
   }
 }

@@ -6,6 +6,8 @@ import static dev.idem.transition.Outcome.CONFLICT;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
@@ -24,6 +26,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -42,6 +45,9 @@ class TransitionsTest {
   static DataSource ds;
   static Idem idem;
   static Transitions orders;
+  /** The same table, through an {@link Idem} whose listener records every event in {@link #seen}. */
+  static Transitions watched;
+  static final List<IdemEvent> seen = new CopyOnWriteArrayList<>();
 
   @BeforeAll
   static void start() throws SQLException {
@@ -53,6 +59,21 @@ class TransitionsTest {
     sql("CREATE TABLE shop.orders (id text PRIMARY KEY, status text NOT NULL, version int NOT NULL DEFAULT 1,"
         + " fence bigint, note text)");
     orders = idem.transitions("shop.orders")
+        .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
+        .path(SHIPMENT)
+        .build();
+    Idem listening = Idem.builder(ds).listener(new IdemListener() {
+      @Override
+      public void onTransition(IdemEvent.Transition event) {
+        seen.add(event);
+      }
+
+      @Override
+      public void onStaleFence(IdemEvent.StaleFence event) {
+        seen.add(event);
+      }
+    }).build();
+    watched = listening.transitions("shop.orders")
         .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
         .path(SHIPMENT)
         .build();
@@ -89,6 +110,31 @@ class TransitionsTest {
     return db.count("SELECT count(*) FROM " + table);
   }
 
+  /** The events {@link #watched} emitted about row {@code id}, in order. */
+  static List<IdemEvent> eventsOf(String id) {
+    return seen.stream()
+        .filter(e -> e instanceof IdemEvent.Transition t && t.id().equals(id)
+            || e instanceof IdemEvent.StaleFence f && f.resource().equals("shop.orders/" + id))
+        .toList();
+  }
+
+  static List<Outcome> outcomesOf(String id) {
+    return eventsOf(id).stream().map(e -> ((IdemEvent.Transition) e).outcome()).toList();
+  }
+
+  /** A step's event as {@link #watched} must emit it. */
+  static IdemEvent.Transition stepEvent(String id, String from, String to, Outcome outcome, boolean rowFound,
+      String state, Long version) {
+    return new IdemEvent.Transition("transitions:shop.orders", "shop.orders", id, Optional.of(from), Optional.of(to),
+        outcome, rowFound, Optional.ofNullable(state), version == null ? OptionalLong.empty() : OptionalLong.of(version));
+  }
+
+  /** An edit's event (no step) as {@link #watched} must emit it. */
+  static IdemEvent.Transition editEvent(String id, Outcome outcome, boolean rowFound, String state, Long version) {
+    return new IdemEvent.Transition("transitions:shop.orders", "shop.orders", id, Optional.empty(), Optional.empty(),
+        outcome, rowFound, Optional.ofNullable(state), version == null ? OptionalLong.empty() : OptionalLong.of(version));
+  }
+
   static Outcome advance(String id, String from, String to) throws SQLException {
     try (Connection c = ds.getConnection()) {
       return orders.advance(c, id, from, to);
@@ -116,7 +162,7 @@ class TransitionsTest {
   }
 
   @Test
-  void twoWorkersRacingOnOneOrderOnRealConnectionsApplyItOnce() throws Exception {
+  void twoWorkersRacingOnOneOrderOnRealConnectionsApplyItOnceAndReportOneApplyAndOneRepeat() throws Exception {
     int rounds = 20;
     List<String> ids = new ArrayList<>();
     for (int i = 0; i < rounds; i++) {
@@ -133,7 +179,7 @@ class TransitionsTest {
             try (Connection c = ds.getConnection()) {
               c.setAutoCommit(false);
               start.await();
-              Outcome o = orders.advance(c, id, "PLACED", "PACKED");
+              Outcome o = watched.advance(c, id, "PLACED", "PACKED");
               c.commit();
               return o;
             }
@@ -145,6 +191,7 @@ class TransitionsTest {
           outcomes.add(f.get(30, TimeUnit.SECONDS));
         }
         assertThat(outcomes).as(id).containsExactlyInAnyOrder(APPLIED, ALREADY_DONE);
+        assertThat(outcomesOf(id)).as(id).containsExactlyInAnyOrderElementsOf(outcomes);
         assertThat(row(id)).as(id).isEqualTo("PACKED v2 fence=null note=null");
       }
     } finally {
@@ -397,5 +444,133 @@ class TransitionsTest {
       rs.next();
       assertThat(rs.getString(1) + " " + rs.getLong(2)).isEqualTo("SHIPPED 2");
     }
+  }
+
+  // ---------------------------------------------------------------- events
+
+  @Test
+  void everyStepIsOneEventCarryingItsOutcomeAndTheRowAsTheDatabaseHasIt() throws SQLException {
+    String id = "caf\u00e9 order #7"; // a row id that no IdempotencyKey would take
+    insert(id, "PLACED");
+    String[][] walk = {{"PLACED", "PACKED"}, {"PLACED", "PACKED"}, {"PACKED", "SHIPPED"}, {"SHIPPED", "DELIVERED"},
+        {"PLACED", "PACKED"}};
+    try (Connection c = ds.getConnection()) {
+      for (String[] step : walk) {
+        int before = eventsOf(id).size();
+        Outcome returned = watched.advance(c, id, step[0], step[1]);
+        List<IdemEvent> now = eventsOf(id);
+        assertThat(now).as("one event per call").hasSize(before + 1);
+        IdemEvent.Transition event = (IdemEvent.Transition) now.get(before);
+        assertThat(event.outcome()).isEqualTo(returned);
+        assertThat(event.from()).contains(step[0]);
+        assertThat(event.to()).contains(step[1]);
+        // What the event says the row is, the table says too.
+        assertThat(row(id)).startsWith(event.state().orElseThrow() + " v" + event.version().orElseThrow() + " ");
+      }
+    }
+    assertThat(outcomesOf(id)).containsExactly(APPLIED, ALREADY_DONE, APPLIED, APPLIED, ALREADY_DONE);
+    assertThat(eventsOf(id).get(0)).isEqualTo(stepEvent(id, "PLACED", "PACKED", APPLIED, true, "PACKED", 2L));
+    assertThat(eventsOf(id).get(4)).isEqualTo(stepEvent(id, "PLACED", "PACKED", ALREADY_DONE, true, "DELIVERED", 4L));
+    assertThat(row(id)).isEqualTo("DELIVERED v4 fence=null note=null");
+  }
+
+  @Test
+  void aConflictTellsTheOperatorWhereTheRowIsAndLeavesItThere() throws SQLException {
+    insert("ev-cancelled", "CANCELLED");
+    insert("ev-early", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      assertThat(watched.advance(c, "ev-cancelled", "PLACED", "PACKED")).isEqualTo(CONFLICT);
+      assertThat(watched.advance(c, "ev-early", "PACKED", "SHIPPED")).isEqualTo(CONFLICT);
+      assertThat(watched.step(c, "ev-missing", "PLACED", "PACKED").outcome()).isEqualTo(CONFLICT);
+    }
+    assertThat(eventsOf("ev-cancelled"))
+        .containsExactly(stepEvent("ev-cancelled", "PLACED", "PACKED", CONFLICT, true, "CANCELLED", 1L));
+    assertThat(eventsOf("ev-early"))
+        .containsExactly(stepEvent("ev-early", "PACKED", "SHIPPED", CONFLICT, true, "PLACED", 1L));
+    assertThat(eventsOf("ev-missing"))
+        .containsExactly(stepEvent("ev-missing", "PLACED", "PACKED", CONFLICT, false, null, null));
+    assertThat(row("ev-cancelled")).isEqualTo("CANCELLED v1 fence=null note=null");
+    assertThat(row("ev-early")).isEqualTo("PLACED v1 fence=null note=null");
+    assertThat(row("ev-missing")).isEqualTo("none");
+  }
+
+  @Test
+  void editsAndFencedWritesReportTheirOutcomesAndAStaleTokenIsCountedAsARefusal() throws SQLException {
+    insert("ev-run", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      assertThat(watched.updateAtVersion(c, "ev-run", 1, Map.of("note", "gift wrap")).outcome()).isEqualTo(APPLIED);
+      assertThat(watched.updateAtVersion(c, "ev-run", 1, Map.of("note", "no wrap")).outcome()).isEqualTo(CONFLICT);
+      assertThat(watched.writeFenced(c, "ev-run", new FencingToken(2), Map.of("note", "by 2")).outcome())
+          .isEqualTo(APPLIED);
+      assertThatThrownBy(() -> watched.writeFenced(c, "ev-run", new FencingToken(1), Map.of("note", "by 1")))
+          .isInstanceOf(StaleFenceException.class);
+      assertThatThrownBy(() -> watched.advanceFenced(c, "ev-run", "PLACED", "PACKED", new FencingToken(1)))
+          .isInstanceOf(StaleFenceException.class);
+      assertThat(watched.advanceFenced(c, "ev-run", "PLACED", "PACKED", new FencingToken(2)).outcome())
+          .isEqualTo(APPLIED);
+      assertThat(watched.writeFenced(c, "ev-no-run", new FencingToken(3), Map.of("note", "x")).outcome())
+          .isEqualTo(CONFLICT);
+    }
+    assertThat(eventsOf("ev-run")).containsExactly(
+        editEvent("ev-run", APPLIED, true, "PLACED", 2L),
+        editEvent("ev-run", CONFLICT, true, "PLACED", 2L), // another editor moved it to version 2
+        editEvent("ev-run", APPLIED, true, "PLACED", 3L),
+        new IdemEvent.StaleFence("transitions:shop.orders", "shop.orders/ev-run", 1, 2),
+        new IdemEvent.StaleFence("transitions:shop.orders", "shop.orders/ev-run", 1, 2),
+        stepEvent("ev-run", "PLACED", "PACKED", APPLIED, true, "PACKED", 4L));
+    assertThat(eventsOf("ev-no-run")).containsExactly(editEvent("ev-no-run", CONFLICT, false, null, null));
+    // The refused writes wrote nothing: the note and the fence are token 2's.
+    assertThat(row("ev-run")).isEqualTo("PACKED v4 fence=2 note=by 2");
+  }
+
+  @Test
+  void anAppliedStepIsReportedInsideTheCallersTransactionAndARollbackDoesNotRetractIt() throws SQLException {
+    insert("ev-rolled-back", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThat(watched.advance(c, "ev-rolled-back", "PLACED", "PACKED")).isEqualTo(APPLIED);
+      // Reported as soon as it is decided: before the caller's transaction ends, so not committed.
+      assertThat(outcomesOf("ev-rolled-back")).containsExactly(APPLIED);
+      assertThat(row("ev-rolled-back")).isEqualTo("PLACED v1 fence=null note=null");
+      c.rollback();
+    }
+    assertThat(row("ev-rolled-back")).isEqualTo("PLACED v1 fence=null note=null");
+    assertThat(outcomesOf("ev-rolled-back")).containsExactly(APPLIED);
+    // The redelivery applies it, for real this time, and is reported again.
+    Outcome redelivered = idem.inTransaction(tx -> watched.advance(tx, "ev-rolled-back", "PLACED", "PACKED"));
+    assertThat(redelivered).isEqualTo(APPLIED);
+    assertThat(outcomesOf("ev-rolled-back")).containsExactly(APPLIED, APPLIED);
+    assertThat(row("ev-rolled-back")).isEqualTo("PACKED v2 fence=null note=null");
+  }
+
+  @Test
+  void aListenerThatThrowsBreaksNeitherAStepNorARefusal() throws SQLException {
+    List<IdemEvent> reached = new CopyOnWriteArrayList<>();
+    Idem broken = Idem.builder(ds).listener(new IdemListener() {
+      @Override
+      public void onTransition(IdemEvent.Transition event) {
+        reached.add(event);
+        throw new IllegalStateException("metrics backend down");
+      }
+
+      @Override
+      public void onStaleFence(IdemEvent.StaleFence event) {
+        reached.add(event);
+        throw new IllegalStateException("metrics backend down");
+      }
+    }).build();
+    Transitions t = broken.transitions("shop.orders").fenceColumn("fence").versionColumn("version").path(SHIPMENT)
+        .build();
+    insert("ev-broken", "PLACED");
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThat(t.advanceFenced(c, "ev-broken", "PLACED", "PACKED", new FencingToken(3)).outcome()).isEqualTo(APPLIED);
+      // The caller gets the refusal it must act on, not the listener's failure.
+      assertThatThrownBy(() -> t.advanceFenced(c, "ev-broken", "PACKED", "SHIPPED", new FencingToken(2)))
+          .isInstanceOf(StaleFenceException.class);
+      c.commit();
+    }
+    assertThat(reached).hasSize(2);
+    assertThat(row("ev-broken")).isEqualTo("PACKED v2 fence=3 note=null");
   }
 }
