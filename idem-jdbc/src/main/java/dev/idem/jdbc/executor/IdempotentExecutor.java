@@ -476,7 +476,9 @@ public final class IdempotentExecutor {
     Long recorded = autocommit(c -> KeyTable.single(c, table.complete, 0, binds.fence(token).result(bytes)));
     if (recorded == null) {
       Long highest = autocommit(c -> KeyTable.single(c, table.fenceOf, 0, binds));
-      throw new StaleFenceException("key " + attempt.key(), token, highest == null ? 0 : highest);
+      StaleFenceException stale = new StaleFenceException("key " + attempt.key(), token, highest == null ? 0 : highest);
+      events.staleFence(stale.resource(), stale.token(), stale.highest());
+      throw stale;
     }
     events.applied(attempt.key());
     return new Execution.Applied<>(value);

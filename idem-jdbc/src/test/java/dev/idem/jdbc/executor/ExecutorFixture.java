@@ -131,6 +131,11 @@ final class ExecutorFixture implements AutoCloseable {
       all.add(e);
     }
 
+    @Override
+    public void onStaleFence(IdemEvent.StaleFence e) {
+      all.add(e);
+    }
+
     <E extends IdemEvent> List<E> of(Class<E> type, IdempotencyKey key) {
       return all.stream().filter(type::isInstance).map(type::cast)
           .filter(e -> key == null || key.equals(keyOf(e))).toList();

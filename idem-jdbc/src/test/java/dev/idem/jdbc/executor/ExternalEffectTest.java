@@ -159,6 +159,12 @@ class ExternalEffectTest {
       assertThat(e.token()).isEqualTo(1);
       assertThat(e.highest()).isEqualTo(2);
     });
+    assertThat(f.events.all).filteredOn(IdemEvent.StaleFence.class::isInstance).map(IdemEvent.StaleFence.class::cast)
+        .filteredOn(e -> e.resource().equals("key " + key))
+        .singleElement().satisfies(e -> {
+          assertThat(e.token()).isEqualTo(1);
+          assertThat(e.highest()).isEqualTo(2);
+        });
     assertThat(f.keyRow(key)).as("the zombie's write left nothing").isEqualTo(stored);
     assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(successor.value());
     assertThat(charges(key)).isEqualTo(1); // the provider deduped the second call by the call key
