@@ -58,12 +58,14 @@ import org.jooq.exception.DataAccessException;
  * </ul>
  *
  * <p>Local effects ({@link #execute}) commit the claim, the effect and the result in one
- * transaction. External effects ({@link #executeExternal}) run in three phases around a call that
+ * transaction; the claim comes before the effect, or with the commit ({@link
+ * Builder#claimOrder}). External effects ({@link #executeExternal}) run in three phases around a call that
  * no transaction can cover; see there. Keys, fingerprints and callbacks are checked before
  * anything is written: bad input is an {@link IllegalArgumentException} and changes nothing.
  *
  * <p>Does not guarantee: anything the effect does outside the database transaction (in local mode
- * it runs once per <em>attempt</em>, and an attempt that rolls back may still have sent an email);
+ * it runs once per <em>attempt</em>, and an attempt that rolls back may still have sent an email;
+ * with {@link ClaimOrder#AT_COMMIT} a repeat not recognised beforehand is such an attempt);
  * recognising repeats after the window; that two modes used on one key behave (do not mix them).
  *
  * <p>Thread-safe; build one per operation and share it. Details: docs/executor.md.
