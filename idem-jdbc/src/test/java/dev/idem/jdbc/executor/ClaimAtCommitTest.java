@@ -189,18 +189,8 @@ class ClaimAtCommitTest {
   @Test
   void aResultTheCodecCannotEncodeRollsTheEffectBack() {
     IdempotencyKey key = newKey();
-    Codec<String> broken = new Codec<>() {
-      @Override
-      public byte[] encode(String value) {
-        throw new IllegalStateException("no serializer for " + value);
-      }
-
-      @Override
-      public String decode(byte[] bytes) {
-        return null;
-      }
-    };
-    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, broken, tx -> ExecutorFixture.pay(tx, key.value(), 1)))
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, ExecutorFixture.unencodable(),
+        tx -> ExecutorFixture.pay(tx, key.value(), 1)))
         .isInstanceOf(CodecException.class)
         .hasMessageContaining("could not be encoded")
         .hasMessageContaining("the effect was rolled back");

@@ -11,6 +11,7 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.Race;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -19,7 +20,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.UUID;
-import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
@@ -63,32 +63,6 @@ class ConcurrencyTest {
     return new HikariDataSource(config);
   }
 
-  /** Starts {@code n} copies of {@code work} together and returns what each got. */
-  static <T> List<T> race(int n, Callable<T> work) throws Exception {
-    ExecutorService threads = Executors.newFixedThreadPool(n);
-    try {
-      CountDownLatch ready = new CountDownLatch(n);
-      CountDownLatch go = new CountDownLatch(1);
-      List<Future<T>> futures = new ArrayList<>();
-      for (int i = 0; i < n; i++) {
-        futures.add(threads.submit(() -> {
-          ready.countDown();
-          go.await();
-          return work.call();
-        }));
-      }
-      ready.await();
-      go.countDown();
-      List<T> results = new ArrayList<>();
-      for (Future<T> future : futures) {
-        results.add(future.get(60, TimeUnit.SECONDS));
-      }
-      return results;
-    } finally {
-      threads.shutdownNow();
-    }
-  }
-
   @ParameterizedTest
   @EnumSource(ClaimOrder.class)
   void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult(ClaimOrder order) throws Exception {
@@ -97,7 +71,7 @@ class ConcurrencyTest {
     try (HikariDataSource ds = pool(32, "TRANSACTION_READ_COMMITTED")) {
       IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20))
           .claimOrder(order).build();
-      List<Execution<String>> results = race(32, () -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
+      List<Execution<String>> results = Race.together(32, i -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
         runs.incrementAndGet();
         String id = ExecutorFixture.pay(tx, key.value(), 100);
         Thread.sleep(100); // hold the key so the others pile up on it
@@ -146,7 +120,7 @@ class ConcurrencyTest {
       // Enough re-runs for a loser of a 3-way race under REPEATABLE READ / SERIALIZABLE.
       IdempotentExecutor executor = Idem.builder(ds).serializationRetries(5).build().executor()
           .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
-      race(8, () -> {
+      Race.together(8, i -> {
         for (IdempotencyKey key; (key = queue.poll()) != null; ) {
           String request = "batch-" + batch + "/" + key.value();
           Execution<String> e;
@@ -182,7 +156,7 @@ class ConcurrencyTest {
     try (HikariDataSource ds = pool(8, isolation)) {
       IdempotentExecutor executor = Idem.builder(ds).serializationRetries(3).build().executor()
           .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
-      List<Execution<String>> results = race(8, () -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
         String id = ExecutorFixture.pay(tx, key.value(), 1);
         Thread.sleep(50);
         return id;

@@ -5,6 +5,7 @@ import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
@@ -46,6 +47,26 @@ final class ExecutorFixture implements AutoCloseable {
         return "payment-" + rs.getLong(1);
       }
     }
+  }
+
+  /** A codec that cannot encode any result ("no encoding for <value>"), named "BrokenCodec". */
+  static Codec<String> unencodable() {
+    return new Codec<>() {
+      @Override
+      public byte[] encode(String value) {
+        throw new IllegalStateException("no encoding for " + value);
+      }
+
+      @Override
+      public String decode(byte[] bytes) {
+        throw new AssertionError("nothing was stored, so nothing is decoded");
+      }
+
+      @Override
+      public String toString() {
+        return "BrokenCodec";
+      }
+    };
   }
 
   void sql(String statement) {

@@ -248,19 +248,9 @@ class ExternalEffectTest {
   @Test
   void aResultTheCodecCannotEncodeStoresNothingAndEndsTheLease() {
     IdempotencyKey key = newKey();
-    Codec<String> broken = new Codec<>() {
-      @Override
-      public byte[] encode(String value) {
-        throw new IllegalArgumentException("too big");
-      }
-
-      @Override
-      public String decode(byte[] bytes) {
-        return null;
-      }
-    };
+    Codec<String> broken = ExecutorFixture.unencodable();
     assertThatThrownBy(() -> impatient.executeExternal(key, Fingerprint.EMPTY, broken, a -> "ok"))
-        .isInstanceOf(CodecException.class).hasMessageContaining("too big").hasMessageContaining("nothing was stored");
+        .isInstanceOf(CodecException.class).hasMessageContaining("no encoding for ok").hasMessageContaining("nothing was stored");
     assertThat(f.column(key, "state")).isEqualTo("I");
     assertThat(f.column(key, "result")).isNull();
     assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()

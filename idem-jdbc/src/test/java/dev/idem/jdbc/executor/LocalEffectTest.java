@@ -143,22 +143,7 @@ class LocalEffectTest {
   @Test
   void aResultTheCodecCannotEncodeRollsTheEffectBackAndSaysWhy() {
     IdempotencyKey key = newKey();
-    Codec<String> broken = new Codec<>() {
-      @Override
-      public byte[] encode(String value) {
-        throw new IllegalStateException("no encoding for " + value);
-      }
-
-      @Override
-      public String decode(byte[] bytes) {
-        return null;
-      }
-
-      @Override
-      public String toString() {
-        return "BrokenCodec";
-      }
-    };
+    Codec<String> broken = ExecutorFixture.unencodable();
     assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, broken, tx -> ExecutorFixture.pay(tx, key.value(), 7)))
         .isInstanceOf(CodecException.class)
         .hasMessageContaining(key.toString())

@@ -8,6 +8,7 @@ import dev.idem.event.IdemListener;
 import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
+import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
@@ -18,7 +19,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -157,25 +157,14 @@ class InboxAtCommitTest {
   @Test
   void concurrentCopiesCommitTheEffectOnce() throws Exception {
     int copies = 16;
-    ExecutorService pool = Executors.newFixedThreadPool(copies);
-    CountDownLatch go = new CountDownLatch(1);
-    List<Future<Outcome>> outcomes = new ArrayList<>();
+    List<Inbox> processes = new ArrayList<>();
     for (int i = 0; i < copies; i++) {
-      Inbox copy = atCommit("billing", Duration.ofDays(8)); // each its own process
-      outcomes.add(pool.submit(() -> {
-        go.await();
-        return copy.receive("m-race", tx -> {
-          tx.dsl().execute("INSERT INTO ledger VALUES ('m-race-' || txid_current(), 1)");
-          tx.dsl().execute("SELECT pg_sleep(0.05)");
-        });
-      }));
+      processes.add(atCommit("billing", Duration.ofDays(8))); // each copy in a process of its own
     }
-    go.countDown();
-    List<Outcome> results = new ArrayList<>();
-    for (Future<Outcome> f : outcomes) {
-      results.add(f.get(30, TimeUnit.SECONDS));
-    }
-    pool.shutdown();
+    List<Outcome> results = Race.together(copies, i -> processes.get(i).receive("m-race", tx -> {
+      tx.dsl().execute("INSERT INTO ledger VALUES ('m-race-' || txid_current(), 1)");
+      tx.dsl().execute("SELECT pg_sleep(0.05)");
+    }));
     assertThat(results).containsOnlyOnce(Outcome.APPLIED);
     assertThat(db.count("SELECT count(*) FROM ledger WHERE message_id LIKE 'm-race-%'")).isEqualTo(1);
     assertThat(inboxRows("billing", "m-race")).isEqualTo(1);

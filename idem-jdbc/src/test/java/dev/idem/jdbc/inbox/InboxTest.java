@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
@@ -12,7 +13,6 @@ import java.io.IOException;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -110,24 +110,10 @@ class InboxTest {
   @Test
   void concurrentCopiesRunTheEffectOnce() throws Exception {
     int copies = 16;
-    ExecutorService pool = Executors.newFixedThreadPool(copies);
-    CountDownLatch go = new CountDownLatch(1);
-    List<Future<Outcome>> outcomes = new ArrayList<>();
-    for (int i = 0; i < copies; i++) {
-      outcomes.add(pool.submit(() -> {
-        go.await();
-        return billing.receive("m-race", tx -> {
-          charge(tx, "m-race");
-          tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
-        });
-      }));
-    }
-    go.countDown();
-    List<Outcome> results = new ArrayList<>();
-    for (Future<Outcome> f : outcomes) {
-      results.add(f.get(30, TimeUnit.SECONDS));
-    }
-    pool.shutdown();
+    List<Outcome> results = Race.together(copies, i -> billing.receive("m-race", tx -> {
+      charge(tx, "m-race");
+      tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
+    }));
     assertThat(results).containsOnlyOnce(Outcome.APPLIED);
     assertThat(results).filteredOn(o -> o == Outcome.ALREADY_DONE).hasSize(copies - 1);
     assertThat(charges("m-race")).isEqualTo(1);

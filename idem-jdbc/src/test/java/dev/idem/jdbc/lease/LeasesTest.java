@@ -8,20 +8,19 @@ import dev.idem.event.IdemListener;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.Race;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -216,25 +215,7 @@ class LeasesTest {
   @Test
   void copiesRacingForAFreeResourceGetOneGrant() throws Exception {
     int racers = 6;
-    CountDownLatch start = new CountDownLatch(1);
-    ExecutorService pool = Executors.newFixedThreadPool(racers);
-    List<Optional<Lease>> grants = new ArrayList<>();
-    try {
-      List<Future<Optional<Lease>>> futures = new ArrayList<>();
-      for (int i = 0; i < racers; i++) {
-        String holder = "racer-" + i;
-        futures.add(pool.submit(() -> {
-          start.await();
-          return leases.acquire("contended", holder, LONG);
-        }));
-      }
-      start.countDown();
-      for (Future<Optional<Lease>> f : futures) {
-        grants.add(f.get(30, TimeUnit.SECONDS));
-      }
-    } finally {
-      pool.shutdownNow();
-    }
+    List<Optional<Lease>> grants = Race.together(racers, i -> leases.acquire("contended", "racer-" + i, LONG));
     List<Lease> granted = grants.stream().flatMap(Optional::stream).toList();
     assertThat(granted).hasSize(1);
     assertThat(granted.get(0).token()).isEqualTo(FencingToken.FIRST);

@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.Race;
 import dev.idem.jdbc.Tx;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.TestDatabase;
@@ -21,11 +22,6 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -143,30 +139,13 @@ class EntitySequencesTest {
     EntitySequences s = listening(seen).sequences("racing");
     int copies = 4;
     int rounds = 15;
-    ExecutorService pool = Executors.newFixedThreadPool(copies);
-    try {
-      for (long seq = 1; seq <= rounds; seq++) {
-        long n = seq;
-        CountDownLatch start = new CountDownLatch(1);
-        List<Future<Outcome>> futures = new ArrayList<>();
-        for (int i = 0; i < copies; i++) {
-          futures.add(pool.submit(() -> {
-            start.await();
-            return apply(s, "hot", n);
-          }));
-        }
-        start.countDown();
-        List<Outcome> outcomes = new ArrayList<>();
-        for (Future<Outcome> f : futures) {
-          outcomes.add(f.get(30, TimeUnit.SECONDS));
-        }
-        assertThat(outcomes).as("seq " + n).containsOnlyOnce(APPLIED).containsOnly(APPLIED, ALREADY_DONE);
-        // The copies that lost were repeats caught on this hop, each reported with its number.
-        assertThat(seen.stream().filter(e -> e instanceof IdemEvent.SequenceIgnored i && i.seq() == n))
-            .as("seq " + n).hasSize(copies - 1);
-      }
-    } finally {
-      pool.shutdownNow();
+    for (long seq = 1; seq <= rounds; seq++) {
+      long n = seq;
+      List<Outcome> outcomes = Race.together(copies, i -> apply(s, "hot", n));
+      assertThat(outcomes).as("seq " + n).containsOnlyOnce(APPLIED).containsOnly(APPLIED, ALREADY_DONE);
+      // The copies that lost were repeats caught on this hop, each reported with its number.
+      assertThat(seen.stream().filter(e -> e instanceof IdemEvent.SequenceIgnored i && i.seq() == n))
+          .as("seq " + n).hasSize(copies - 1);
     }
     List<Long> expected = new ArrayList<>();
     for (long seq = 1; seq <= rounds; seq++) {
@@ -180,34 +159,19 @@ class EntitySequencesTest {
   void differentNumbersRacingOnOneEntityNeverApplyAnOlderOneAfterANewer() throws Exception {
     EntitySequences s = idem.sequences("reordered");
     int events = 8;
-    CountDownLatch start = new CountDownLatch(1);
-    ExecutorService pool = Executors.newFixedThreadPool(events);
-    List<Outcome> outcomes = new ArrayList<>();
-    try {
-      List<Future<Outcome>> futures = new ArrayList<>();
-      for (long seq = 1; seq <= events; seq++) {
-        long n = seq;
-        futures.add(pool.submit(() -> {
-          start.await();
-          return s.applyIfNewer("e", n, tx -> {
-            // The effect reads the highest applied so far and must always see a lower number.
-            try (var ps = tx.connection().prepareStatement(
-                "SELECT coalesce(max(seq), 0) FROM prices WHERE stream = 'reordered' AND entity = 'e'");
-                ResultSet rs = ps.executeQuery()) {
-              rs.next();
-              assertThat(rs.getLong(1)).isLessThan(n);
-            }
-            effect(tx, "reordered", "e", n);
-          });
-        }));
-      }
-      start.countDown();
-      for (Future<Outcome> f : futures) {
-        outcomes.add(f.get(30, TimeUnit.SECONDS));
-      }
-    } finally {
-      pool.shutdownNow();
-    }
+    List<Outcome> outcomes = Race.together(events, i -> {
+      long n = i + 1;
+      return s.applyIfNewer("e", n, tx -> {
+        // The effect reads the highest applied so far and must always see a lower number.
+        try (var ps = tx.connection().prepareStatement(
+            "SELECT coalesce(max(seq), 0) FROM prices WHERE stream = 'reordered' AND entity = 'e'");
+            ResultSet rs = ps.executeQuery()) {
+          rs.next();
+          assertThat(rs.getLong(1)).isLessThan(n);
+        }
+        effect(tx, "reordered", "e", n);
+      });
+    });
     long applied = outcomes.stream().filter(o -> o == APPLIED).count();
     assertThat(effects("reordered", "e")).hasSize((int) applied).contains(8L);
     assertThat(s.lastApplied("e")).isEqualTo(8);

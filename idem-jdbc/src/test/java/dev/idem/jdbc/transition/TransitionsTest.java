@@ -11,6 +11,7 @@ import dev.idem.event.IdemListener;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
@@ -27,11 +28,6 @@ import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -169,33 +165,18 @@ class TransitionsTest {
       ids.add("race-" + i);
       insert("race-" + i, "PLACED");
     }
-    ExecutorService pool = Executors.newFixedThreadPool(2);
-    try {
-      for (String id : ids) {
-        CountDownLatch start = new CountDownLatch(1);
-        List<Future<Outcome>> workers = new ArrayList<>();
-        for (int w = 0; w < 2; w++) {
-          workers.add(pool.submit(() -> {
-            try (Connection c = ds.getConnection()) {
-              c.setAutoCommit(false);
-              start.await();
-              Outcome o = watched.advance(c, id, "PLACED", "PACKED");
-              c.commit();
-              return o;
-            }
-          }));
+    for (String id : ids) {
+      List<Outcome> outcomes = Race.together(2, w -> {
+        try (Connection c = ds.getConnection()) {
+          c.setAutoCommit(false);
+          Outcome o = watched.advance(c, id, "PLACED", "PACKED");
+          c.commit();
+          return o;
         }
-        start.countDown();
-        List<Outcome> outcomes = new ArrayList<>();
-        for (Future<Outcome> f : workers) {
-          outcomes.add(f.get(30, TimeUnit.SECONDS));
-        }
-        assertThat(outcomes).as(id).containsExactlyInAnyOrder(APPLIED, ALREADY_DONE);
-        assertThat(outcomesOf(id)).as(id).containsExactlyInAnyOrderElementsOf(outcomes);
-        assertThat(row(id)).as(id).isEqualTo("PACKED v2 fence=null note=null");
-      }
-    } finally {
-      pool.shutdownNow();
+      });
+      assertThat(outcomes).as(id).containsExactlyInAnyOrder(APPLIED, ALREADY_DONE);
+      assertThat(outcomesOf(id)).as(id).containsExactlyInAnyOrderElementsOf(outcomes);
+      assertThat(row(id)).as(id).isEqualTo("PACKED v2 fence=null note=null");
     }
   }
 
@@ -343,28 +324,12 @@ class TransitionsTest {
   void editorsRacingAtOneVersionApplyOnce() throws Exception {
     insert("o13", "PLACED");
     int editors = 4;
-    CountDownLatch start = new CountDownLatch(1);
-    ExecutorService pool = Executors.newFixedThreadPool(editors);
-    try {
-      List<Future<Outcome>> results = new ArrayList<>();
-      for (int i = 0; i < editors; i++) {
-        String note = "editor-" + i;
-        results.add(pool.submit(() -> {
-          try (Connection c = ds.getConnection()) {
-            start.await();
-            return orders.updateAtVersion(c, "o13", 1, Map.of("note", note)).outcome();
-          }
-        }));
+    List<Outcome> outcomes = Race.together(editors, i -> {
+      try (Connection c = ds.getConnection()) {
+        return orders.updateAtVersion(c, "o13", 1, Map.of("note", "editor-" + i)).outcome();
       }
-      start.countDown();
-      List<Outcome> outcomes = new ArrayList<>();
-      for (Future<Outcome> f : results) {
-        outcomes.add(f.get(30, TimeUnit.SECONDS));
-      }
-      assertThat(outcomes).containsOnlyOnce(APPLIED).containsOnly(APPLIED, CONFLICT);
-    } finally {
-      pool.shutdownNow();
-    }
+    });
+    assertThat(outcomes).containsOnlyOnce(APPLIED).containsOnly(APPLIED, CONFLICT);
     assertThat(row("o13")).startsWith("PLACED v2 fence=null note=editor-");
   }
 
