@@ -1,20 +1,16 @@
 package dev.idem.jdbc.executor;
 
-import dev.idem.event.IdemEvent;
-import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
-import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import javax.sql.DataSource;
 
 /**
@@ -25,7 +21,7 @@ final class ExecutorFixture implements AutoCloseable {
   final TestDatabase db;
   final DataSource ds;
   final Idem idem;
-  final Recorder events = new Recorder();
+  final RecordingListener events = new RecordingListener();
 
   ExecutorFixture(String hint, int poolSize) {
     db = TestPostgres.newDatabase(hint);
@@ -116,65 +112,5 @@ final class ExecutorFixture implements AutoCloseable {
   @Override
   public void close() {
     db.close();
-  }
-
-  /** Records every event, in order. */
-  static final class Recorder implements IdemListener {
-    final List<IdemEvent> all = new CopyOnWriteArrayList<>();
-
-    @Override
-    public void onApplied(IdemEvent.Applied e) {
-      all.add(e);
-    }
-
-    @Override
-    public void onReplayed(IdemEvent.Replayed e) {
-      all.add(e);
-    }
-
-    @Override
-    public void onInFlight(IdemEvent.InFlight e) {
-      all.add(e);
-    }
-
-    @Override
-    public void onFingerprintMismatch(IdemEvent.FingerprintMismatch e) {
-      all.add(e);
-    }
-
-    @Override
-    public void onLeaseTakenOver(IdemEvent.LeaseTakenOver e) {
-      all.add(e);
-    }
-
-    @Override
-    public void onExpired(IdemEvent.Expired e) {
-      all.add(e);
-    }
-
-    @Override
-    public void onStaleFence(IdemEvent.StaleFence e) {
-      all.add(e);
-    }
-
-    <E extends IdemEvent> List<E> of(Class<E> type, IdempotencyKey key) {
-      return all.stream().filter(type::isInstance).map(type::cast)
-          .filter(e -> key == null || key.equals(keyOf(e))).toList();
-    }
-
-    private static IdempotencyKey keyOf(IdemEvent e) {
-      if (e instanceof IdemEvent.Applied a) {
-        return a.key();
-      } else if (e instanceof IdemEvent.Replayed r) {
-        return r.key();
-      } else if (e instanceof IdemEvent.InFlight i) {
-        return i.key();
-      } else if (e instanceof IdemEvent.FingerprintMismatch m) {
-        return m.key();
-      } else if (e instanceof IdemEvent.LeaseTakenOver l) {
-        return l.key();
-      }
-      return null;
-    }
   }
 }

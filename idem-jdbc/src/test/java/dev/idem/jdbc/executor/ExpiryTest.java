@@ -119,7 +119,7 @@ class ExpiryTest {
     // Time passes for the old ones (the test moves their window's end instead of sleeping an hour).
     f.sql("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second'"
         + " WHERE scope = '" + scope + "' AND (key LIKE 'old-%' OR key = 'holding')");
-    f.events.all.clear();
+    f.events.clear();
 
     assertThat(executor.expire()).as("two batches of ten at most").isEqualTo(20);
     assertThat(executor.expire()).isEqualTo(5);
@@ -127,6 +127,6 @@ class ExpiryTest {
     assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "' AND key LIKE 'old-%'")).isZero();
     assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "' AND key LIKE 'young-%'")).isEqualTo(5);
     assertThat(f.keyRows(holding)).isEqualTo(1);
-    assertThat(f.events.of(IdemEvent.Expired.class, null)).extracting(IdemEvent.Expired::count).containsExactly(20L, 5L);
+    assertThat(f.events.of(IdemEvent.Expired.class)).extracting(IdemEvent.Expired::count).containsExactly(20L, 5L);
   }
 }

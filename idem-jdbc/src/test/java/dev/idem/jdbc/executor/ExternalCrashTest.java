@@ -8,7 +8,6 @@ import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import java.io.BufferedReader;
-import java.io.File;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;

@@ -159,7 +159,7 @@ class ExternalEffectTest {
       assertThat(e.token()).isEqualTo(1);
       assertThat(e.highest()).isEqualTo(2);
     });
-    assertThat(f.events.all).filteredOn(IdemEvent.StaleFence.class::isInstance).map(IdemEvent.StaleFence.class::cast)
+    assertThat(f.events.of(IdemEvent.StaleFence.class))
         .filteredOn(e -> e.resource().equals("key " + key))
         .singleElement().satisfies(e -> {
           assertThat(e.token()).isEqualTo(1);

@@ -4,10 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
-import dev.idem.event.IdemListener;
 import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
@@ -18,7 +18,6 @@ import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -41,23 +40,13 @@ class InboxAtCommitTest {
   static Idem idem;
   static Inbox billing;
   static Inbox otherProcess;
-  static final List<IdemEvent> events = new CopyOnWriteArrayList<>();
+  static final RecordingListener events = new RecordingListener();
 
   @BeforeAll
   static void start() {
     db = TestPostgres.newDatabase("inbox_at_commit");
     ds = db.dataSource(20);
-    idem = Idem.builder(ds).listener(new IdemListener() {
-      @Override
-      public void onApplied(IdemEvent.Applied e) {
-        events.add(e);
-      }
-
-      @Override
-      public void onReplayed(IdemEvent.Replayed e) {
-        events.add(e);
-      }
-    }).build();
+    idem = Idem.builder(ds).listener(events).build();
     idem.migrate();
     // The consumer's own table; its primary key is what a repeat's effect runs into.
     db.execute("CREATE TABLE ledger (message_id text PRIMARY KEY, amount int NOT NULL)");
@@ -98,7 +87,7 @@ class InboxAtCommitTest {
     assertThat(ledger("m-1")).isEqualTo(1);
     assertThat(inboxRows("billing", "m-1")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE expires_at - received_at = interval '8 days'")).isEqualTo(1);
-    assertThat(events).singleElement().isInstanceOf(IdemEvent.Applied.class);
+    assertThat(events.all()).singleElement().isInstanceOf(IdemEvent.Applied.class);
   }
 
   @Test
@@ -114,7 +103,7 @@ class InboxAtCommitTest {
     })).isEqualTo(Outcome.ALREADY_DONE);
     assertThat(runs).hasValue(1);
     assertThat(ledger("m-2")).isEqualTo(1);
-    assertThat(events).hasSize(2).last().isInstanceOf(IdemEvent.Replayed.class);
+    assertThat(events.all()).hasSize(2).last().isInstanceOf(IdemEvent.Replayed.class);
   }
 
   @Test
@@ -137,7 +126,7 @@ class InboxAtCommitTest {
     billing.receive("m-4", tx -> book(tx, "m-4", 10));
     assertThat(otherProcess.receive("m-4", tx -> book(tx, "m-4", 10))).isEqualTo(Outcome.ALREADY_DONE);
     assertThat(ledger("m-4")).isEqualTo(1);
-    assertThat(events).last().isInstanceOfSatisfying(IdemEvent.Replayed.class,
+    assertThat(events.all()).last().isInstanceOfSatisfying(IdemEvent.Replayed.class,
         r -> assertThat(r.age()).isGreaterThanOrEqualTo(Duration.ZERO).isLessThan(Duration.ofMinutes(1)));
   }
 

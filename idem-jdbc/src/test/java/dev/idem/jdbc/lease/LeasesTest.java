@@ -4,10 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
-import dev.idem.event.IdemListener;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.Race;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.TestDatabase;
@@ -20,7 +20,6 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -39,18 +38,13 @@ class LeasesTest {
   static DataSource ds;
   static Idem idem;
   static Leases leases;
-  static final List<IdemEvent.LeaseTakenOver> takeovers = new CopyOnWriteArrayList<>();
+  static final RecordingListener events = new RecordingListener();
 
   @BeforeAll
   static void start() throws SQLException {
     db = TestPostgres.newDatabase("leases");
     ds = db.dataSource(8);
-    idem = Idem.builder(ds).listener(new IdemListener() {
-      @Override
-      public void onLeaseTakenOver(IdemEvent.LeaseTakenOver event) {
-        takeovers.add(event);
-      }
-    }).build();
+    idem = Idem.builder(ds).listener(events).build();
     idem.migrate();
     leases = idem.leases();
     sql("CREATE TABLE report_runs (resource text NOT NULL, written_by text NOT NULL, token bigint NOT NULL)");
@@ -126,7 +120,7 @@ class LeasesTest {
     assertThat(b.tookOver()).isTrue();
     assertThat(b.previousHolder()).contains("worker-a");
     assertThat(leaseRow(job)).isEqualTo("worker-b 2");
-    assertThat(takeovers.stream().filter(e -> e.key().value().equals(job))).containsExactly(
+    assertThat(events.of(IdemEvent.LeaseTakenOver.class).stream().filter(e -> e.key().value().equals(job))).containsExactly(
         new IdemEvent.LeaseTakenOver("leases", IdempotencyKey.of("lease", job), 1, 2));
 
     // A wakes up: its write with token 1 is refused and leaves nothing; renew and release fail.
@@ -184,7 +178,7 @@ class LeasesTest {
     }
     assertThat(tokens).containsExactly(1L, 2L, 3L, 4L, 5L);
     assertThat(query("SELECT count(*) FROM idem.idem_leases WHERE resource = ?", resource)).isEqualTo("1");
-    assertThat(takeovers).noneMatch(e -> e.key().value().equals(resource));
+    assertThat(events.of(IdemEvent.LeaseTakenOver.class)).noneMatch(e -> e.key().value().equals(resource));
   }
 
   @Test

@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.Race;
 import dev.idem.jdbc.Tx;
 import dev.idem.key.IdempotencyKey;
@@ -135,7 +136,7 @@ class EntitySequencesTest {
 
   @Test
   void copiesOfOneEventRacingOnRealConnectionsApplyOnceAndTheOthersAreReportedIgnored() throws Exception {
-    List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+    RecordingListener seen = new RecordingListener();
     EntitySequences s = listening(seen).sequences("racing");
     int copies = 4;
     int rounds = 15;
@@ -144,7 +145,7 @@ class EntitySequencesTest {
       List<Outcome> outcomes = Race.together(copies, i -> apply(s, "hot", n));
       assertThat(outcomes).as("seq " + n).containsOnlyOnce(APPLIED).containsOnly(APPLIED, ALREADY_DONE);
       // The copies that lost were repeats caught on this hop, each reported with its number.
-      assertThat(seen.stream().filter(e -> e instanceof IdemEvent.SequenceIgnored i && i.seq() == n))
+      assertThat(seen.all().stream().filter(e -> e instanceof IdemEvent.SequenceIgnored i && i.seq() == n))
           .as("seq " + n).hasSize(copies - 1);
     }
     List<Long> expected = new ArrayList<>();
@@ -152,7 +153,7 @@ class EntitySequencesTest {
       expected.add(seq);
     }
     assertThat(effects("racing", "hot")).containsExactlyElementsOf(expected);
-    assertThat(seen.stream().filter(IdemEvent.Applied.class::isInstance)).hasSize(rounds);
+    assertThat(seen.all().stream().filter(IdemEvent.Applied.class::isInstance)).hasSize(rounds);
   }
 
   @Test
@@ -246,19 +247,9 @@ class EntitySequencesTest {
 
   // ---------------------------------------------------------------- events
 
-  /** An {@link Idem} on the same schema whose listener adds every sequence event to {@code seen}. */
-  static Idem listening(List<IdemEvent> seen) {
-    return Idem.builder(ds).schema("idem_seq").listener(new IdemListener() {
-      @Override
-      public void onApplied(IdemEvent.Applied event) {
-        seen.add(event);
-      }
-
-      @Override
-      public void onSequenceIgnored(IdemEvent.SequenceIgnored event) {
-        seen.add(event);
-      }
-    }).build();
+  /** An {@link Idem} on the same schema whose listener records every event in {@code seen}. */
+  static Idem listening(RecordingListener seen) {
+    return Idem.builder(ds).schema("idem_seq").listener(seen).build();
   }
 
   /** The highest number committed for {@code entity}, read on another connection. */
@@ -269,13 +260,13 @@ class EntitySequencesTest {
 
   @Test
   void everyEventIsReportedAsAppliedOrIgnoredUnderItsStreamAndEntity() throws SQLException {
-    List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+    RecordingListener seen = new RecordingListener();
     EntitySequences s = listening(seen).sequences("ev-prices");
     for (long seq : new long[] {1, 1, 3, 2, 3, 4, 1}) {
       apply(s, "sku-1", seq);
     }
     IdempotencyKey sku = IdempotencyKey.of("ev-prices", "sku-1");
-    assertThat(seen).containsExactly(
+    assertThat(seen.all()).containsExactly(
         new IdemEvent.Applied("sequences:ev-prices", sku),
         new IdemEvent.SequenceIgnored("sequences:ev-prices", sku, 1),
         new IdemEvent.Applied("sequences:ev-prices", sku),
@@ -316,16 +307,16 @@ class EntitySequencesTest {
 
   @Test
   void aFailingEffectReportsNothing() throws Exception {
-    List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+    RecordingListener seen = new RecordingListener();
     EntitySequences s = listening(seen).sequences("ev-failing");
     assertThatThrownBy(() -> s.applyIfNewer("e", 1, tx -> {
       effect(tx, "ev-failing", "e", 1);
       throw new IOException("downstream broke");
     })).isInstanceOf(IOException.class);
-    assertThat(seen).isEmpty();
+    assertThat(seen.all()).isEmpty();
     assertThat(committed("ev-failing", "e")).isZero();
     assertThat(apply(s, "e", 1)).isEqualTo(APPLIED);
-    assertThat(seen).containsExactly(new IdemEvent.Applied("sequences:ev-failing", IdempotencyKey.of("ev-failing", "e")));
+    assertThat(seen.all()).containsExactly(new IdemEvent.Applied("sequences:ev-failing", IdempotencyKey.of("ev-failing", "e")));
   }
 
   @Test

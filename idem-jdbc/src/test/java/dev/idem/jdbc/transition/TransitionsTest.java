@@ -11,6 +11,7 @@ import dev.idem.event.IdemListener;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
@@ -43,7 +44,7 @@ class TransitionsTest {
   static Transitions orders;
   /** The same table, through an {@link Idem} whose listener records every event in {@link #seen}. */
   static Transitions watched;
-  static final List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+  static final RecordingListener seen = new RecordingListener();
 
   @BeforeAll
   static void start() throws SQLException {
@@ -58,17 +59,7 @@ class TransitionsTest {
         .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
         .path(SHIPMENT)
         .build();
-    Idem listening = Idem.builder(ds).listener(new IdemListener() {
-      @Override
-      public void onTransition(IdemEvent.Transition event) {
-        seen.add(event);
-      }
-
-      @Override
-      public void onStaleFence(IdemEvent.StaleFence event) {
-        seen.add(event);
-      }
-    }).build();
+    Idem listening = Idem.builder(ds).listener(seen).build();
     watched = listening.transitions("shop.orders")
         .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
         .path(SHIPMENT)
@@ -108,7 +99,7 @@ class TransitionsTest {
 
   /** The events {@link #watched} emitted about row {@code id}, in order. */
   static List<IdemEvent> eventsOf(String id) {
-    return seen.stream()
+    return seen.all().stream()
         .filter(e -> e instanceof IdemEvent.Transition t && t.id().equals(id)
             || e instanceof IdemEvent.StaleFence f && f.resource().equals("shop.orders/" + id))
         .toList();
