@@ -183,6 +183,89 @@ class RelayTest {
   }
 
   @Test
+  void batchesFromFourProducersWhileTwoRelaysDrainArePublishedOnceEach() throws Exception {
+    int producers = 4;
+    int txPerProducer = 40;
+    List<UUID> enqueued = Collections.synchronizedList(new ArrayList<>());
+    AtomicBoolean producing = new AtomicBoolean(true);
+    ExecutorService pool = Executors.newFixedThreadPool(producers + 2);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<?>> producing4 = new ArrayList<>();
+    for (int p = 0; p < producers; p++) {
+      int producer = p;
+      producing4.add(pool.submit(() -> {
+        go.await();
+        for (int t = 0; t < txPerProducer; t++) {
+          int size = 1 + (producer * txPerProducer + t) % 45; // 1 to 45 messages: one statement and two
+          List<NewMessage> batch = new ArrayList<>();
+          for (int i = 0; i < size; i++) {
+            batch.add(msg(producer + "/" + t + "/" + i));
+          }
+          enqueued.addAll(idem.inTransaction(tx -> outbox.enqueueAll(tx, batch)));
+        }
+        return null;
+      }));
+    }
+    List<Future<?>> relays = new ArrayList<>();
+    for (int r = 0; r < 2; r++) {
+      int relayNo = r;
+      relays.add(pool.submit(() -> {
+        try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+          pc.setAutoCommit(true);
+          Relay relay = idem.relay(m -> {
+            ps.setObject(1, m.id());
+            ps.setInt(2, relayNo);
+            ps.executeUpdate();
+          }).batchSize(50).build();
+          go.await();
+          // keep draining while producers run, then until nothing is left
+          while (producing.get() | relay.runOnce() > 0) {
+            Thread.sleep(1);
+          }
+        }
+        return null;
+      }));
+    }
+    go.countDown();
+    for (Future<?> f : producing4) {
+      f.get(120, TimeUnit.SECONDS);
+    }
+    producing.set(false);
+    for (Future<?> f : relays) {
+      f.get(120, TimeUnit.SECONDS);
+    }
+    pool.shutdown();
+    long expected = 0;
+    for (int i = 0; i < producers * txPerProducer; i++) {
+      expected += 1 + i % 45;
+    }
+    assertThat(enqueued).hasSize((int) expected).doesNotHaveDuplicates();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox")).isEqualTo(expected);
+    assertThat(count("SELECT count(*) FROM published")).isEqualTo(expected);
+    assertThat(count("SELECT count(DISTINCT id) FROM published")).isEqualTo(expected);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox o JOIN published p USING (id) WHERE o.status = 'S'")).isEqualTo(expected);
+    assertThat(db.count("SELECT count(*) FROM published WHERE id = ANY(?)", (Object) enqueued.toArray(new UUID[0]))).isEqualTo(expected);
+  }
+
+  @Test
+  void theOrderedRelayPublishesABatchOfOneKeyInListOrder() throws Exception {
+    List<NewMessage> batch = new ArrayList<>();
+    for (int i = 0; i < 40; i++) {
+      batch.add(msg((i % 2 == 0 ? "a" : "b") + i).withAggregateKey(i % 2 == 0 ? "A" : "B"));
+    }
+    idem.useTransaction(tx -> outbox.enqueueAll(tx, batch));
+    List<String> order = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> order.add(new String(m.payload(), StandardCharsets.UTF_8))).orderedByAggregateKey(true).build();
+    while (relay.runOnce() > 0) {
+      // one message per key per batch
+    }
+    List<String> expected = batch.stream().map(m -> new String(m.payload(), StandardCharsets.UTF_8)).toList();
+    assertThat(order).hasSize(40);
+    assertThat(order.stream().filter(s -> s.startsWith("a")).toList()).isEqualTo(expected.stream().filter(s -> s.startsWith("a")).toList());
+    assertThat(order.stream().filter(s -> s.startsWith("b")).toList()).isEqualTo(expected.stream().filter(s -> s.startsWith("b")).toList());
+  }
+
+  @Test
   void aFailingPublishBacksOffThenParksWithItsErrorAndARedriveSendsIt() throws Exception {
     UUID id = enqueue(msg("doomed"));
     AtomicBoolean brokerUp = new AtomicBoolean(false);
