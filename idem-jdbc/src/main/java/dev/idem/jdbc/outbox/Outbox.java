@@ -295,6 +295,35 @@ public final class Outbox {
   }
 
   /**
+   * How many messages are pending: committed and not yet marked sent, whether due now, backing off
+   * after a failed publish, or in a batch a relay is publishing right now (until that batch
+   * commits). Parked ones are not counted: see {@link #countParked()}.
+   *
+   * <p>A snapshot, counted by the database in one statement: the rows committed when it started
+   * (inside an idem transaction open on this thread, which it joins, also that transaction's own
+   * messages). Transactions still open elsewhere are not counted, so zero means nothing was pending
+   * at that moment, not that nothing will be. Pending rows have an index of their own, so this
+   * stays cheap however many sent rows the table keeps.
+   */
+  public long countPending() {
+    return count(PENDING);
+  }
+
+  /**
+   * How many messages are parked: failed {@code maxAttempts} times and waiting for {@link
+   * #redrive}. A snapshot, as {@link #countPending()}. There is no index on parked rows: this scans
+   * the table (sent rows included, kept for the retention), so call it for monitoring now and then,
+   * not in a tight loop.
+   */
+  public long countParked() {
+    return count(PARKED);
+  }
+
+  private long count(String status) {
+    return idem.inTransaction(tx -> tx.dsl().selectCount().from(T).where(STATUS.eq(DSL.inline(status))).fetchOne(0, Long.class));
+  }
+
+  /**
    * Sends a parked message again: it becomes pending, due now, with its attempts reset. Its id is
    * unchanged.
    *

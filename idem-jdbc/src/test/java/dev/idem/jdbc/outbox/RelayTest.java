@@ -266,6 +266,48 @@ class RelayTest {
   }
 
   @Test
+  void countPendingAndCountParkedAreWhatTheTableHolds() throws Exception {
+    assertThat(outbox.countPending()).isZero();
+    assertThat(outbox.countParked()).isZero();
+    List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, List.of(msg("x"), msg("y"), msg("z"))));
+    assertThat(outbox.countPending()).isEqualTo(3);
+    Relay failing = idem.relay(m -> {
+      throw new IOException("down");
+    }).maxAttempts(1).build();
+    failing.runOnce();
+    assertThat(outbox.countPending()).isZero();
+    assertThat(outbox.countParked()).isEqualTo(3).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'"));
+    assertThat(outbox.redrive(ids.get(0))).isTrue();
+    assertThat(outbox.countPending()).isEqualTo(1);
+    assertThat(outbox.countParked()).isEqualTo(2);
+    // backing off after a failed publish is still pending
+    Relay backingOff = idem.relay(m -> {
+      throw new IOException("still down");
+    }).backoff(Duration.ofMinutes(1), Duration.ofMinutes(2)).build();
+    assertThat(backingOff.runOnce()).isZero();
+    assertThat(outbox.countPending()).isEqualTo(1);
+    // a snapshot: an open transaction's messages count only inside it
+    CountDownLatch enqueuedNotCommitted = new CountDownLatch(1);
+    CountDownLatch counted = new CountDownLatch(1);
+    ExecutorService other = Executors.newSingleThreadExecutor();
+    Future<Long> inside = other.submit(() -> idem.inTransaction(tx -> {
+      outbox.enqueue(tx, msg("open"));
+      long seen = outbox.countPending();
+      enqueuedNotCommitted.countDown();
+      counted.await();
+      return seen;
+    }));
+    assertThat(enqueuedNotCommitted.await(20, TimeUnit.SECONDS)).isTrue();
+    assertThat(outbox.countPending()).isEqualTo(1);
+    counted.countDown();
+    assertThat(inside.get(20, TimeUnit.SECONDS)).isEqualTo(2);
+    other.shutdown();
+    assertThat(outbox.countPending()).isEqualTo(2).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'"));
+    idem.relay(m -> {}).build().runOnce();
+    assertThat(outbox.countPending()).isEqualTo(1); // the one backing off
+  }
+
+  @Test
   void aFailingPublishBacksOffThenParksWithItsErrorAndARedriveSendsIt() throws Exception {
     UUID id = enqueue(msg("doomed"));
     AtomicBoolean brokerUp = new AtomicBoolean(false);
