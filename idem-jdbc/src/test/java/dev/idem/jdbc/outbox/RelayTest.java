@@ -73,6 +73,15 @@ class RelayTest {
     return idem.inTransaction(tx -> outbox.enqueue(tx, m));
   }
 
+  /** A relay whose publisher records each message it sends, with {@code relayNo}, through {@code insertPublished}. */
+  static Relay recordingRelay(PreparedStatement insertPublished, int relayNo, int batchSize) {
+    return idem.relay(m -> {
+      insertPublished.setObject(1, m.id());
+      insertPublished.setInt(2, relayNo);
+      insertPublished.executeUpdate();
+    }).batchSize(batchSize).build();
+  }
+
   static NewMessage msg(String text) {
     return NewMessage.of("orders", text.getBytes(StandardCharsets.UTF_8));
   }
@@ -151,11 +160,7 @@ class RelayTest {
           try (var st = pc.createStatement()) {
             st.execute("SET synchronous_commit = off");
           }
-          Relay relay = idem.relay(m -> {
-            ps.setObject(1, m.id());
-            ps.setInt(2, relayNo);
-            ps.executeUpdate();
-          }).batchSize(100).build();
+          Relay relay = recordingRelay(ps, relayNo, 100);
           go.await();
           int total = 0;
           for (int n; (n = relay.runOnce()) > 0; ) {
@@ -212,11 +217,7 @@ class RelayTest {
       relays.add(pool.submit(() -> {
         try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
           pc.setAutoCommit(true);
-          Relay relay = idem.relay(m -> {
-            ps.setObject(1, m.id());
-            ps.setInt(2, relayNo);
-            ps.executeUpdate();
-          }).batchSize(50).build();
+          Relay relay = recordingRelay(ps, relayNo, 50);
           go.await();
           // keep draining while producers run, then until nothing is left
           while (producing.get() | relay.runOnce() > 0) {
