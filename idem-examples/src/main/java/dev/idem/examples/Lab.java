@@ -99,7 +99,7 @@ public final class Lab {
       }
       int taken = worker.drain();
       if (published == 0 && taken == 0) {
-        if (queue.isEmpty() && pendingInOutbox(idem) == 0) {
+        if (queue.isEmpty() && idem.outbox().countPending() == 0) {
           return;
         }
         Thread.sleep(20); // a failed publish is retried after the relay's backoff
@@ -107,12 +107,6 @@ public final class Lab {
       if (System.nanoTime() > deadline) {
         throw new IllegalStateException("the outbox and queue did not drain in " + DRAIN_TIMEOUT);
       }
-    }
-  }
-
-  private static int pendingInOutbox(Idem idem) throws SQLException {
-    try (Connection c = idem.dataSource().getConnection()) {
-      return idem.dsl(c).fetchCount(DSL.table(DSL.name("idem", "idem_outbox")), DSL.field(DSL.name("status")).eq("P"));
     }
   }
 

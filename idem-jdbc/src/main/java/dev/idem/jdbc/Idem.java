@@ -74,6 +74,7 @@ public final class Idem {
   private final Settings settings;
   private final DSLContext detached;
   private final ThreadLocal<Tx> open = new ThreadLocal<>();
+  private volatile Outbox outbox;
 
   private Idem(Builder b) {
     this.dataSource = b.dataSource;
@@ -118,9 +119,16 @@ public final class Idem {
     return Inbox.builder(this, consumer);
   }
 
-  /** The transactional outbox: messages written in the caller's transaction. */
+  /**
+   * The transactional outbox: messages written in the caller's transaction. The same instance on
+   * every call (it renders its statements once), so calling this before each enqueue costs nothing.
+   */
   public Outbox outbox() {
-    return Outbox.of(this);
+    Outbox o = outbox;
+    if (o == null) {
+      outbox = o = Outbox.of(this); // a race makes two equal outboxes, harmless
+    }
+    return o;
   }
 
   /** A relay that moves outbox messages to {@code publisher}, at least once. */

@@ -34,14 +34,23 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * Relay throughput with a no-op publisher: each invocation drains a backlog of {@value #BACKLOG}
- * committed outbox messages (enqueued through {@link Outbox#enqueue} before the timer starts) until
+ * committed outbox messages (enqueued through {@link Outbox#enqueueAll} before the timer starts) until
  * every one is marked sent, by {@code relays} relays on their own threads and connections, each
  * claiming {@code batchSize} at a time. The score is the time per message from "pending" to "marked
  * sent", in microseconds ({@code @OperationsPerInvocation}); messages per second = 1,000,000 / score.
  *
- * <p>{@link #enqueueAndDrain} times the whole path instead: one producer thread enqueues the
- * {@value #BACKLOG} messages ({@value #ENQUEUE_PER_TX} per transaction) while the relays drain them
- * at the same time, until the last is marked sent.
+ * <p>{@link #enqueueAndDrain} times the whole path instead, from enqueue to marked sent: while the
+ * relays drain, {@value #PRODUCERS} producer threads enqueue the {@value #BACKLOG} messages as a
+ * service would, each transaction writing {@value #MESSAGES_PER_TX} messages with one {@link
+ * Outbox#enqueueAll} (a business transaction emitting several events: an order placed, a payment
+ * request, an email request, and so on), built in the transaction from a 200-byte payload, an
+ * aggregate key and a header. The clock stops when the last message is marked sent. Why these
+ * numbers: 10 messages a transaction is a generous but plausible business transaction; 4 producers
+ * let concurrent commits share the WAL flush, as a service's request threads do, and with 4 relays
+ * they fill the pool of 8 connections, so no thread waits for a connection. The relays run their
+ * batches as {@link Relay#start()}'s loop does, back to back while they come back full and
+ * otherwise after a poll interval, here {@value #POLL_MILLIS} ms (the default 500 ms would add up to
+ * half a second to runs of about one).
  *
  * <p>Run: {@code java -jar idem-benchmarks/target/benchmarks.jar RelayBenchmark}.
  */
@@ -53,7 +62,14 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 @Measurement(iterations = 5)
 public class RelayBenchmark {
   static final int BACKLOG = 20_000;
-  static final int ENQUEUE_PER_TX = 1_000;
+  /** Messages per transaction of the backlog {@link #drain} starts from (set-up, not timed). */
+  static final int FILL_PER_TX = 1_000;
+  /** Producer threads of {@link #enqueueAndDrain}. */
+  static final int PRODUCERS = 4;
+  /** Messages per producer transaction, in one {@link Outbox#enqueueAll}. */
+  static final int MESSAGES_PER_TX = 10;
+  /** The relays' poll interval in {@link #enqueueAndDrain}: their wait after a batch that was not full. */
+  static final int POLL_MILLIS = 5;
 
   @Param({"100", "500"})
   public int batchSize;
@@ -82,7 +98,7 @@ public class RelayBenchmark {
       relayList.add(idem.relay(m -> {}).batchSize(batchSize).build());
     }
     pool = Executors.newFixedThreadPool(relays);
-    producerPool = Executors.newSingleThreadExecutor();
+    producerPool = Executors.newFixedThreadPool(PRODUCERS);
   }
 
   /** An emptied table each time; for {@link #drain}, a fresh backlog, so every invocation does the same work. */
@@ -92,54 +108,65 @@ public class RelayBenchmark {
       st.execute("TRUNCATE idem.idem_outbox");
     }
     if (params.getBenchmark().endsWith(".drain")) {
-      enqueueAll();
+      enqueue(BACKLOG, FILL_PER_TX);
     }
     try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
       st.execute("VACUUM ANALYZE idem.idem_outbox");
     }
   }
 
-  private Integer enqueueAll() {
-    for (int done = 0; done < BACKLOG; done += ENQUEUE_PER_TX) {
+  /** Enqueues {@code total} messages, {@code perTx} a transaction, as one producer. */
+  private Integer enqueue(int total, int perTx) {
+    for (int done = 0; done < total; done += perTx) {
       idem.useTransaction(tx -> {
-        for (int i = 0; i < ENQUEUE_PER_TX; i++) {
-          outbox.enqueue(tx, NewMessage.of("bench", payload).withAggregateKey("k" + (i % 64)).withHeader("type", "Bench"));
+        List<NewMessage> batch = new ArrayList<>(perTx);
+        for (int i = 0; i < perTx; i++) {
+          batch.add(NewMessage.of("bench", payload).withAggregateKey("k" + (i % 64)).withHeader("type", "Bench"));
         }
+        outbox.enqueueAll(tx, batch);
       });
     }
-    return BACKLOG;
+    return total;
   }
 
   @Benchmark
   @OperationsPerInvocation(BACKLOG)
   public int drain() throws Exception {
-    return relayUntil(BACKLOG, null);
+    return relayUntil(BACKLOG, List.of());
   }
 
   @Benchmark
   @OperationsPerInvocation(BACKLOG)
   public int enqueueAndDrain() throws Exception {
-    Future<Integer> producer = producerPool.submit(this::enqueueAll);
-    return relayUntil(BACKLOG, producer);
+    List<Future<Integer>> producers = new ArrayList<>();
+    for (int p = 0; p < PRODUCERS; p++) {
+      producers.add(producerPool.submit(() -> enqueue(BACKLOG / PRODUCERS, MESSAGES_PER_TX)));
+    }
+    return relayUntil(BACKLOG, producers);
   }
 
   /**
-   * Runs every relay on its own thread until {@code expected} messages were sent (with a producer),
-   * or until each finds nothing left to claim (a complete backlog).
+   * Runs every relay on its own thread until {@code expected} messages were sent. With producers,
+   * each relay runs its batches the way {@link Relay#start()}'s loop does: back to back while they
+   * come back full, otherwise after a wait of {@value #POLL_MILLIS} ms (the poll interval). Without
+   * producers (a complete backlog), back to back until each finds nothing left to claim.
    */
-  private int relayUntil(int expected, Future<Integer> producer) throws Exception {
+  private int relayUntil(int expected, List<Future<Integer>> producers) throws Exception {
     AtomicInteger sent = new AtomicInteger();
     List<Future<?>> running = new ArrayList<>();
     for (Relay relay : relayList) {
       running.add(pool.submit(() -> {
         while (sent.get() < expected) {
           int n = relay.runOnce();
-          if (n > 0) {
-            sent.addAndGet(n);
-          } else if (producer == null) {
-            break; // a complete backlog: what is left, other relays hold
-          } else {
-            Thread.sleep(1); // the producer has not committed more yet, or other relays hold it
+          sent.addAndGet(n);
+          if (producers.isEmpty()) {
+            if (n == 0) {
+              break; // a complete backlog: what is left, other relays hold
+            }
+          } else if (anyFailed(producers)) {
+            break; // reported below
+          } else if (n < batchSize) {
+            Thread.sleep(POLL_MILLIS); // the producers have not committed more yet, or other relays hold it
           }
         }
         return null;
@@ -148,13 +175,26 @@ public class RelayBenchmark {
     for (Future<?> f : running) {
       f.get();
     }
-    if (producer != null) {
-      producer.get();
+    for (Future<Integer> f : producers) {
+      f.get();
     }
     if (sent.get() != expected) {
       throw new IllegalStateException("sent " + sent.get() + " of " + expected);
     }
     return sent.get();
+  }
+
+  private static boolean anyFailed(List<Future<Integer>> producers) {
+    for (Future<Integer> f : producers) {
+      if (f.isDone()) {
+        try {
+          f.get();
+        } catch (Exception e) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
 
   @TearDown(Level.Trial)

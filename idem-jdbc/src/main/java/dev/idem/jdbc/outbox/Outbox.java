@@ -8,18 +8,24 @@ import dev.idem.jdbc.internal.Expiry;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.util.Collections;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.Row6;
 import org.jooq.UpdateSetMoreStep;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 
 /**
  * The transactional outbox: {@link #enqueue} writes a message in the caller's own transaction, so
- * the message exists if and only if the caller's business change commits. A {@link Relay} sends it
- * afterwards.
+ * the message exists if and only if the caller's business change commits; {@link #enqueueAll}
+ * writes several at once (an order placed: the order event, a payment request, an email request).
+ * A {@link Relay} sends them afterwards.
  *
  * <p>Guarantees: the id is minted at enqueue (a time-ordered UUIDv7), never at send time, so every
  * send of the message carries the same id. A message is never dropped: it stays pending, sent (kept
@@ -29,31 +35,58 @@ import org.jooq.impl.DSL;
  * <p>Does not guarantee: exactly-once delivery. The relay is at least once; receivers must absorb
  * copies by the message id (an {@link dev.idem.jdbc.inbox.Inbox} does).
  *
- * <p>Thread-safe and stateless beyond its {@link Idem}.
+ * <p>Thread-safe; holds nothing but its {@link Idem} and the statements it rendered.
  */
 public final class Outbox {
+  /**
+   * Rows per {@code INSERT} of {@link #enqueueAll}: a batch up to this size is one statement (one
+   * round trip); a larger one is several, in order. A multi-row {@code INSERT} measured faster
+   * here than a JDBC batch of the one-row insert (the commit's flush taken out, median per
+   * message: 10 messages a transaction 29 µs against 46; 1,000 a transaction 17 to 20 µs in
+   * statements of 32 rows, 21 to 24 in statements of 100, against 34). Each row count up to this
+   * bound is a statement text of its own, which pgjdbc prepares on the server once a connection
+   * has used it five times (a 100-row one holds about 400 KB there): the bound keeps that small.
+   */
+  static final int MAX_ROWS_PER_INSERT = 32;
+
   private final Idem idem;
   private final boolean notifying;
-  private final String insertSql;
+  /** The {@code INSERT} of n messages at index n, rendered on first use; enqueue sits on the caller's hot path. */
+  private final AtomicReferenceArray<String> insertByRows = new AtomicReferenceArray<>(MAX_ROWS_PER_INSERT + 1);
   private final String redriveSql;
   private final String redriveAllSql;
+  private volatile Outbox notifyingTwin;
 
   private Outbox(Idem idem, boolean notifying) {
     this.idem = idem;
     this.notifying = notifying;
     DSLContext d = idem.dsl();
-    // Rendered once: enqueue sits on the caller's hot path, inside their transaction.
-    var insert = d.insertInto(T, ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES)
-        .values(DSL.val((UUID) null, ID), DSL.val((String) null, TOPIC), DSL.val((String) null, AGGREGATE_KEY),
-            DSL.val((byte[]) null, PAYLOAD), DSL.val((String[]) null, HEADER_NAMES), DSL.val((String[]) null, HEADER_VALUES));
-    // The notification rides on the insert itself (no extra round trip); PostgreSQL delivers it at
-    // commit, once per transaction and channel however many messages were enqueued.
-    this.insertSql = notifying
-        ? d.render(insert.returningResult(DSL.function("pg_notify", Object.class, DSL.inline(channel(idem)), DSL.inline(""))))
-        : d.render(insert);
+    insertByRows.set(1, renderInsert(1));
     Condition parked = STATUS.eq(DSL.inline(PARKED));
     this.redriveSql = d.render(redrive(d).where(ID.eq(DSL.val((UUID) null, ID))).and(parked));
     this.redriveAllSql = d.render(redrive(d).where(parked));
+  }
+
+  /** {@code INSERT} of {@code rows} messages, each bound by {@link #bind}. */
+  private String renderInsert(int rows) {
+    DSLContext d = idem.dsl();
+    Row6<UUID, String, String, byte[], String[], String[]> row = DSL.row(DSL.val((UUID) null, ID), DSL.val((String) null, TOPIC),
+        DSL.val((String) null, AGGREGATE_KEY), DSL.val((byte[]) null, PAYLOAD), DSL.val((String[]) null, HEADER_NAMES),
+        DSL.val((String[]) null, HEADER_VALUES));
+    var insert = d.insertInto(T, ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES).valuesOfRows(Collections.nCopies(rows, row));
+    // The notification rides on the insert itself (no extra round trip); PostgreSQL delivers it at
+    // commit, once per transaction and channel however many messages (and rows) called it.
+    Field<Object> notify = DSL.function("pg_notify", Object.class, DSL.inline(channel(idem)), DSL.inline(""));
+    return notifying ? d.render(insert.returningResult(notify)) : d.render(insert);
+  }
+
+  private String insertSql(int rows) {
+    String sql = insertByRows.get(rows);
+    if (sql == null) {
+      sql = renderInsert(rows); // two threads may both render it: the same text, harmless
+      insertByRows.set(rows, sql);
+    }
+    return sql;
   }
 
   /** Pending again, due now, attempts reset; a new statement each call (jOOQ's builders are mutable). */
@@ -82,13 +115,26 @@ public final class Outbox {
    * it, relays find new messages at their next poll.
    */
   public Outbox notifying() {
-    return notifying ? this : new Outbox(idem, true);
+    if (notifying) {
+      return this;
+    }
+    Outbox twin = notifyingTwin;
+    if (twin == null) {
+      notifyingTwin = twin = new Outbox(idem, true); // a race makes two equal twins, harmless
+    }
+    return twin;
   }
 
   /**
    * Writes {@code message} in the transaction open on {@code callerTx} and returns its new id. It
    * commits or rolls back with the caller's transaction; nothing is sent before that commits. (On
    * a connection in auto-commit mode it commits at once, alone.)
+   *
+   * @return the id minted for the message, a UUIDv7 (time-ordered, strictly increasing within
+   *     this JVM)
+   * @throws IllegalArgumentException if {@code callerTx} or {@code message} is null
+   * @throws DataAccessException if the database refused the row; PostgreSQL then aborted the
+   *     caller's transaction, which can only be rolled back
    */
   public UUID enqueue(Connection callerTx, NewMessage message) {
     if (callerTx == null) {
@@ -98,21 +144,118 @@ public final class Outbox {
       throw new IllegalArgumentException("message must not be null");
     }
     UUID id = UuidV7.next();
-    Map<String, String> headers = message.headers();
-    String[] names = headers.keySet().toArray(new String[0]);
-    String[] values = headers.values().toArray(new String[0]);
-    try (PreparedStatement ps = callerTx.prepareStatement(insertSql)) {
-      ps.setObject(1, id);
-      ps.setString(2, message.topic());
-      ps.setString(3, message.aggregateKey());
-      ps.setBytes(4, message.payloadUnsafe());
-      ps.setArray(5, callerTx.createArrayOf("text", names));
-      ps.setArray(6, callerTx.createArrayOf("text", values));
-      ps.execute();
+    try {
+      insert(callerTx, new NewMessage[] {message}, new UUID[] {id}, 0, 1);
     } catch (SQLException e) {
       throw new DataAccessException("could not enqueue " + message + ": " + e.getMessage(), e);
     }
     return id;
+  }
+
+  /**
+   * Writes {@code messages} in the transaction open on {@code callerTx}, in one round trip for up
+   * to {@value #MAX_ROWS_PER_INSERT} messages (one multi-row {@code INSERT}), and returns their new
+   * ids in the order of the list. They commit or roll back with the caller's transaction, all
+   * together; nothing is sent before that commits. Each message is a row of its own, exactly as
+   * {@link #enqueue(Connection, NewMessage)} writes it, and the relay publishes each separately.
+   *
+   * <p>All or nothing: the input is checked before anything is written, and a failure while
+   * writing (the database refusing a row) aborts the caller's transaction in PostgreSQL, so no
+   * part of the batch can commit; roll back and retry the whole business transaction. On a
+   * connection in auto-commit mode the batch commits at once, in one transaction of its own (a
+   * batch larger than {@value #MAX_ROWS_PER_INSERT} is wrapped in one and auto-commit restored).
+   * Not covered: pgjdbc's {@code autosave=always}, which rolls a failed statement back and keeps
+   * the transaction usable, could then leave the statements before the failed one written in a
+   * batch larger than {@value #MAX_ROWS_PER_INSERT}; roll back on any exception.
+   *
+   * <p>The ids are minted here, one per message in list order, as by {@link #enqueue}: they
+   * increase along the list, so an {@linkplain Relay.Builder#orderedByAggregateKey ordered relay}
+   * publishes messages of one aggregate key in the order of the list. A {@linkplain #notifying()
+   * notifying} outbox still wakes listening relays once per transaction.
+   *
+   * @param messages the messages, none null; an empty list writes nothing (no round trip) and
+   *     returns an empty list
+   * @return the ids, one per message, in the order of {@code messages}; unmodifiable
+   * @throws IllegalArgumentException if {@code callerTx} or {@code messages} is null, or an element
+   *     is ({@code messages[i]} names it); nothing is written
+   * @throws DataAccessException if the database refused a row; nothing of the batch can commit
+   */
+  public List<UUID> enqueueAll(Connection callerTx, List<NewMessage> messages) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    NewMessage[] batch = checked(messages);
+    if (batch.length == 0) {
+      return List.of();
+    }
+    UUID[] ids = new UUID[batch.length];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = UuidV7.next();
+    }
+    try {
+      if (batch.length <= MAX_ROWS_PER_INSERT) {
+        insert(callerTx, batch, ids, 0, batch.length); // one statement: atomic even in auto-commit
+      } else if (callerTx.getAutoCommit()) {
+        callerTx.setAutoCommit(false);
+        try {
+          insertInChunks(callerTx, batch, ids);
+          callerTx.commit();
+        } catch (SQLException | RuntimeException | Error e) {
+          Idem.rollback(callerTx, e);
+          throw e;
+        } finally {
+          callerTx.setAutoCommit(true);
+        }
+      } else {
+        insertInChunks(callerTx, batch, ids);
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not enqueue a batch of " + batch.length + " messages: " + e.getMessage(), e);
+    }
+    return List.of(ids);
+  }
+
+  /** The list as an array, refused with the index of the first null element. */
+  private static NewMessage[] checked(List<NewMessage> messages) {
+    if (messages == null) {
+      throw new IllegalArgumentException("messages must not be null");
+    }
+    NewMessage[] batch = messages.toArray(new NewMessage[0]); // one snapshot of the list, checked and written
+    for (int i = 0; i < batch.length; i++) {
+      if (batch[i] == null) {
+        throw new IllegalArgumentException("messages[" + i + "] must not be null (nothing was enqueued)");
+      }
+    }
+    return batch;
+  }
+
+  private void insertInChunks(Connection c, NewMessage[] batch, UUID[] ids) throws SQLException {
+    for (int from = 0; from < batch.length; from += MAX_ROWS_PER_INSERT) {
+      insert(c, batch, ids, from, Math.min(batch.length, from + MAX_ROWS_PER_INSERT));
+    }
+  }
+
+  /** One {@code INSERT} of {@code messages[from..to)} with their ids. */
+  private void insert(Connection c, NewMessage[] messages, UUID[] ids, int from, int to) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(insertSql(to - from))) {
+      int p = 1;
+      for (int i = from; i < to; i++) {
+        p = bind(c, ps, p, ids[i], messages[i]);
+      }
+      ps.execute();
+    }
+  }
+
+  /** Binds one row from parameter {@code p}; returns the index of the next row's first parameter. */
+  private static int bind(Connection c, PreparedStatement ps, int p, UUID id, NewMessage message) throws SQLException {
+    Map<String, String> headers = message.headers();
+    ps.setObject(p, id);
+    ps.setString(p + 1, message.topic());
+    ps.setString(p + 2, message.aggregateKey());
+    ps.setBytes(p + 3, message.payloadUnsafe());
+    ps.setArray(p + 4, c.createArrayOf("text", headers.keySet().toArray(new String[0])));
+    ps.setArray(p + 5, c.createArrayOf("text", headers.values().toArray(new String[0])));
+    return p + 6;
   }
 
   /** {@link #enqueue(Connection, NewMessage)} on the connection of a jOOQ context. */
@@ -132,6 +275,52 @@ public final class Outbox {
       throw new IllegalArgumentException("callerTx must not be null");
     }
     return enqueue(callerTx.connection(), message);
+  }
+
+  /** {@link #enqueueAll(Connection, List)} on the connection of a jOOQ context. */
+  public List<UUID> enqueueAll(DSLContext callerTx, List<NewMessage> messages) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    checked(messages);
+    return callerTx.connectionResult(c -> enqueueAll(c, messages));
+  }
+
+  /** {@link #enqueueAll(Connection, List)} in an idem transaction. */
+  public List<UUID> enqueueAll(Tx callerTx, List<NewMessage> messages) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    return enqueueAll(callerTx.connection(), messages);
+  }
+
+  /**
+   * How many messages are pending: committed and not yet marked sent, whether due now, backing off
+   * after a failed publish, or in a batch a relay is publishing right now (until that batch
+   * commits). Parked ones are not counted: see {@link #countParked()}.
+   *
+   * <p>A snapshot, counted by the database in one statement: the rows committed when it started
+   * (inside an idem transaction open on this thread, which it joins, also that transaction's own
+   * messages). Transactions still open elsewhere are not counted, so zero means nothing was pending
+   * at that moment, not that nothing will be. Pending rows have an index of their own, so this
+   * stays cheap however many sent rows the table keeps.
+   */
+  public long countPending() {
+    return count(PENDING);
+  }
+
+  /**
+   * How many messages are parked: failed {@code maxAttempts} times and waiting for {@link
+   * #redrive}. A snapshot, as {@link #countPending()}. There is no index on parked rows: this scans
+   * the table (sent rows included, kept for the retention), so call it for monitoring now and then,
+   * not in a tight loop.
+   */
+  public long countParked() {
+    return count(PARKED);
+  }
+
+  private long count(String status) {
+    return idem.inTransaction(tx -> tx.dsl().selectCount().from(T).where(STATUS.eq(DSL.inline(status))).fetchOne(0, Long.class));
   }
 
   /**

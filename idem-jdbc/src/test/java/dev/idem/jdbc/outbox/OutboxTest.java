@@ -8,15 +8,20 @@ import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
+import org.jooq.exception.DataAccessException;
+import org.postgresql.PGConnection;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -81,6 +86,228 @@ class OutboxTest {
       c.setAutoCommit(true);
     }
     assertThat(rows("topic = 'rolled.back'")).isEqualTo(before);
+  }
+
+  static NewMessage message(String topic, int i) {
+    return NewMessage.of(topic, ("m" + i).getBytes(StandardCharsets.UTF_8));
+  }
+
+  static List<NewMessage> batchOf(String topic, int n) {
+    List<NewMessage> batch = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      batch.add(message(topic, i));
+    }
+    return batch;
+  }
+
+  /** The payloads of {@code topic}'s rows by id, as committed. */
+  static Map<UUID, String> payloadsById(String topic) throws SQLException {
+    Map<UUID, String> rows = new HashMap<>();
+    try (Connection c = ds.getConnection(); PreparedStatement ps = c.prepareStatement("SELECT id, payload FROM obx.idem_outbox WHERE topic = ?")) {
+      ps.setString(1, topic);
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          rows.put(rs.getObject(1, UUID.class), new String(rs.getBytes(2), StandardCharsets.UTF_8));
+        }
+      }
+    }
+    return rows;
+  }
+
+  @Test
+  void enqueueAllWritesEachMessageAsItsOwnRowWithIdsMintedInListOrder() throws Exception {
+    List<NewMessage> order = List.of(
+        NewMessage.of("shop.order-placed", "{\"order\":7}".getBytes(StandardCharsets.UTF_8)).withAggregateKey("order-7").withHeader("type", "OrderPlaced"),
+        NewMessage.of("payments.requested", "{\"amount\":4000}".getBytes(StandardCharsets.UTF_8)).withAggregateKey("order-7")
+            .withHeader("type", "PaymentRequested").withHeader("trace", "t-7").withHeader("tenant", "shop-42"),
+        NewMessage.of("emails.requested", new byte[0]));
+    List<UUID> ids = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx, order));
+    assertThat(ids).hasSize(3).doesNotHaveDuplicates();
+    assertThat(ids).allSatisfy(id -> assertThat(id.version()).isEqualTo(7));
+    assertThat(ids.get(0)).isLessThan(ids.get(1));
+    assertThat(ids.get(1)).isLessThan(ids.get(2));
+    assertThatThrownBy(() -> ids.add(UUID.randomUUID())).isInstanceOf(UnsupportedOperationException.class);
+    for (int i = 0; i < order.size(); i++) {
+      NewMessage m = order.get(i);
+      try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+          ResultSet rs = st.executeQuery("SELECT topic, aggregate_key, payload, header_names, header_values, status, attempts"
+              + " FROM obx.idem_outbox WHERE id = '" + ids.get(i) + "'")) {
+        assertThat(rs.next()).as("row of messages[%d]", i).isTrue();
+        assertThat(rs.getString(1)).isEqualTo(m.topic());
+        assertThat(rs.getString(2)).isEqualTo(m.aggregateKey());
+        assertThat(rs.getBytes(3)).isEqualTo(m.payload());
+        assertThat((String[]) rs.getArray(4).getArray()).containsExactlyElementsOf(m.headers().keySet());
+        assertThat((String[]) rs.getArray(5).getArray()).containsExactlyElementsOf(m.headers().values());
+        assertThat(rs.getString(6)).isEqualTo("P");
+        assertThat(rs.getInt(7)).isZero();
+        assertThat(rs.next()).isFalse();
+      }
+    }
+  }
+
+  @Test
+  void enqueueAllWritesEveryMessageOnceAtAnySizeAndThroughEachOverload() throws Exception {
+    // around the rows a statement takes, so that batches of one, one full and several statements are written
+    int max = Outbox.MAX_ROWS_PER_INSERT;
+    for (int n : new int[] {1, 2, max - 1, max, max + 1, 2 * max, 2 * max + 1, 250}) {
+      String topic = "sizes-" + n;
+      List<UUID> ids = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx, batchOf(topic, n)));
+      assertThat(ids).hasSize(n).isSorted().doesNotHaveDuplicates();
+      Map<UUID, String> rows = payloadsById(topic);
+      assertThat(rows).as("rows of a batch of %d", n).hasSize(n);
+      for (int i = 0; i < n; i++) {
+        assertThat(rows.get(ids.get(i))).as("messages[%d] of %d", i, n).isEqualTo("m" + i);
+      }
+    }
+    List<UUID> byConnection;
+    List<UUID> byDsl;
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      byConnection = idem.outbox().enqueueAll(c, batchOf("by-connection", 40));
+      byDsl = idem.outbox().enqueueAll(idem.dsl(c), batchOf("by-dsl", 3));
+      assertThat(rows("topic IN ('by-connection', 'by-dsl')")).isZero(); // not visible before commit
+      c.commit();
+      c.setAutoCommit(true);
+    }
+    assertThat(payloadsById("by-connection").keySet()).containsExactlyInAnyOrderElementsOf(byConnection);
+    assertThat(payloadsById("by-dsl").keySet()).containsExactlyInAnyOrderElementsOf(byDsl);
+    assertThat(byConnection.get(39)).isLessThan(byDsl.get(0)); // minted in call order
+  }
+
+  @Test
+  void aRolledBackTransactionLeavesNoneOfItsBatch() throws Exception {
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      idem.outbox().enqueueAll(c, batchOf("batch.rolled.back", 3));
+      idem.outbox().enqueueAll(idem.dsl(c), batchOf("batch.rolled.back", 2 * Outbox.MAX_ROWS_PER_INSERT + 5));
+      c.rollback();
+      c.setAutoCommit(true);
+    }
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      idem.outbox().enqueueAll(tx, batchOf("batch.rolled.back", 50));
+      throw new IllegalStateException("business rule broken");
+    })).hasMessage("business rule broken");
+    assertThat(rows("topic = 'batch.rolled.back'")).isZero();
+  }
+
+  @Test
+  void badBatchInputIsRefusedByNameBeforeAnythingIsWritten() throws Exception {
+    List<NewMessage> withHole = Arrays.asList(message("bad.batch", 0), message("bad.batch", 1), null, message("bad.batch", 3));
+    assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(tx, null)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("messages must not be null");
+    assertThatThrownBy(() -> idem.outbox().enqueueAll((Connection) null, List.of(message("bad.batch", 0))))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
+    assertThatThrownBy(() -> idem.outbox().enqueueAll((DSLContext) null, List.of(message("bad.batch", 0))))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
+    assertThatThrownBy(() -> idem.outbox().enqueueAll((dev.idem.jdbc.Tx) null, List.of(message("bad.batch", 0))))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, withHole))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("messages[2] must not be null");
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(idem.dsl(c), withHole))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("messages[2] must not be null");
+      // nothing reached the database: the caller's transaction is intact and commits its own work
+      UUID mine = idem.outbox().enqueue(c, message("bad.batch.caller", 0));
+      c.commit();
+      c.setAutoCommit(true);
+      assertThat(payloadsById("bad.batch.caller")).containsOnlyKeys(mine);
+    }
+    try (Connection c = ds.getConnection()) {
+      assertThat(c.getAutoCommit()).isTrue();
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, withHole)).hasMessageStartingWith("messages[2]");
+    }
+    assertThat(rows("topic = 'bad.batch'")).isZero();
+  }
+
+  @Test
+  void anEmptyBatchWritesNothingAndReturnsNoIds() throws Exception {
+    long before = rows("true");
+    List<UUID> none = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx, List.of()));
+    assertThat(none).isEmpty();
+    try (Connection c = ds.getConnection()) {
+      assertThat(idem.outbox().enqueueAll(c, List.of())).isEmpty();
+    }
+    assertThat(rows("true")).isEqualTo(before);
+  }
+
+  @Test
+  void aBatchInAutoCommitIsOneTransactionAndRestoresAutoCommit() throws Exception {
+    int n = 3 * Outbox.MAX_ROWS_PER_INSERT + 1;
+    try (Connection c = ds.getConnection()) {
+      assertThat(c.getAutoCommit()).isTrue();
+      List<UUID> ids = idem.outbox().enqueueAll(c, batchOf("autocommit.batch", n));
+      assertThat(c.getAutoCommit()).isTrue();
+      assertThat(payloadsById("autocommit.batch").keySet()).containsExactlyInAnyOrderElementsOf(ids); // committed, seen from another connection
+    }
+  }
+
+  /** A row the database refuses (a trigger stands in for any failure: a NUL byte in a topic, a full disk). */
+  @Test
+  void aRowTheDatabaseRefusesLeavesNoPartOfItsBatch() throws Exception {
+    db.execute("CREATE FUNCTION obx.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        + " IF NEW.topic = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF; RETURN NEW; END $$;"
+        + " CREATE TRIGGER refuse_poison BEFORE INSERT ON obx.idem_outbox FOR EACH ROW EXECUTE FUNCTION obx.refuse_poison()");
+    try {
+      int n = 2 * Outbox.MAX_ROWS_PER_INSERT + 10;
+      List<NewMessage> late = new ArrayList<>(batchOf("partial", n));
+      late.set(n - 3, NewMessage.of("poison", new byte[0])); // in the last statement, after two were written
+      List<NewMessage> small = new ArrayList<>(batchOf("partial", 5));
+      small.set(4, NewMessage.of("poison", new byte[0]));
+
+      // in the caller's transaction: the transaction is aborted, neither the batch nor the caller's own row commits
+      try (Connection c = ds.getConnection()) {
+        c.setAutoCommit(false);
+        idem.outbox().enqueue(c, message("partial.caller", 0));
+        assertThatThrownBy(() -> idem.outbox().enqueueAll(c, late))
+            .isInstanceOf(DataAccessException.class).hasMessageContaining("poison refused").hasMessageContaining("batch of " + n);
+        assertThatThrownBy(() -> idem.outbox().enqueue(c, message("partial.caller", 1)))
+            .hasMessageContaining("current transaction is aborted");
+        try {
+          c.commit();
+        } catch (SQLException expected) {
+          // pgjdbc may report the rollback the server did instead of the commit
+        }
+        c.setAutoCommit(true);
+      }
+      // through idem's own transaction
+      assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(tx, small))).hasMessageContaining("poison refused");
+      // in auto-commit: one statement, or one transaction of its own around several
+      try (Connection c = ds.getConnection()) {
+        assertThatThrownBy(() -> idem.outbox().enqueueAll(c, small)).hasMessageContaining("poison refused");
+        assertThatThrownBy(() -> idem.outbox().enqueueAll(c, late)).hasMessageContaining("poison refused");
+        assertThat(c.getAutoCommit()).isTrue();
+      }
+      assertThat(rows("topic IN ('partial', 'partial.caller', 'poison')")).isZero();
+    } finally {
+      db.execute("DROP TRIGGER refuse_poison ON obx.idem_outbox; DROP FUNCTION obx.refuse_poison()");
+    }
+  }
+
+  @Test
+  void aNotifyingBatchWakesListenersOncePerTransactionAtCommit() throws Exception {
+    Outbox notifying = idem.outbox().notifying();
+    assertThat(notifying.notifying()).isSameAs(notifying);
+    assertThat(idem.outbox().notifying()).isSameAs(notifying);
+    try (Connection listener = db.connect(); Statement st = listener.createStatement()) {
+      st.execute("LISTEN \"" + Outbox.channel(idem) + "\"");
+      PGConnection pg = listener.unwrap(PGConnection.class);
+      List<UUID> ids;
+      try (Connection c = ds.getConnection()) {
+        c.setAutoCommit(false);
+        ids = notifying.enqueueAll(c, batchOf("notifying.batch", 2 * Outbox.MAX_ROWS_PER_INSERT + 1));
+        notifying.enqueue(c, message("notifying.batch", 999));
+        notifying.enqueueAll(c, batchOf("notifying.batch", 2));
+        assertThat(pg.getNotifications(300)).as("nothing before commit").isNullOrEmpty();
+        c.commit();
+        c.setAutoCommit(true);
+      }
+      var got = pg.getNotifications(5000);
+      assertThat(got).hasSize(1);
+      assertThat(got[0].getName()).isEqualTo(Outbox.channel(idem));
+      assertThat(pg.getNotifications(300)).as("one per transaction").isNullOrEmpty();
+      assertThat(payloadsById("notifying.batch")).hasSize(ids.size() + 3).containsKeys(ids.toArray(new UUID[0]));
+    }
   }
 
   @Test
