@@ -64,6 +64,9 @@ class LocalEffectTest {
     assertThat(second.value()).isEqualTo(first.value()).startsWith("payment-");
     Execution.Replayed<String> replay = (Execution.Replayed<String>) second;
     assertThat(replay.firstCompletedAt()).isBeforeOrEqualTo(between);
+    // to the microsecond, the database's own completed_at
+    assertThat(replay.firstCompletedAt()).isEqualTo(java.time.Instant.EPOCH.plus(
+        Long.parseLong(f.column(key, "(extract(epoch from completed_at) * 1000000)::bigint")), java.time.temporal.ChronoUnit.MICROS));
     assertThat(replay.age()).isGreaterThanOrEqualTo(Duration.ZERO).isLessThan(Duration.ofMinutes(1));
     assertThat(runs).hasValue(1);
     assertThat(f.payments(request)).isEqualTo(1);
