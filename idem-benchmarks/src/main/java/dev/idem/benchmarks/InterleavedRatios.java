@@ -1,74 +1,141 @@
 package dev.idem.benchmarks;
 
+import dev.idem.benchmarks.messaging.InboxBenchmark;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The ratios of {@link ExecutorBenchmark} on a machine that other work is loading: JMH measures one
- * method after the other, so a load that comes and goes lands on one side of a ratio. This runs
- * the same benchmark methods on the same state (one pool, 8 threads) in alternating short slices,
- * so each ratio compares throughputs measured under the same load. Not a replacement for the JMH
- * figures, a check on their ratios.
+ * The ratios of {@link ExecutorBenchmark} or {@link InboxBenchmark} on a machine whose speed
+ * drifts: JMH measures one method after the other, so a load (or a slower disk flush) that comes
+ * and goes lands on one side of a ratio. This runs the same benchmark methods on the same state
+ * (one pool, 8 threads) in alternating short slices, so each ratio compares throughputs measured
+ * under the same conditions. Not a replacement for the JMH figures, a check on their ratios.
  *
- * <pre>java -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [rounds] [sliceMillis]</pre>
+ * <pre>java -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox] [rounds] [sliceMillis]</pre>
  */
 public final class InterleavedRatios {
   private static final int THREADS = 8;
 
   private InterleavedRatios() {}
 
+  /** One operation of a benchmark method, on a thread's own state. */
   @FunctionalInterface
   interface Op {
-    void run(ExecutorBenchmark.Local local) throws Exception;
+    void run() throws Exception;
+  }
+
+  /** Makes the operation of one thread: each thread gets its own benchmark-local state. */
+  @FunctionalInterface
+  interface PerThread {
+    Op make();
   }
 
   public static void main(String[] args) throws Exception {
-    int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 5;
-    int sliceMillis = args.length > 1 ? Integer.parseInt(args[1]) : 2000;
+    String which = args.length > 0 ? args[0] : "executor";
+    int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 5;
+    int sliceMillis = args.length > 2 ? Integer.parseInt(args[2]) : 2000;
+    switch (which) {
+      case "executor" -> executor(rounds, sliceMillis);
+      case "inbox" -> inbox(rounds, sliceMillis);
+      default -> throw new IllegalArgumentException("first argument: executor or inbox, was " + which);
+    }
+  }
+
+  private static void executor(int rounds, int sliceMillis) throws Exception {
     ExecutorBenchmark bench = new ExecutorBenchmark();
     ExecutorBenchmark.Shared shared = new ExecutorBenchmark.Shared();
     shared.start();
     try {
-      Map<String, Op> ops = new LinkedHashMap<>();
-      ops.put("bareEffect", l -> bench.bareEffect(shared, l));
-      ops.put("executorNewKey", l -> bench.executorNewKey(shared, l));
-      ops.put("executorNewKeyAtCommit", l -> bench.executorNewKeyAtCommit(shared, l));
-      ops.put("executorNewKeyNoResult", l -> bench.executorNewKeyNoResult(shared, l));
-      ops.put("executorReplay", l -> bench.executorReplay(shared, l));
-      ops.put("barePkRead", l -> bench.barePkRead(shared, l));
-      Map<String, Double> total = new LinkedHashMap<>();
-      for (Op op : ops.values()) {
-        slice(op, sliceMillis / 2); // warm up
-      }
-      for (int round = 0; round < rounds; round++) {
-        for (Map.Entry<String, Op> e : ops.entrySet()) {
-          total.merge(e.getKey(), slice(e.getValue(), sliceMillis), Double::sum);
-        }
-      }
-      total.forEach((name, sum) -> System.out.printf("%-24s %10.0f ops/s%n", name, sum / rounds));
-      System.out.printf("b/a  = %.2f%n", total.get("executorNewKey") / total.get("bareEffect"));
-      System.out.printf("b2/a = %.2f%n", total.get("executorNewKeyAtCommit") / total.get("bareEffect"));
-      System.out.printf("b'/a = %.2f%n", total.get("executorNewKeyNoResult") / total.get("bareEffect"));
-      System.out.printf("c/d  = %.2f%n", total.get("executorReplay") / total.get("barePkRead"));
+      Map<String, PerThread> ops = new LinkedHashMap<>();
+      ops.put("bareEffect", () -> executorOp(l -> bench.bareEffect(shared, l)));
+      ops.put("executorNewKey", () -> executorOp(l -> bench.executorNewKey(shared, l)));
+      ops.put("executorNewKeyAtCommit", () -> executorOp(l -> bench.executorNewKeyAtCommit(shared, l)));
+      ops.put("executorNewKeyNoResult", () -> executorOp(l -> bench.executorNewKeyNoResult(shared, l)));
+      ops.put("executorReplay", () -> executorOp(l -> bench.executorReplay(shared, l)));
+      ops.put("barePkRead", () -> executorOp(l -> bench.barePkRead(shared, l)));
+      Map<String, Double> mean = measure(ops, rounds, sliceMillis);
+      ratio("b/a ", mean, "executorNewKey", "bareEffect");
+      ratio("b2/a", mean, "executorNewKeyAtCommit", "bareEffect");
+      ratio("b'/a", mean, "executorNewKeyNoResult", "bareEffect");
+      ratio("c/d ", mean, "executorReplay", "barePkRead");
     } finally {
       shared.stop();
     }
   }
 
+  private static void inbox(int rounds, int sliceMillis) throws Exception {
+    InboxBenchmark bench = new InboxBenchmark();
+    InboxBenchmark.Shared shared = new InboxBenchmark.Shared();
+    shared.start();
+    try {
+      Map<String, PerThread> ops = new LinkedHashMap<>();
+      ops.put("bareEffect", () -> inboxOp(l -> bench.bareEffect(shared, l)));
+      ops.put("inboxReceive", () -> inboxOp(l -> bench.inboxReceive(shared, l)));
+      ops.put("inboxReceiveAtCommit", () -> inboxOp(l -> bench.inboxReceiveAtCommit(shared, l)));
+      Map<String, Double> mean = measure(ops, rounds, sliceMillis);
+      ratio("inbox/bare         ", mean, "inboxReceive", "bareEffect");
+      ratio("inboxAtCommit/bare ", mean, "inboxReceiveAtCommit", "bareEffect");
+    } finally {
+      shared.stop();
+    }
+  }
+
+  @FunctionalInterface
+  interface OnExecutorState {
+    void run(ExecutorBenchmark.Local local) throws Exception;
+  }
+
+  @FunctionalInterface
+  interface OnInboxState {
+    void run(InboxBenchmark.Local local) throws Exception;
+  }
+
+  private static Op executorOp(OnExecutorState op) {
+    ExecutorBenchmark.Local local = new ExecutorBenchmark.Local();
+    local.start();
+    return () -> op.run(local);
+  }
+
+  private static Op inboxOp(OnInboxState op) {
+    InboxBenchmark.Local local = new InboxBenchmark.Local();
+    local.start();
+    return () -> op.run(local);
+  }
+
+  /** A warm-up slice of each, then {@code rounds} rounds of one slice each; the mean ops/s of each. */
+  private static Map<String, Double> measure(Map<String, PerThread> ops, int rounds, int sliceMillis) throws InterruptedException {
+    for (PerThread op : ops.values()) {
+      slice(op, sliceMillis / 2);
+    }
+    Map<String, Double> total = new LinkedHashMap<>();
+    for (int round = 0; round < rounds; round++) {
+      for (Map.Entry<String, PerThread> e : ops.entrySet()) {
+        total.merge(e.getKey(), slice(e.getValue(), sliceMillis), Double::sum);
+      }
+    }
+    Map<String, Double> mean = new LinkedHashMap<>();
+    total.forEach((name, sum) -> mean.put(name, sum / rounds));
+    mean.forEach((name, opsPerSecond) -> System.out.printf("%-24s %10.0f ops/s%n", name, opsPerSecond));
+    return mean;
+  }
+
+  private static void ratio(String label, Map<String, Double> mean, String of, String to) {
+    System.out.printf("%s = %.2f%n", label, mean.get(of) / mean.get(to));
+  }
+
   /** Runs {@code op} on {@value #THREADS} threads for {@code millis} and returns its throughput. */
-  private static double slice(Op op, int millis) throws InterruptedException {
+  private static double slice(PerThread op, int millis) throws InterruptedException {
     AtomicLong done = new AtomicLong();
     AtomicBoolean stop = new AtomicBoolean();
     Thread[] threads = new Thread[THREADS];
     for (int t = 0; t < THREADS; t++) {
-      ExecutorBenchmark.Local local = new ExecutorBenchmark.Local();
-      local.start();
+      Op mine = op.make();
       threads[t] = new Thread(() -> {
         try {
           while (!stop.get()) {
-            op.run(local);
+            mine.run();
             done.incrementAndGet();
           }
         } catch (Exception e) {
