@@ -33,7 +33,9 @@ public enum ClaimOrder {
    * this process handled lately) <b>runs your callback, which is then rolled back</b>; so does a
    * copy racing the first. Only what the callback did through the transaction is undone. A repeat
    * whose callback fails because the first copy's effect is there (a unique constraint of yours,
-   * a balance already debited) is still answered as a repeat, not with that failure. Choose it for
+   * a balance already debited) is still answered as a repeat, not with that failure, once that copy
+   * has committed (a callback that fails on its rows without waiting for them, with {@code NOWAIT}
+   * or a timeout of yours, fails as it did). Choose it for
    * effects that only write through the transaction and where repeats are rare; keep {@link
    * #BEFORE_EFFECT} when a callback is expensive, holds locks a repeat would wait on, or does
    * anything outside the transaction (which a local effect must not do anyway).

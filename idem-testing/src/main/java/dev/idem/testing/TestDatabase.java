@@ -43,7 +43,16 @@ public final class TestDatabase implements AutoCloseable {
 
   /** A new HikariCP pool of at most {@code maxPoolSize} connections to this database. */
   public HikariDataSource dataSource(int maxPoolSize) {
-    return pool(maxPoolSize, 0);
+    return pool(maxPoolSize, 0, null);
+  }
+
+  /**
+   * A new HikariCP pool of at most {@code maxPoolSize} connections whose transactions run at
+   * {@code isolation}, a {@link Connection} constant's name such as {@code
+   * "TRANSACTION_SERIALIZABLE"}.
+   */
+  public HikariDataSource dataSource(int maxPoolSize, String isolation) {
+    return pool(maxPoolSize, 0, isolation);
   }
 
   /**
@@ -51,14 +60,15 @@ public final class TestDatabase implements AutoCloseable {
    * benchmark never measures a connection being opened.
    */
   public HikariDataSource warmDataSource(int size) {
-    return pool(size, size);
+    return pool(size, size, null);
   }
 
-  private synchronized HikariDataSource pool(int maxPoolSize, int minimumIdle) {
+  private synchronized HikariDataSource pool(int maxPoolSize, int minimumIdle, String isolation) {
     HikariConfig config = new HikariConfig();
     config.setJdbcUrl(jdbcUrl);
     config.setMaximumPoolSize(maxPoolSize);
     config.setMinimumIdle(minimumIdle);
+    config.setTransactionIsolation(isolation);
     config.setPoolName("idem-test-" + name + "-" + pools.size());
     HikariDataSource ds = new HikariDataSource(config);
     pools.add(ds);

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.executor;
 
+import dev.idem.jdbc.internal.ClaimSignal;
 import java.time.Duration;
 
 /**
@@ -7,13 +8,13 @@ import java.time.Duration;
  * transaction, or the joined call's savepoint); caught by the executor and answered as {@link
  * dev.idem.result.Execution.InFlight}. Never leaves the executor.
  */
-final class Busy extends RuntimeException {
+final class Busy extends ClaimSignal {
   private static final long serialVersionUID = 1L;
 
   final transient Duration retryAfter;
 
   Busy(Duration retryAfter) {
-    super("in flight", null, false, false);
+    super("in flight");
     this.retryAfter = retryAfter;
   }
 }

@@ -8,6 +8,7 @@ import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxCallback;
+import dev.idem.jdbc.internal.AtCommit;
 import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.Expiry;
@@ -237,34 +238,51 @@ public final class IdempotentExecutor {
    */
   private <T, X extends Exception> Execution<T> applyThenClaim(IdempotencyKey key, Fingerprint fingerprint,
       Codec<T> codec, TxCallback<T, X> effect, Binds binds) throws X {
+    return AtCommit.run(idem,
+        tx -> {
+          T value = effect.apply(tx);
+          byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
+          claimAtCommit(tx.connection(), binds.result(bytes));
+          return new Execution.Applied<>(value);
+        },
+        () -> idem.inTransaction(tx -> claimThenApply(tx, table.claimLocal, key, fingerprint, codec, effect)),
+        failure -> {
+          KeyTable.Row row;
+          try {
+            row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+          } catch (RuntimeException e) {
+            failure.addSuppressed(e);
+            return null;
+          }
+          if (row == null || row.expirable()) {
+            return null; // not a repeat: the effect's own failure
+          }
+          try {
+            return repeatOf(key, codec, row, binds);
+          } catch (KeyReuseException reuse) {
+            reuse.addSuppressed(failure); // what the other request's effect ran into, for whoever debugs the client
+            throw reuse;
+          }
+        },
+        "executor " + key);
+  }
+
+  /**
+   * The at-commit key row and {@code COMMIT}. Only a conflict on the key table's own row is {@link
+   * ClaimTaken}, and only a wait on its own index past the bound is {@link Busy}: the same round
+   * trip's {@code COMMIT} runs the caller's deferred checks, whose failures are the caller's.
+   */
+  private void claimAtCommit(Connection c, Binds binds) {
     try {
-      return idem.inTransaction(tx -> {
-        T value = effect.apply(tx);
-        byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
-        claim(tx.connection(), table.claimAtCommit, 0, binds.result(bytes), (c, sql, index, b) -> KeyTable.run(c, sql, b));
-        return new Execution.Applied<>(value);
-      });
-    } catch (ClaimTaken taken) {
-      return idem.inTransaction(tx -> claimThenApply(tx, table.claimLocal, key, fingerprint, codec, effect));
-    } catch (Busy busy) {
-      throw busy;
-    } catch (Throwable failure) {
-      KeyTable.Row row;
-      try {
-        row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
-      } catch (RuntimeException e) {
-        failure.addSuppressed(e);
-        throw failure;
+      KeyTable.run(c, table.claimAtCommit, binds);
+    } catch (SQLException e) {
+      if (SqlStates.isUniqueViolationOn(e, idem.schema(), KeyTable.TABLE)) {
+        throw new ClaimTaken();
       }
-      if (row == null || row.expirable()) {
-        throw failure; // not a repeat: the effect's own failure
+      if (SqlStates.isLockTimeoutOn(e, KeyTable.PRIMARY_KEY)) {
+        throw new Busy(retryAfter);
       }
-      try {
-        return repeatOf(key, codec, row, binds);
-      } catch (KeyReuseException reuse) {
-        reuse.addSuppressed(failure); // what the other request's effect ran into, for whoever debugs the client
-        throw reuse;
-      }
+      throw failed(e);
     }
   }
 
@@ -590,9 +608,6 @@ public final class IdempotentExecutor {
       if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
         throw new Busy(retryAfter);
       }
-      if (SqlStates.isUniqueViolationOn(e, idem.schema(), KeyTable.TABLE)) {
-        throw new ClaimTaken(); // only a plain insert raises it: the at-commit claim
-      }
       throw failed(e);
     }
   }
@@ -668,8 +683,10 @@ public final class IdempotentExecutor {
     /**
      * How long a repeat waits for the first copy before it is answered {@link Execution.InFlight};
      * default 2 s. A local effect's repeat blocks on the key's unique index (PostgreSQL {@code
-     * lock_timeout}, set for the claim only) and wakes the moment the first copy commits or rolls
-     * back; an external effect's repeat polls the row. {@code Duration.ZERO} answers at once (the
+     * lock_timeout}, set for the key insert only and restored after it) and wakes the moment the
+     * first copy commits or rolls back; with {@link ClaimOrder#AT_COMMIT} it blocks there at its
+     * commit, and before that its own effect may wait, unbounded by this, on locks the first copy's
+     * effect holds. An external effect's repeat polls the row. {@code Duration.ZERO} answers at once (the
      * claim still waits 1 ms, PostgreSQL's smallest lock timeout). The wait holds a connection.
      */
     public Builder inFlightWait(Duration wait) {

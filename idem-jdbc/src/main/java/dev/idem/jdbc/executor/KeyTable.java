@@ -40,6 +40,8 @@ import org.jooq.impl.SQLDataType;
 final class KeyTable {
   /** The key table's name, in idem's schema. */
   static final String TABLE = "idem_keys";
+  /** Its primary key, the index a claim waits on for another copy's uncommitted row. */
+  static final String PRIMARY_KEY = "idem_keys_pkey";
   static final Table<Record> KEYS = table(name("idem", TABLE));
   static final Field<String> SCOPE = column("scope", String.class);
   static final Field<String> KEY = column("key", String.class);
@@ -85,7 +87,7 @@ final class KeyTable {
   final Sql claimLocalInsert;
   /**
    * {@link dev.idem.jdbc.ClaimOrder#AT_COMMIT}: after the effect, bounds the wait, inserts the key
-   * row completed with its result, and commits, in one round trip. A plain insert: a row already
+   * row completed with its result, restores the caller's wait, and commits, in one round trip. A plain insert: a row already
    * there (or one committed while this waited) is a unique violation, which makes PostgreSQL skip
    * the {@code COMMIT} and leaves the transaction to be rolled back, effect and all.
    */
@@ -120,9 +122,9 @@ final class KeyTable {
     Field<OffsetDateTime> leaseEnds = plus(STAMP, lease);
     // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
     long waitMillis = Math.max(1, inFlightWait.toMillis());
-    // set_config(..., true) lasts until the transaction ends. Before an effect the caller's own
-    // setting is saved and restored around the claim; at commit nothing of the caller's runs after.
-    Query setWait = DSL.resultQuery("select set_config('lock_timeout', {0}, true)", inline(waitMillis + "ms"));
+    // set_config(..., true) lasts until the transaction ends, so the caller's own setting is saved
+    // and restored around every claim: the caller's statements, and the deferred checks its COMMIT
+    // runs, wait as the caller set them to.
     Query saveAndSetWait = DSL.resultQuery(
         "select set_config('lock_timeout', {0}, true) from"
             + " (select set_config('idem.lock_timeout', current_setting('lock_timeout'), true)) as saved",
@@ -138,9 +140,10 @@ final class KeyTable {
             .onConflictDoNothing()
             .returningResult(inline(true), FENCE),
         restoreWait);
-    claimAtCommit = Sql.of(dsl, setWait,
+    claimAtCommit = Sql.of(dsl, saveAndSetWait,
         insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt,
             param("result", byte[].class)),
+        restoreWait,
         DSL.query("commit"));
     claimLocalJoined = Sql.of(dsl, savepoint, saveAndSetWait, local, restoreWait);
     claimExternal = Sql.of(dsl, claim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),

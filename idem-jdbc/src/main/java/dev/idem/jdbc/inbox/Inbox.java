@@ -6,6 +6,7 @@ import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxConsumer;
+import dev.idem.jdbc.internal.AtCommit;
 import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.Expiry;
@@ -23,6 +24,7 @@ import java.time.Duration;
 import java.time.OffsetDateTime;
 import org.jooq.DSLContext;
 import org.jooq.Field;
+import org.jooq.InsertValuesStep4;
 import org.jooq.Table;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
@@ -90,16 +92,15 @@ public final class Inbox {
     DSLContext d = idem.dsl();
     Field<OffsetDateTime> expires = DSL.field("{0} + {1} * interval '1 microsecond'", OffsetDateTime.class,
         Expiry.dbNow(), DSL.val(0L));
-    var insert = d.insertInto(T, CONSUMER, MESSAGE_ID, RECEIVED_AT, EXPIRES_AT)
-        .values(DSL.val((String) null, CONSUMER), DSL.val((String) null, MESSAGE_ID), Expiry.dbNow(), expires);
     // AT_COMMIT: the plain insert, then COMMIT, in one round trip. A row already there (or one
     // committed while this waited on it) is a unique violation, which makes PostgreSQL skip the
     // COMMIT: the transaction is rolled back, effect and all.
-    this.claimAtCommitSql = d.render(insert) + ";\ncommit";
+    this.claimAtCommitSql = d.render(insert(d, expires)) + ";\ncommit";
     // The claim: the row exists (and the effect must not run) unless this statement inserted it,
     // or found it expired and took it over. A concurrent claim of the same id waits on the row
     // lock until the first transaction ends, then sees its outcome: this is what runs the effect once.
-    this.claimSql = d.render(insert
+    // (A builder of its own: jOOQ's builders are mutable, and the plain insert must stay plain.)
+    this.claimSql = d.render(insert(d, expires)
         .onConflict(CONSUMER, MESSAGE_ID)
         .doUpdate()
         .set(RECEIVED_AT, DSL.excluded(RECEIVED_AT))
@@ -111,6 +112,13 @@ public final class Inbox {
         .where(CONSUMER.eq(DSL.val((String) null, CONSUMER)))
         .and(MESSAGE_ID.eq(DSL.val((String) null, MESSAGE_ID)))
         .and(EXPIRES_AT.ge(Expiry.dbNow())));
+  }
+
+  /** The claim's insert of {@code (consumer, message id)}, received now, expiring after the window. */
+  private static InsertValuesStep4<?, String, String, OffsetDateTime, OffsetDateTime> insert(DSLContext d,
+      Field<OffsetDateTime> expires) {
+    return d.insertInto(T, CONSUMER, MESSAGE_ID, RECEIVED_AT, EXPIRES_AT)
+        .values(DSL.val((String) null, CONSUMER), DSL.val((String) null, MESSAGE_ID), Expiry.dbNow(), expires);
   }
 
   /** Starts the configuration of {@code consumer}'s inbox. Prefer {@link Idem#inbox(String)}. */
@@ -167,29 +175,30 @@ public final class Inbox {
    * first; the effect ran into its rows), the answer is ALREADY_DONE; otherwise the failure.
    */
   private <X extends Exception> Outcome applyThenClaim(String messageId, TxConsumer<X> effect, Duration[] age) throws X {
-    try {
-      return idem.inTransaction(tx -> {
-        effect.accept(tx);
-        claimAtCommit(tx.connection(), messageId);
-        return Outcome.APPLIED;
-      });
-    } catch (ClaimTaken taken) {
-      return idem.inTransaction(tx -> claimThenApply(tx, messageId, effect, age));
-    } catch (Throwable failure) {
-      Duration done;
-      try {
-        done = autocommit(c -> age(c, messageId));
-      } catch (RuntimeException e) {
-        failure.addSuppressed(e);
-        throw failure;
-      }
-      if (done == null) {
-        throw failure;
-      }
-      age[0] = done;
-      return Outcome.ALREADY_DONE;
-    }
+    return AtCommit.run(idem,
+        tx -> {
+          effect.accept(tx);
+          claimAtCommit(tx.connection(), messageId);
+          return Outcome.APPLIED;
+        },
+        () -> idem.inTransaction(tx -> claimThenApply(tx, messageId, effect, age)),
+        failure -> {
+          Duration done;
+          try {
+            done = autocommit(c -> age(c, messageId));
+          } catch (RuntimeException e) {
+            failure.addSuppressed(e);
+            return null;
+          }
+          if (done == null) {
+            return null; // not a repeat: the effect's own failure
+          }
+          age[0] = done;
+          return Outcome.ALREADY_DONE;
+        },
+        "inbox " + consumer + ", message " + messageId);
   }
+
 
   /**
    * {@link #receive(String, TxConsumer)} inside the caller's transaction on {@code callerTx}, which

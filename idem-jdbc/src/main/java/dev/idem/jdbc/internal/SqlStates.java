@@ -38,6 +38,24 @@ public final class SqlStates {
   }
 
   /**
+   * True if {@code t} is a lock timeout (55P03) PostgreSQL raised while waiting to insert into
+   * {@code relation} (a table or index name, as its error context names it), as opposed to one
+   * raised by something else the same statement or commit ran.
+   */
+  public static boolean isLockTimeoutOn(Throwable t, String relation) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof PSQLException p && LOCK_NOT_AVAILABLE.equals(p.getSQLState())) {
+        ServerErrorMessage m = p.getServerErrorMessage();
+        return m != null && m.getWhere() != null && m.getWhere().contains("\"" + relation + "\"");
+      }
+      if (c.getCause() == c) {
+        break;
+      }
+    }
+    return false;
+  }
+
+  /**
    * True if {@code t} is a unique violation (23505) on {@code schema.table} itself, as PostgreSQL
    * reports it: a conflict on idem's own claim row, as opposed to one on a table of the caller's
    * that happens to share the SQLSTATE (a deferred constraint checked at the same commit).

@@ -311,6 +311,113 @@ class ClaimAtCommitTest {
   }
 
   @Test
+  void theCallersDeferredChecksAtCommitWaitAsTheCallerSetThemNotAsTheClaimsBound() throws Exception {
+    f.sql("CREATE TABLE IF NOT EXISTS accounts (id int PRIMARY KEY);"
+        + " CREATE TABLE IF NOT EXISTS entries (account int REFERENCES accounts DEFERRABLE INITIALLY DEFERRED, note text);"
+        + " INSERT INTO accounts VALUES (1) ON CONFLICT DO NOTHING");
+    IdempotentExecutor impatient = atCommit(Duration.ZERO); // the claim's own wait: 1 ms
+    IdempotencyKey key = newKey();
+    try (Connection locker = f.ds.getConnection()) {
+      locker.setAutoCommit(false);
+      try (Statement st = locker.createStatement()) {
+        st.execute("SELECT * FROM accounts WHERE id = 1 FOR UPDATE"); // the deferred check at commit waits on this
+      }
+      Future<Execution<String>> call = background.submit(() -> impatient.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        tx.dsl().execute("INSERT INTO entries VALUES (1, ?)", key.value());
+        return "booked";
+      }));
+      Thread.sleep(300);
+      assertThat(call.isDone()).as("the foreign-key check waits for the lock, as the caller's own setting says").isFalse();
+      locker.commit();
+      assertThat(call.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    }
+    assertThat(f.count("SELECT count(*) FROM entries WHERE note = ?", key.value())).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.events.of(IdemEvent.InFlight.class, key)).isEmpty();
+  }
+
+  @Test
+  void aDeferredUniqueViolationOfTheCallersOwnIsTheCallersErrorNotAConflictOnTheKey() {
+    f.sql("CREATE TABLE IF NOT EXISTS invoices (number text, CONSTRAINT invoices_number UNIQUE (number) DEFERRABLE INITIALLY DEFERRED);"
+        + " INSERT INTO invoices VALUES ('INV-1')");
+    IdempotencyKey key = newKey();
+    AtomicInteger runs = new AtomicInteger();
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      tx.dsl().execute("INSERT INTO invoices VALUES ('INV-1')"); // checked only at COMMIT
+      return "invoiced";
+    })).hasMessageContaining("invoices_number");
+    assertThat(runs).as("not retried as if another copy held the key").hasValue(1);
+    assertThat(f.keyRows(key)).isZero();
+    assertThat(f.count("SELECT count(*) FROM invoices")).isEqualTo(1);
+  }
+
+  @Test
+  void aFailingEffectOverAKeyPastItsWindowIsTheEffectsFailureNotAReplayOfTheOldResult() throws Exception {
+    IdempotentExecutor shortMemory = f.idem.executor().claimOrder(ClaimOrder.AT_COMMIT)
+        .window(DedupeWindow.of(Duration.ofMillis(300))).build();
+    IdempotencyKey key = newKey();
+    shortMemory.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> "old result");
+    f.sql("SELECT pg_sleep(0.4)");
+    IOException failure = new IOException("a new intent that fails");
+    assertThatThrownBy(() -> otherProcess.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      throw failure;
+    })).isSameAs(failure);
+  }
+
+  @Test
+  void aFailingEffectOverAnExternalClaimInFlightIsInFlight() throws Exception {
+    IdempotencyKey key = newKey();
+    CountDownLatch calling = new CountDownLatch(1);
+    CountDownLatch finish = new CountDownLatch(1);
+    Future<Execution<String>> external = background.submit(() -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      calling.countDown();
+      finish.await(10, TimeUnit.SECONDS);
+      return "charged";
+    }));
+    assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
+    Execution<String> local = otherProcess.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      throw new IllegalStateException("ran into the external call's effect");
+    });
+    assertThat(local.inFlight()).isTrue();
+    finish.countDown();
+    assertThat(external.get(10, TimeUnit.SECONDS).applied()).isTrue();
+  }
+
+  @Test
+  void underSerializableALoserPastItsReRunsGetsTheWinnersResultNotTheSerializationFailure() throws Exception {
+    f.sql("CREATE TABLE IF NOT EXISTS counters (id int PRIMARY KEY, n int NOT NULL); INSERT INTO counters VALUES (1, 0) ON CONFLICT DO NOTHING");
+    long before = f.count("SELECT n FROM counters WHERE id = 1");
+    IdempotencyKey key = newKey();
+    try (var pool = f.db.dataSource(4, "TRANSACTION_SERIALIZABLE")) {
+      IdempotentExecutor noReRuns = dev.idem.jdbc.Idem.builder(pool).serializationRetries(0).build().executor()
+          .claimOrder(ClaimOrder.AT_COMMIT).build();
+      IdempotentExecutor otherNoReRuns = dev.idem.jdbc.Idem.builder(pool).serializationRetries(0).build().executor()
+          .claimOrder(ClaimOrder.AT_COMMIT).build();
+      CountDownLatch updated = new CountDownLatch(1);
+      CountDownLatch finish = new CountDownLatch(1);
+      Future<Execution<String>> winner = background.submit(() -> noReRuns.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        tx.dsl().execute("UPDATE counters SET n = n + 1 WHERE id = 1");
+        updated.countDown();
+        finish.await(10, TimeUnit.SECONDS);
+        return "winner";
+      }));
+      assertThat(updated.await(10, TimeUnit.SECONDS)).isTrue();
+      Future<Execution<String>> loser = background.submit(() -> otherNoReRuns.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        tx.dsl().execute("SELECT 1"); // its snapshot starts before the winner commits
+        finish.countDown();
+        tx.dsl().execute("UPDATE counters SET n = n + 1 WHERE id = 1"); // waits, then 40001
+        return "loser";
+      }));
+      assertThat(winner.get(10, TimeUnit.SECONDS).applied()).isTrue();
+      Execution<String> lost = loser.get(10, TimeUnit.SECONDS);
+      assertThat(lost.replayed()).isTrue();
+      assertThat(lost.value()).isEqualTo("winner");
+    }
+    assertThat(f.count("SELECT n FROM counters WHERE id = 1")).isEqualTo(before + 1);
+  }
+
+  @Test
   void theBuilderRefusesANullClaimOrder() {
     assertThatThrownBy(() -> f.idem.executor().claimOrder(null).build())
         .isInstanceOf(IllegalArgumentException.class)

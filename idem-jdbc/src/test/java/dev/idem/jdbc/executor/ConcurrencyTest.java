@@ -2,7 +2,6 @@ package dev.idem.jdbc.executor;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
@@ -53,22 +52,12 @@ class ConcurrencyTest {
     f.close();
   }
 
-  /** A pool whose transactions run at {@code isolation} (a java.sql.Connection constant name). */
-  static HikariDataSource pool(int size, String isolation) {
-    HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(f.db.jdbcUrl());
-    config.setMaximumPoolSize(size);
-    config.setMinimumIdle(0);
-    config.setTransactionIsolation(isolation);
-    return new HikariDataSource(config);
-  }
-
   @ParameterizedTest
   @EnumSource(ClaimOrder.class)
   void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult(ClaimOrder order) throws Exception {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     AtomicInteger runs = new AtomicInteger();
-    try (HikariDataSource ds = pool(32, "TRANSACTION_READ_COMMITTED")) {
+    try (HikariDataSource ds = f.db.dataSource(32, "TRANSACTION_READ_COMMITTED")) {
       IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20))
           .claimOrder(order).build();
       List<Execution<String>> results = Race.together(32, i -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
@@ -116,7 +105,7 @@ class ConcurrencyTest {
     ConcurrentLinkedQueue<IdempotencyKey> queue = new ConcurrentLinkedQueue<>(sends);
     Map<IdempotencyKey, List<String>> seen = new ConcurrentHashMap<>();
     AtomicInteger surfaced = new AtomicInteger();
-    try (HikariDataSource ds = pool(8, isolation)) {
+    try (HikariDataSource ds = f.db.dataSource(8, isolation)) {
       // Enough re-runs for a loser of a 3-way race under REPEATABLE READ / SERIALIZABLE.
       IdempotentExecutor executor = Idem.builder(ds).serializationRetries(5).build().executor()
           .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
@@ -153,7 +142,7 @@ class ConcurrencyTest {
       "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
   void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, ClaimOrder order) throws Exception {
     IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
-    try (HikariDataSource ds = pool(8, isolation)) {
+    try (HikariDataSource ds = f.db.dataSource(8, isolation)) {
       IdempotentExecutor executor = Idem.builder(ds).serializationRetries(3).build().executor()
           .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
       List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
