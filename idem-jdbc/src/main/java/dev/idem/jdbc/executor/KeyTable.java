@@ -60,6 +60,9 @@ final class KeyTable {
   /** Name of the savepoint a joined call sets before its claim. */
   static final String SAVEPOINT = "idem_executor_claim";
 
+  /** Sets lock_timeout back to what the claim saved in {@code idem.lock_timeout}. */
+  private static final Field<String> RESTORED_WAIT =
+      field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)", String.class);
   /** The database clock now: what every comparison (lease over? window over?) reads. */
   private static final Field<OffsetDateTime> NOW = Expiry.dbNow();
   /**
@@ -129,7 +132,7 @@ final class KeyTable {
         "select set_config('lock_timeout', {0}, true) from"
             + " (select set_config('idem.lock_timeout', current_setting('lock_timeout'), true)) as saved",
         inline(waitMillis + "ms"));
-    Query restoreWait = DSL.resultQuery("select set_config('lock_timeout', current_setting('idem.lock_timeout'), true)");
+    Query restoreWait = DSL.select(RESTORED_WAIT);
     Query savepoint = DSL.query("savepoint " + SAVEPOINT);
     Query releaseSavepoint = DSL.query("release savepoint " + SAVEPOINT);
 
@@ -142,8 +145,10 @@ final class KeyTable {
         restoreWait);
     claimAtCommit = Sql.of(dsl, saveAndSetWait,
         insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt,
-            param("result", byte[].class)),
-        restoreWait,
+            param("result", byte[].class))
+            // RETURNING runs once the row and its index entry are in: the wait is over, and the
+            // caller's setting is back before COMMIT runs the caller's deferred checks.
+            .returningResult(RESTORED_WAIT),
         DSL.query("commit"));
     claimLocalJoined = Sql.of(dsl, savepoint, saveAndSetWait, local, restoreWait);
     claimExternal = Sql.of(dsl, claim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
