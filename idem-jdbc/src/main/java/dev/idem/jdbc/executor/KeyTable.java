@@ -72,14 +72,12 @@ final class KeyTable {
   private static final Field<OffsetDateTime> STAMP = field("statement_timestamp()", OffsetDateTime.class);
   private static final Condition THIS_KEY =
       SCOPE.eq(param("scope", String.class)).and(KEY.eq(param("key", String.class)));
-  private static final Condition WINDOW_OVER = EXPIRES_AT.le(NOW);
   /**
    * A row that may be deleted or claimed for a new intent: past its window and, if an external
    * claim is still in flight, past its lease too, so a slow holder never sees its row taken (and
    * the fence restart) under it.
    */
-  static final Condition EXPIRABLE =
-      WINDOW_OVER.and(STATE.eq(inline(COMPLETED)).or(LEASE_EXPIRES_AT.le(NOW)));
+  static final Condition EXPIRABLE = expirable(NOW);
 
   /** Local claim: saves lock_timeout, sets the wait bound, claims or reads, restores lock_timeout. */
   final Sql claimLocal;
@@ -153,7 +151,9 @@ final class KeyTable {
     claimLocalJoined = Sql.of(dsl, savepoint, saveAndSetWait, local, restoreWait);
     claimExternal = Sql.of(dsl, claim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
         DSL.castNull(SQLDataType.TIMESTAMPWITHTIMEZONE), expiresAt));
-    read = Sql.of(dsl, existing(dsl, DSL.noCondition()));
+    // A read waits on nothing, so its statement's start is "now": statement_timestamp() is read
+    // once per statement, where each clock_timestamp() asks the clock again.
+    read = Sql.of(dsl, existing(dsl, DSL.noCondition(), STAMP));
     reclaimLocal = Sql.of(dsl, saveAndSetWait, reclaim(dsl, inline(COMPLETED), inline((OffsetDateTime) null),
         DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt), restoreWait);
     reclaimExternal = Sql.of(dsl, reclaim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
@@ -207,7 +207,7 @@ final class KeyTable {
             DSL.castNull(SQLDataType.BIGINT), DSL.castNull(SQLDataType.BIGINT),
             DSL.castNull(SQLDataType.BIGINT), inline(false))
         .from(inserted)
-        .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted))));
+        .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW));
   }
 
   /** The claim's insert under the primary key, with no result yet (callers add {@code ON CONFLICT DO NOTHING}). */
@@ -228,15 +228,23 @@ final class KeyTable {
 
   /** The row of the key, in the shape {@link Row#from} reads. */
   private static Select<Record9<Boolean, Long, byte[], String, byte[], Long, Long, Long, Boolean>> existing(
-      DSLContext dsl, Condition also) {
+      DSLContext dsl, Condition also, Field<OffsetDateTime> now) {
     // completed_at as microseconds since the epoch, not a timestamptz: pgjdbc builds calendars
     // for every result set it decodes a timestamp from, which showed as the replay's largest
     // client-side cost.
     return dsl.select(inline(false).as("claimed"), FENCE, FINGERPRINT, STATE, RESULT, epochMicros(COMPLETED_AT),
-        micros(NOW, COMPLETED_AT), micros(LEASE_EXPIRES_AT, NOW), DSL.field(EXPIRABLE))
+        micros(now, COMPLETED_AT), micros(LEASE_EXPIRES_AT, now), DSL.field(expirable(now)))
         .from(KEYS)
         .where(THIS_KEY)
         .and(also);
+  }
+
+  /**
+   * Past its window and, if an external claim is still in flight, past its lease too, by {@code
+   * now}; see {@link #EXPIRABLE}.
+   */
+  private static Condition expirable(Field<OffsetDateTime> now) {
+    return EXPIRES_AT.le(now).and(STATE.eq(inline(COMPLETED)).or(LEASE_EXPIRES_AT.le(now)));
   }
 
   /** Takes a row past its window for a new intent: fence + 1, so any holder from its past life is refused. */
