@@ -264,7 +264,7 @@ public final class IdempotentExecutor {
             throw reuse;
           }
         },
-        "executor " + key);
+        () -> "executor " + key);
   }
 
   /**

@@ -196,7 +196,7 @@ public final class Inbox {
           age[0] = done;
           return Outcome.ALREADY_DONE;
         },
-        "inbox " + consumer + ", message " + messageId);
+        () -> "inbox " + consumer + ", message " + messageId);
   }
 
 

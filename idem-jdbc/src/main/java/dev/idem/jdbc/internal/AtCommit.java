@@ -2,6 +2,7 @@ package dev.idem.jdbc.internal;
 
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.TxCallback;
+import java.util.function.Supplier;
 
 /**
  * The control flow of {@link dev.idem.jdbc.ClaimOrder#AT_COMMIT}, one for the executor and the
@@ -36,10 +37,11 @@ public final class AtCommit {
    * was a repeat, and answers that or throws the failure unchanged. A {@link ClaimSignal}, an
    * {@link InterruptedException} and a {@link VirtualMachineError} are passed on without asking.
    *
-   * @param what names the guard in the debug log line of a failure answered as a repeat
+   * @param what names the guard and key in the debug log line of a failure answered as a repeat;
+   *     built only when that line is written, so the hot path makes no string
    */
   public static <T, X extends Exception> T run(Idem idem, TxCallback<T, X> effectThenClaim, ClaimFirst<T, X> claimFirst,
-      RepeatAnswer<T> repeat, String what) throws X {
+      RepeatAnswer<T> repeat, Supplier<String> what) throws X {
     try {
       return idem.inTransaction(effectThenClaim);
     } catch (ClaimTaken taken) {
@@ -65,8 +67,8 @@ public final class AtCommit {
     }
   }
 
-  private static void logAnswered(String what, Throwable failure) {
-    LOG.log(System.Logger.Level.DEBUG, () -> what + ": the effect of a copy failed and the claim row answered it"
+  private static void logAnswered(Supplier<String> what, Throwable failure) {
+    LOG.log(System.Logger.Level.DEBUG, () -> what.get() + ": the effect of a copy failed and the claim row answered it"
         + " (a copy completed or holds the claim); the failure is not thrown", failure);
   }
 }
