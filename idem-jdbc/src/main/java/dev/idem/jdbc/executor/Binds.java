@@ -8,14 +8,37 @@ import java.util.function.Function;
 /** The values one call binds to the executor's named parameters. */
 final class Binds implements Function<String, Object> {
   final IdempotencyKey key;
-  final byte[] fingerprint;
+  private final Fingerprint fingerprint;
+  private byte[] fingerprintBytes;
   String callKey;
   byte[] result;
   long fence;
 
   Binds(IdempotencyKey key, Fingerprint fingerprint) {
     this.key = key;
-    this.fingerprint = HexFormat.of().parseHex(fingerprint.hex());
+    this.fingerprint = fingerprint;
+  }
+
+  /** The fingerprint's 32 bytes, parsed from its hex only when a statement sends them. */
+  byte[] fingerprint() {
+    if (fingerprintBytes == null) {
+      fingerprintBytes = HexFormat.of().parseHex(fingerprint.hex());
+    }
+    return fingerprintBytes;
+  }
+
+  /** Whether a stored fingerprint is this call's, compared without parsing (a replay never sends it). */
+  boolean sameFingerprint(byte[] stored) {
+    String hex = fingerprint.hex();
+    if (stored == null || stored.length * 2 != hex.length()) {
+      return false;
+    }
+    for (int i = 0; i < stored.length; i++) {
+      if (HexFormat.fromHexDigits(hex, 2 * i, 2 * i + 2) != (stored[i] & 0xff)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   Binds fence(long fence) {
@@ -33,7 +56,7 @@ final class Binds implements Function<String, Object> {
     return switch (name) {
       case "scope" -> key.scope();
       case "key" -> key.value();
-      case "fingerprint" -> fingerprint;
+      case "fingerprint" -> fingerprint();
       case "call_key" -> callKey;
       case "result" -> result;
       case "fence" -> fence;

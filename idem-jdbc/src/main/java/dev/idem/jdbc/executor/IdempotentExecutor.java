@@ -26,7 +26,6 @@ import dev.idem.window.RepeatSource;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.Optional;
 import org.jooq.DSLContext;
@@ -553,10 +552,10 @@ public final class IdempotentExecutor {
   }
 
   private void checkFingerprint(IdempotencyKey key, KeyTable.Row row, Binds binds) {
-    if (!Arrays.equals(row.fingerprint(), binds.fingerprint)) {
+    if (!binds.sameFingerprint(row.fingerprint())) {
       events.fingerprintMismatch(key);
       throw new KeyReuseException(key, new Fingerprint(HexFormat.of().formatHex(row.fingerprint())),
-          new Fingerprint(HexFormat.of().formatHex(binds.fingerprint)));
+          new Fingerprint(HexFormat.of().formatHex(binds.fingerprint())));
     }
   }
 

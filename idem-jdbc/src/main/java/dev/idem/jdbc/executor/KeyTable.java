@@ -16,7 +16,6 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
-import java.time.temporal.ChronoUnit;
 import java.util.function.Function;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
@@ -77,7 +76,8 @@ final class KeyTable {
    * claim is still in flight, past its lease too, so a slow holder never sees its row taken (and
    * the fence restart) under it.
    */
-  static final Condition EXPIRABLE = expirable(NOW);
+  static final Condition EXPIRABLE =
+      EXPIRES_AT.le(NOW).and(STATE.eq(inline(COMPLETED)).or(LEASE_EXPIRES_AT.le(NOW)));
 
   /** Local claim: saves lock_timeout, sets the wait bound, claims or reads, restores lock_timeout. */
   final Sql claimLocal;
@@ -205,7 +205,7 @@ final class KeyTable {
         .select(inline(true).as("claimed"), inserted.field(FENCE),
             DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
             DSL.castNull(SQLDataType.BIGINT), DSL.castNull(SQLDataType.BIGINT),
-            DSL.castNull(SQLDataType.BIGINT), inline(false))
+            DSL.castNull(SQLDataType.BIGINT), DSL.castNull(SQLDataType.BIGINT))
         .from(inserted)
         .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW));
   }
@@ -227,24 +227,18 @@ final class KeyTable {
   }
 
   /** The row of the key, in the shape {@link Row#from} reads. */
-  private static Select<Record9<Boolean, Long, byte[], String, byte[], Long, Long, Long, Boolean>> existing(
+  private static Select<Record9<Boolean, Long, byte[], String, byte[], Long, Long, Long, Long>> existing(
       DSLContext dsl, Condition also, Field<OffsetDateTime> now) {
-    // completed_at as microseconds since the epoch, not a timestamptz: pgjdbc builds calendars
-    // for every result set it decodes a timestamp from, which showed as the replay's largest
-    // client-side cost.
+    // The row's times with the database's "now" beside them, as epoch microseconds: Row.from
+    // compares and subtracts them (every one a database time). Not as timestamptz, because pgjdbc
+    // builds a TimestampUtils with its calendars for every result set it decodes a timestamp from
+    // (a fifth of the replay's client time in a profile); not by extract(), whose numeric
+    // arithmetic cost the server more than the read itself.
     return dsl.select(inline(false).as("claimed"), FENCE, FINGERPRINT, STATE, RESULT, epochMicros(COMPLETED_AT),
-        micros(now, COMPLETED_AT), micros(LEASE_EXPIRES_AT, now), DSL.field(expirable(now)))
+        epochMicros(LEASE_EXPIRES_AT), epochMicros(EXPIRES_AT), epochMicros(now))
         .from(KEYS)
         .where(THIS_KEY)
         .and(also);
-  }
-
-  /**
-   * Past its window and, if an external claim is still in flight, past its lease too, by {@code
-   * now}; see {@link #EXPIRABLE}.
-   */
-  private static Condition expirable(Field<OffsetDateTime> now) {
-    return EXPIRES_AT.le(now).and(STATE.eq(inline(COMPLETED)).or(LEASE_EXPIRES_AT.le(now)));
   }
 
   /** Takes a row past its window for a new intent: fence + 1, so any holder from its past life is refused. */
@@ -269,12 +263,13 @@ final class KeyTable {
     return field("({0} + {1} * interval '1 microsecond')", OffsetDateTime.class, t, inline(micros(d)));
   }
 
+  /**
+   * {@code t} in microseconds since the epoch, exactly: date_part gives float8 seconds, within a
+   * quarter microsecond of the stored value for any date before 2200, and the cast rounds to the
+   * nearest.
+   */
   private static Field<Long> epochMicros(Field<OffsetDateTime> t) {
-    return field("(extract(epoch from {0}) * 1000000)::bigint", Long.class, t);
-  }
-
-  private static Field<Long> micros(Field<OffsetDateTime> later, Field<OffsetDateTime> earlier) {
-    return field("(extract(epoch from ({0} - {1})) * 1000000)::bigint", Long.class, later, earlier);
+    return field("(date_part('epoch', {0}) * 1000000)::bigint", Long.class, t);
   }
 
   static long micros(Duration d) {
@@ -304,16 +299,29 @@ final class KeyTable {
       if (claimed) {
         return new Row(true, fence, null, null, null, null, null, null, false);
       }
-      long completedMicros = rs.getLong(6);
-      boolean completed = !rs.wasNull();
-      long age = rs.getLong(7);
-      long leaseLeft = rs.getLong(8);
-      boolean noLease = rs.wasNull();
-      return new Row(false, fence, rs.getBytes(3), rs.getString(4), rs.getBytes(5),
-          completed ? Instant.EPOCH.plus(completedMicros, ChronoUnit.MICROS) : null,
-          completed ? Duration.ofNanos(Math.max(0, age) * 1000) : Duration.ZERO,
-          noLease ? null : Duration.ofNanos(leaseLeft * 1000),
-          rs.getBoolean(9));
+      String state = rs.getString(4);
+      Instant completedAt = instant(rs, 6);
+      Instant leaseEnds = instant(rs, 7);
+      Instant expiresAt = instant(rs, 8);
+      Instant now = instant(rs, 9);
+      // the same test as EXPIRABLE, on the row's own times and the database's now
+      boolean expirable = !expiresAt.isAfter(now)
+          && (COMPLETED.equals(state) || (leaseEnds != null && !leaseEnds.isAfter(now)));
+      return new Row(false, fence, rs.getBytes(3), state, rs.getBytes(5), completedAt,
+          completedAt == null ? Duration.ZERO : nonNegative(Duration.between(completedAt, now)),
+          leaseEnds == null ? null : Duration.between(now, leaseEnds),
+          expirable);
+    }
+
+    /** The epoch microseconds of {@code column} as an instant, or null. */
+    private static Instant instant(ResultSet rs, int column) throws SQLException {
+      long micros = rs.getLong(column);
+      return rs.wasNull() ? null
+          : Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
+    }
+
+    private static Duration nonNegative(Duration d) {
+      return d.isNegative() ? Duration.ZERO : d;
     }
 
     boolean completed() {
