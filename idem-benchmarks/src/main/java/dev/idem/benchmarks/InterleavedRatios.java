@@ -17,6 +17,8 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class InterleavedRatios {
   private static final int THREADS = 8;
+  /** The methods to run (a fourth argument, comma-separated), or null for all. */
+  private static java.util.Set<String> only;
 
   private InterleavedRatios() {}
 
@@ -36,6 +38,7 @@ public final class InterleavedRatios {
     String which = args.length > 0 ? args[0] : "executor";
     int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 5;
     int sliceMillis = args.length > 2 ? Integer.parseInt(args[2]) : 2000;
+    only = args.length > 3 ? java.util.Set.of(args[3].split(",")) : null;
     switch (which) {
       case "executor" -> executor(rounds, sliceMillis);
       case "inbox" -> inbox(rounds, sliceMillis);
@@ -105,28 +108,82 @@ public final class InterleavedRatios {
   }
 
   /** A warm-up slice of each, then {@code rounds} rounds of one slice each; the mean ops/s of each. */
-  private static Map<String, Double> measure(Map<String, PerThread> ops, int rounds, int sliceMillis) throws InterruptedException {
+  private static Map<String, Double> measure(Map<String, PerThread> all, int rounds, int sliceMillis) throws InterruptedException {
+    Map<String, PerThread> ops = new LinkedHashMap<>(all);
+    if (only != null) {
+      ops.keySet().retainAll(only);
+    }
     for (PerThread op : ops.values()) {
       slice(op, sliceMillis / 2);
     }
     Map<String, Double> total = new LinkedHashMap<>();
+    Map<String, CpuUse> cpu = new LinkedHashMap<>();
     for (int round = 0; round < rounds; round++) {
       for (Map.Entry<String, PerThread> e : ops.entrySet()) {
-        total.merge(e.getKey(), slice(e.getValue(), sliceMillis), Double::sum);
+        CpuUse before = CpuUse.now();
+        Slice s = slice(e.getValue(), sliceMillis);
+        total.merge(e.getKey(), s.count / s.seconds, Double::sum);
+        cpu.merge(e.getKey(), CpuUse.now().minus(before).per(s.count), CpuUse::plus);
       }
     }
     Map<String, Double> mean = new LinkedHashMap<>();
     total.forEach((name, sum) -> mean.put(name, sum / rounds));
-    mean.forEach((name, opsPerSecond) -> System.out.printf("%-24s %10.0f ops/s%n", name, opsPerSecond));
+    mean.forEach((name, opsPerSecond) -> {
+      CpuUse c = cpu.get(name);
+      System.out.printf("%-24s %10.0f ops/s   cpu per op: this JVM %6.1f us, rest of machine %6.1f us%n",
+          name, opsPerSecond, c.jvmMicros / rounds, c.otherMicros / rounds);
+    });
     return mean;
   }
 
   private static void ratio(String label, Map<String, Double> mean, String of, String to) {
+    if (!mean.containsKey(of) || !mean.containsKey(to)) {
+      return;
+    }
     System.out.printf("%s = %.2f%n", label, mean.get(of) / mean.get(to));
   }
 
-  /** Runs {@code op} on {@value #THREADS} threads for {@code millis} and returns its throughput. */
-  private static double slice(PerThread op, int millis) throws InterruptedException {
+  private record Slice(long count, double seconds) {}
+
+  /**
+   * CPU time spent by this JVM (the client: pool, driver, idem) and by the rest of the machine
+   * (mostly the PostgreSQL backends, when it runs here), from /proc/stat; per operation once divided.
+   */
+  private record CpuUse(double jvmMicros, double otherMicros) {
+    static CpuUse now() {
+      double jvm = ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+          .getOperatingSystemMXBean()).getProcessCpuTime() / 1000.0;
+      double busy = 0;
+      try {
+        String[] f = java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/stat")).get(0).trim().split("\\s+");
+        // user nice system idle iowait irq softirq steal: busy is all but idle and iowait
+        for (int i = 1; i <= 8; i++) {
+          if (i != 4 && i != 5) {
+            busy += Long.parseLong(f[i]);
+          }
+        }
+      } catch (java.io.IOException | RuntimeException e) {
+        return new CpuUse(jvm, Double.NaN);
+      }
+      // USER_HZ is 100 on Linux: a jiffy is 10 ms
+      return new CpuUse(jvm, busy * 10_000 - jvm);
+    }
+
+    CpuUse minus(CpuUse o) {
+      return new CpuUse(jvmMicros - o.jvmMicros, otherMicros - o.otherMicros);
+    }
+
+    CpuUse per(long ops) {
+      return new CpuUse(jvmMicros / ops, otherMicros / ops);
+    }
+
+    CpuUse plus(CpuUse o) {
+      return new CpuUse(jvmMicros + o.jvmMicros, otherMicros + o.otherMicros);
+    }
+  }
+
+  /** Runs {@code op} on {@value #THREADS} threads for {@code millis} and returns what it did. */
+  private static Slice slice(PerThread op, int millis) throws InterruptedException {
     AtomicLong done = new AtomicLong();
     AtomicBoolean stop = new AtomicBoolean();
     Thread[] threads = new Thread[THREADS];
@@ -152,6 +209,6 @@ public final class InterleavedRatios {
     for (Thread thread : threads) {
       thread.join();
     }
-    return count / seconds;
+    return new Slice(count, seconds);
   }
 }
