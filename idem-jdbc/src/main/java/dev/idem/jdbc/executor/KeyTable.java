@@ -300,28 +300,24 @@ final class KeyTable {
         return new Row(true, fence, null, null, null, null, null, null, false);
       }
       String state = rs.getString(4);
-      Instant completedAt = instant(rs, 6);
-      Instant leaseEnds = instant(rs, 7);
-      Instant expiresAt = instant(rs, 8);
-      Instant now = instant(rs, 9);
+      // Epoch microseconds, every one from the database clock; null where the column is.
+      long completed = rs.getLong(6);
+      boolean isCompleted = !rs.wasNull();
+      long leaseEnds = rs.getLong(7);
+      boolean hasLease = !rs.wasNull();
+      long expiresAt = rs.getLong(8);
+      long now = rs.getLong(9);
       // the same test as EXPIRABLE, on the row's own times and the database's now
-      boolean expirable = !expiresAt.isAfter(now)
-          && (COMPLETED.equals(state) || (leaseEnds != null && !leaseEnds.isAfter(now)));
-      return new Row(false, fence, rs.getBytes(3), state, rs.getBytes(5), completedAt,
-          completedAt == null ? Duration.ZERO : nonNegative(Duration.between(completedAt, now)),
-          leaseEnds == null ? null : Duration.between(now, leaseEnds),
+      boolean expirable = expiresAt <= now && (COMPLETED.equals(state) || (hasLease && leaseEnds <= now));
+      return new Row(false, fence, rs.getBytes(3), state, rs.getBytes(5),
+          isCompleted ? Instant.ofEpochSecond(Math.floorDiv(completed, 1_000_000L), Math.floorMod(completed, 1_000_000L) * 1000) : null,
+          isCompleted ? micros(Math.max(0, now - completed)) : Duration.ZERO,
+          hasLease ? micros(leaseEnds - now) : null,
           expirable);
     }
 
-    /** The epoch microseconds of {@code column} as an instant, or null. */
-    private static Instant instant(ResultSet rs, int column) throws SQLException {
-      long micros = rs.getLong(column);
-      return rs.wasNull() ? null
-          : Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
-    }
-
-    private static Duration nonNegative(Duration d) {
-      return d.isNegative() ? Duration.ZERO : d;
+    private static Duration micros(long micros) {
+      return Duration.ofNanos(micros * 1000);
     }
 
     boolean completed() {
