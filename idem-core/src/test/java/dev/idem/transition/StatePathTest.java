@@ -87,7 +87,7 @@ class StatePathTest {
     assertThat(advance("o1", "SHIPPED", "DELIVERED")).isEqualTo(APPLIED);
     // A delayed copy of the first message arrives last. The condition keeps the order DELIVERED.
     assertThat(advance("o1", "PLACED", "PACKED")).isEqualTo(ALREADY_DONE);
-    // Three changes, four repeats ignored: DELIVERED at version 4.
+    // Three changes, three repeats ignored: DELIVERED at version 4.
     assertThat(db.row("o1")).isEqualTo(new Row("DELIVERED", 4));
   }
 

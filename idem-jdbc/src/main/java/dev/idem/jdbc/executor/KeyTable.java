@@ -34,7 +34,8 @@ import org.jooq.impl.SQLDataType;
 /**
  * The executor's SQL on {@code idem_keys}, rendered once per executor by jOOQ and run as JDBC
  * prepared statements, each a single round trip. Every time that decides anything is the
- * database's {@code clock_timestamp()}.
+ * database's: {@code clock_timestamp()} where a statement may first wait on a lock,
+ * {@code statement_timestamp()} where it cannot (the key read, what a write stamps).
  */
 final class KeyTable {
   /** The key table's name, in idem's schema. */
