@@ -8,6 +8,7 @@ import static org.jooq.impl.DSL.selectOne;
 import static org.jooq.impl.DSL.table;
 
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -261,7 +262,7 @@ final class KeyTable {
   }
 
   private static Field<OffsetDateTime> plus(Field<OffsetDateTime> t, Duration d) {
-    return field("({0} + {1} * interval '1 microsecond')", OffsetDateTime.class, t, inline(micros(d)));
+    return DbTime.plusMicros(t, inline(DbTime.micros(d)));
   }
 
   /**
@@ -273,10 +274,6 @@ final class KeyTable {
    */
   static Field<Long> epochMicros(Field<OffsetDateTime> t) {
     return field("(date_part('epoch', {0}) * 1000000)::bigint", Long.class, t);
-  }
-
-  static long micros(Duration d) {
-    return Math.addExact(Math.multiplyExact(d.getSeconds(), 1_000_000L), d.getNano() / 1000);
   }
 
   private static <T> Field<T> column(String column, Class<T> type) {

@@ -9,6 +9,7 @@ import dev.idem.jdbc.TxConsumer;
 import dev.idem.jdbc.internal.AtCommit;
 import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.ClaimTaken;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.jdbc.internal.Savepoints;
@@ -90,8 +91,7 @@ public final class Inbox {
     this.listening = idem.listener() != dev.idem.event.IdemListener.NONE;
     this.claimOrder = b.claimOrder;
     DSLContext d = idem.dsl();
-    Field<OffsetDateTime> expires = DSL.field("{0} + {1} * interval '1 microsecond'", OffsetDateTime.class,
-        Expiry.dbNow(), DSL.val(0L));
+    Field<OffsetDateTime> expires = DbTime.plusMicros(Expiry.dbNow(), DSL.val(0L));
     // AT_COMMIT: the plain insert, then COMMIT, in one round trip. A row already there (or one
     // committed while this waited on it) is a unique violation, which makes PostgreSQL skip the
     // COMMIT: the transaction is rolled back, effect and all.
@@ -336,7 +336,7 @@ public final class Inbox {
 
   private static long toMicros(Duration d) {
     try {
-      return Math.multiplyExact(d.getSeconds(), 1_000_000L) + d.getNano() / 1000;
+      return DbTime.micros(d);
     } catch (ArithmeticException e) {
       throw new IllegalArgumentException("dedupe window " + d + " is too long", e);
     }

@@ -8,6 +8,7 @@ import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxCallback;
 import dev.idem.jdbc.internal.AutoCommit;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.key.IdempotencyKey;
 import java.sql.Connection;
@@ -257,8 +258,7 @@ public final class Leases {
     if (ttl.compareTo(MIN_TTL) < 0 || ttl.compareTo(MAX_TTL) > 0) {
       throw new IllegalArgumentException("ttl must be from " + MIN_TTL + " to " + MAX_TTL + ", was " + ttl);
     }
-    long micros = ttl.toNanos() / 1_000;
-    return DSL.field("{0} + {1} * interval '1 microsecond'", OffsetDateTime.class, Expiry.dbNow(), DSL.val(micros));
+    return DbTime.plusMicros(Expiry.dbNow(), DSL.val(DbTime.micros(ttl)));
   }
 
   /** One statement on a connection of its own, committed at once, whatever this thread has open. */

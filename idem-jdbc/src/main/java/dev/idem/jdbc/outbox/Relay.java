@@ -4,6 +4,7 @@ import static dev.idem.jdbc.outbox.OutboxTable.*;
 
 import dev.idem.internal.Events;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import java.sql.Array;
 import java.sql.Connection;
@@ -133,7 +134,7 @@ public final class Relay implements AutoCloseable {
     this.markFailedSql = d.render(d.update(T)
         .set(ATTEMPTS, attempts)
         .set(LAST_ERROR, DSL.val((String) null, LAST_ERROR))
-        .set(NEXT_ATTEMPT_AT, DSL.field("{0} + {1} * interval '1 microsecond'", OffsetDateTime.class, Expiry.dbNow(), DSL.val(0L)))
+        .set(NEXT_ATTEMPT_AT, DbTime.plusMicros(Expiry.dbNow(), DSL.val(0L)))
         .set(STATUS, DSL.when(attempts.ge(DSL.val(0)), DSL.inline(PARKED)).otherwise(DSL.inline(PENDING)))
         .where(ID.eq(DSL.val((UUID) null, ID))));
   }
@@ -254,8 +255,8 @@ public final class Relay implements AutoCloseable {
 
   /** Exponential back-off from the attempt that failed, with "equal jitter": half fixed, half random. */
   private long backoffMicros(int failedAttempt) {
-    long base = toMicros(initialBackoff);
-    long cap = toMicros(maxBackoff);
+    long base = DbTime.micros(initialBackoff);
+    long cap = DbTime.micros(maxBackoff);
     long exp = failedAttempt >= 62 ? cap : Math.min(cap, base << Math.min(failedAttempt - 1, 40));
     if (exp < 0) {
       exp = cap;
@@ -269,10 +270,6 @@ public final class Relay implements AutoCloseable {
     return s.length() <= MAX_ERROR_LENGTH ? s : s.substring(0, MAX_ERROR_LENGTH);
   }
 
-  private static long toMicros(Duration d) {
-    return d.toNanos() / 1000;
-  }
-
   /**
    * Deletes sent messages older than the retention, in bounded batches (each its own short
    * transaction). The background loop calls it every minute.
@@ -280,7 +277,7 @@ public final class Relay implements AutoCloseable {
    * @return how many were deleted
    */
   public long purgeSent() {
-    Field<OffsetDateTime> cutoff = DSL.field("{0} - {1} * interval '1 microsecond'", OffsetDateTime.class, Expiry.dbNow(), DSL.val(toMicros(retention)));
+    Field<OffsetDateTime> cutoff = DbTime.plusMicros(Expiry.dbNow(), DSL.val(-DbTime.micros(retention)));
     long n = Expiry.deleteInBatches(idem, T, STATUS.eq(SENT).and(SENT_AT.lt(cutoff)), PURGE_BATCH, PURGE_MAX_BATCHES);
     if (n > 0) {
       events.expired(n);

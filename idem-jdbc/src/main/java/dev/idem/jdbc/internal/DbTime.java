@@ -1,0 +1,29 @@
+package dev.idem.jdbc.internal;
+
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import org.jooq.Field;
+import org.jooq.impl.DSL;
+
+/**
+ * Durations as idem's SQL uses them: whole microseconds (PostgreSQL's own resolution), added to a
+ * database time as {@code t + n * interval '1 microsecond'}, so a window, a lease or a back-off
+ * is one bound number and every instant it yields comes from the database clock. Not an API.
+ */
+public final class DbTime {
+  private DbTime() {}
+
+  /**
+   * {@code d} in whole microseconds (nanoseconds below one are dropped).
+   *
+   * @throws ArithmeticException if it does not fit a long (about 292,000 years)
+   */
+  public static long micros(Duration d) {
+    return Math.addExact(Math.multiplyExact(d.getSeconds(), 1_000_000L), d.getNano() / 1000);
+  }
+
+  /** {@code t + micros} microseconds, in SQL; {@code micros} may be negative. */
+  public static Field<OffsetDateTime> plusMicros(Field<OffsetDateTime> t, Field<Long> micros) {
+    return DSL.field("({0} + {1} * interval '1 microsecond')", OffsetDateTime.class, t, micros);
+  }
+}
