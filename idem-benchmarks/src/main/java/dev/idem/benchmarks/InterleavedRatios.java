@@ -1,8 +1,14 @@
 package dev.idem.benchmarks;
 
+import com.sun.management.OperatingSystemMXBean;
 import dev.idem.benchmarks.messaging.InboxBenchmark;
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -11,14 +17,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * drifts: JMH measures one method after the other, so a load (or a slower disk flush) that comes
  * and goes lands on one side of a ratio. This runs the same benchmark methods on the same state
  * (one pool, 8 threads) in alternating short slices, so each ratio compares throughputs measured
- * under the same conditions. Not a replacement for the JMH figures, a check on their ratios.
+ * under the same conditions. Not a replacement for the JMH figures, a check on their ratios. Beside
+ * each throughput it prints the CPU time one operation cost this JVM and the rest of the machine
+ * (from /proc/stat: the PostgreSQL backends, when the database runs here).
  *
- * <pre>java -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox] [rounds] [sliceMillis]</pre>
+ * <pre>java -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox] [rounds] [sliceMillis] [method,method...]</pre>
  */
 public final class InterleavedRatios {
   private static final int THREADS = 8;
   /** The methods to run (a fourth argument, comma-separated), or null for all. */
-  private static java.util.Set<String> only;
+  private static Set<String> only;
 
   private InterleavedRatios() {}
 
@@ -38,7 +46,7 @@ public final class InterleavedRatios {
     String which = args.length > 0 ? args[0] : "executor";
     int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 5;
     int sliceMillis = args.length > 2 ? Integer.parseInt(args[2]) : 2000;
-    only = args.length > 3 ? java.util.Set.of(args[3].split(",")) : null;
+    only = args.length > 3 ? Set.of(args[3].split(",")) : null;
     switch (which) {
       case "executor" -> executor(rounds, sliceMillis);
       case "inbox" -> inbox(rounds, sliceMillis);
@@ -151,18 +159,17 @@ public final class InterleavedRatios {
    */
   private record CpuUse(double jvmMicros, double otherMicros) {
     static CpuUse now() {
-      double jvm = ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
-          .getOperatingSystemMXBean()).getProcessCpuTime() / 1000.0;
+      double jvm = ((OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime() / 1000.0;
       double busy = 0;
       try {
-        String[] f = java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/stat")).get(0).trim().split("\\s+");
+        String[] f = Files.readAllLines(Path.of("/proc/stat")).get(0).trim().split("\\s+");
         // user nice system idle iowait irq softirq steal: busy is all but idle and iowait
         for (int i = 1; i <= 8; i++) {
           if (i != 4 && i != 5) {
             busy += Long.parseLong(f[i]);
           }
         }
-      } catch (java.io.IOException | RuntimeException e) {
+      } catch (IOException | RuntimeException e) {
         return new CpuUse(jvm, Double.NaN);
       }
       // USER_HZ is 100 on Linux: a jiffy is 10 ms
