@@ -8,8 +8,8 @@ import java.util.function.Function;
 /** The values one call binds to the executor's named parameters. */
 final class Binds implements Function<String, Object> {
   final IdempotencyKey key;
-  private final Fingerprint fingerprint;
-  private byte[] fingerprintBytes;
+  final Fingerprint fingerprint;
+  private byte[] parsedFingerprint;
   String callKey;
   byte[] result;
   long fence;
@@ -20,11 +20,11 @@ final class Binds implements Function<String, Object> {
   }
 
   /** The fingerprint's 32 bytes, parsed from its hex only when a statement sends them. */
-  byte[] fingerprint() {
-    if (fingerprintBytes == null) {
-      fingerprintBytes = HexFormat.of().parseHex(fingerprint.hex());
+  byte[] fingerprintBytes() {
+    if (parsedFingerprint == null) {
+      parsedFingerprint = HexFormat.of().parseHex(fingerprint.hex());
     }
-    return fingerprintBytes;
+    return parsedFingerprint;
   }
 
   /** Whether a stored fingerprint is this call's, compared without parsing (a replay never sends it). */
@@ -56,7 +56,7 @@ final class Binds implements Function<String, Object> {
     return switch (name) {
       case "scope" -> key.scope();
       case "key" -> key.value();
-      case "fingerprint" -> fingerprint();
+      case "fingerprint" -> fingerprintBytes();
       case "call_key" -> callKey;
       case "result" -> result;
       case "fence" -> fence;

@@ -554,8 +554,7 @@ public final class IdempotentExecutor {
   private void checkFingerprint(IdempotencyKey key, KeyTable.Row row, Binds binds) {
     if (!binds.sameFingerprint(row.fingerprint())) {
       events.fingerprintMismatch(key);
-      throw new KeyReuseException(key, new Fingerprint(HexFormat.of().formatHex(row.fingerprint())),
-          new Fingerprint(HexFormat.of().formatHex(binds.fingerprint())));
+      throw new KeyReuseException(key, new Fingerprint(HexFormat.of().formatHex(row.fingerprint())), binds.fingerprint);
     }
   }
 
