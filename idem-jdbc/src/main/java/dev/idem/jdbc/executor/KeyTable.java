@@ -206,8 +206,8 @@ final class KeyTable {
     return dsl.with(inserted)
         .select(inline(true).as("claimed"), inserted.field(FENCE),
             DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
-            DSL.castNull(SQLDataType.BIGINT), DSL.castNull(SQLDataType.BIGINT),
-            DSL.castNull(SQLDataType.BIGINT), DSL.castNull(SQLDataType.BIGINT))
+            DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE),
+            DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE))
         .from(inserted)
         .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW));
   }
@@ -229,15 +229,16 @@ final class KeyTable {
   }
 
   /** The row of the key, in the shape {@link Row#from} reads. */
-  private static Select<Record9<Boolean, Long, byte[], String, byte[], Long, Long, Long, Long>> existing(
+  private static Select<Record9<Boolean, Long, byte[], String, byte[], Double, Double, Double, Double>> existing(
       DSLContext dsl, Condition also, Field<OffsetDateTime> now) {
-    // The row's times with the database's "now" beside them, as epoch microseconds: Row.from
-    // compares and subtracts them (every one a database time). Not as timestamptz, because pgjdbc
-    // builds a TimestampUtils with its calendars for every result set it decodes a timestamp from
-    // (a fifth of the replay's client time in a profile); not by extract(), whose numeric
-    // arithmetic cost the server more than the read itself.
-    return dsl.select(inline(false).as("claimed"), FENCE, FINGERPRINT, STATE, RESULT, epochMicros(COMPLETED_AT),
-        epochMicros(LEASE_EXPIRES_AT), epochMicros(EXPIRES_AT), epochMicros(now))
+    // The row's times with the database's "now" beside them, as float8 epoch seconds: Row.from
+    // turns them into microseconds, compares and subtracts them (every one a database time). Not
+    // as timestamptz, because pgjdbc builds a TimestampUtils with its calendars for every result
+    // set it decodes a timestamp from; not converted to microseconds here, because PostgreSQL
+    // sets up each function of a statement's expressions again on every execution, and the
+    // multiplication and cast of each time cost more server time than the key read's index scan.
+    return dsl.select(inline(false).as("claimed"), FENCE, FINGERPRINT, STATE, RESULT, epochSeconds(COMPLETED_AT),
+        epochSeconds(LEASE_EXPIRES_AT), epochSeconds(EXPIRES_AT), epochSeconds(now))
         .from(KEYS)
         .where(THIS_KEY)
         .and(also);
@@ -265,15 +266,20 @@ final class KeyTable {
     return DbTime.plusMicros(t, inline(DbTime.micros(d)));
   }
 
+  /** {@code t} in seconds since the epoch, as float8 (PostgreSQL's date_part); see {@link #micros(double)}. */
+  static Field<Double> epochSeconds(Field<OffsetDateTime> t) {
+    return field("date_part('epoch', {0})", Double.class, t);
+  }
+
   /**
-   * {@code t} in microseconds since the epoch, exactly until 2106 (2^32 seconds after the epoch):
-   * date_part gives float8 seconds, correctly rounded, and the product with 10^6 stays within half
-   * a microsecond of the stored value until then, so the cast (to the nearest) gives it back. Past
-   * 2106 a time may be off by one microsecond (a reported age, the moment a window ends), never
-   * more. KeyTableTimesTest checks both on the server.
+   * A time read by {@link #epochSeconds}, in microseconds since the epoch: exact until 2106 (2^32
+   * seconds after the epoch). date_part gives the float8 nearest to the stored microseconds, and
+   * that times 10^6 stays within half a microsecond of them until then, so rounding to the nearest
+   * gives them back. Past 2106 a time may be off by one microsecond (a reported age, the moment a
+   * window ends), never more. KeyTableTimesTest checks both against extract()'s exact numeric.
    */
-  static Field<Long> epochMicros(Field<OffsetDateTime> t) {
-    return field("(date_part('epoch', {0}) * 1000000)::bigint", Long.class, t);
+  static long micros(double epochSeconds) {
+    return (long) Math.rint(epochSeconds * 1_000_000.0);
   }
 
   private static <T> Field<T> column(String column, Class<T> type) {
@@ -300,23 +306,25 @@ final class KeyTable {
         return new Row(true, fence, null, null, null, null, null, null, false);
       }
       String state = rs.getString(4);
-      // Epoch microseconds, every one from the database clock; null where the column is.
-      long completed = rs.getLong(6);
+      // Epoch seconds, every one from the database clock; null where the column is.
+      double completedSeconds = rs.getDouble(6);
       boolean isCompleted = !rs.wasNull();
-      long leaseEnds = rs.getLong(7);
+      double leaseSeconds = rs.getDouble(7);
       boolean hasLease = !rs.wasNull();
-      long expiresAt = rs.getLong(8);
-      long now = rs.getLong(9);
+      long completed = micros(completedSeconds);
+      long leaseEnds = micros(leaseSeconds);
+      long expiresAt = micros(rs.getDouble(8));
+      long now = micros(rs.getDouble(9));
       // the same test as EXPIRABLE, on the row's own times and the database's now
       boolean expirable = expiresAt <= now && (COMPLETED.equals(state) || (hasLease && leaseEnds <= now));
       return new Row(false, fence, rs.getBytes(3), state, rs.getBytes(5),
           isCompleted ? Instant.ofEpochSecond(Math.floorDiv(completed, 1_000_000L), Math.floorMod(completed, 1_000_000L) * 1000) : null,
-          isCompleted ? micros(Math.max(0, now - completed)) : Duration.ZERO,
-          hasLease ? micros(leaseEnds - now) : null,
+          isCompleted ? duration(Math.max(0, now - completed)) : Duration.ZERO,
+          hasLease ? duration(leaseEnds - now) : null,
           expirable);
     }
 
-    private static Duration micros(long micros) {
+    private static Duration duration(long micros) {
       return Duration.ofNanos(micros * 1000);
     }
 
