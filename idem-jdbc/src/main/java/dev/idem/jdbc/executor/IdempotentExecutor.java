@@ -420,7 +420,7 @@ public final class IdempotentExecutor {
     binds.callKey = callKey.value();
     long waitUntil = System.nanoTime() + inFlightWait.toNanos(); // only this caller's patience
     Duration poll = FIRST_POLL;
-    KeyTable.Row row = autocommit(c -> KeyTable.row(c, table.claimExternal, 0, binds));
+    KeyTable.Row row = externalWrite(c -> KeyTable.row(c, table.claimExternal, 0, binds));
     for (int round = 0; ; ) {
       if (row == null) {
         if (++round >= MAX_CLAIM_ROUNDS) {
@@ -429,7 +429,7 @@ public final class IdempotentExecutor {
         }
         row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
         if (row == null) {
-          row = autocommit(c -> KeyTable.row(c, table.claimExternal, 0, binds));
+          row = externalWrite(c -> KeyTable.row(c, table.claimExternal, 0, binds));
         }
         continue;
       }
@@ -437,7 +437,7 @@ public final class IdempotentExecutor {
         return callOut(new ExternalAttempt(key, callKey, new FencingToken(row.fence()), false), codec, call, null, binds);
       }
       if (row.expirable()) {
-        Long fence = autocommit(c -> KeyTable.single(c, table.reclaimExternal, 0, binds));
+        Long fence = externalWrite(c -> KeyTable.single(c, table.reclaimExternal, 0, binds));
         if (fence != null) {
           return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), false), codec, call, null, binds);
         }
@@ -450,7 +450,7 @@ public final class IdempotentExecutor {
       }
       if (!row.leaseLive()) {
         long previous = row.fence();
-        Long fence = autocommit(c -> KeyTable.single(c, table.takeOver, 0, binds.fence(previous)));
+        Long fence = externalWrite(c -> KeyTable.single(c, table.takeOver, 0, binds.fence(previous)));
         if (fence == null) {
           row = null; // another copy took over or completed first: look again
           continue;
@@ -492,7 +492,7 @@ public final class IdempotentExecutor {
       endLease(binds, token, t);
       throw t;
     }
-    Long recorded = autocommit(c -> KeyTable.single(c, table.complete, 0, binds.fence(token).result(bytes)));
+    Long recorded = externalWrite(c -> KeyTable.single(c, table.complete, 0, binds.fence(token).result(bytes)));
     if (recorded == null) {
       Long highest = autocommit(c -> KeyTable.single(c, table.fenceOf, 0, binds));
       StaleFenceException stale = new StaleFenceException("key " + attempt.key(), token, highest == null ? 0 : highest);
@@ -505,7 +505,7 @@ public final class IdempotentExecutor {
 
   private void endLease(Binds binds, long token, Throwable failure) {
     try {
-      autocommit(c -> KeyTable.run(c, table.endLease, binds.fence(token)));
+      externalWrite(c -> KeyTable.run(c, table.endLease, binds.fence(token)));
     } catch (RuntimeException e) {
       failure.addSuppressed(e); // the lease then ends on its own; the call's failure matters more
     }
@@ -637,6 +637,25 @@ public final class IdempotentExecutor {
   /** Runs {@code work} on a connection of its own in auto-commit mode: each statement commits. */
   private <R> R autocommit(AutoCommit.Work<R> work) {
     return AutoCommit.run(idem.dataSource(), "idem executor", work);
+  }
+
+  /**
+   * An external-mode write, in auto-commit like every external statement. Auto-commit statements
+   * run at the pool's isolation level: at REPEATABLE READ or SERIALIZABLE, one that waited for
+   * another copy's write to the key's row fails with 40001 once that write commits, because the row
+   * changed under its snapshot. That is the case zero rows stand for under READ COMMITTED, and it
+   * is answered the same way: null, so the caller looks at the row again in a new statement. The
+   * failed statement wrote nothing.
+   */
+  private <R> R externalWrite(AutoCommit.Work<R> work) {
+    try {
+      return autocommit(work);
+    } catch (DataAccessException e) {
+      if (SqlStates.is(e, SqlStates.SERIALIZATION_FAILURE)) {
+        return null;
+      }
+      throw e;
+    }
   }
 
   private static DataAccessException failed(SQLException e) {

@@ -1,0 +1,175 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.fence.StaleFenceException;
+import dev.idem.jdbc.Idem;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * External mode on a pool whose connections run at REPEATABLE READ or SERIALIZABLE: its phase-1
+ * and phase-3 statements run in auto-commit, each in a snapshot of its own, so a statement that
+ * waited for another copy's write that then committed fails with SQLSTATE 40001. Such a copy must
+ * get what it gets under READ COMMITTED (in flight, or refused as stale), never an error, and the
+ * row must be the other copy's.
+ */
+class ExternalIsolationTest {
+  static final Duration LEASE = Duration.ofSeconds(1);
+  static ExecutorFixture f;
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("executor_external_isolation", 2);
+  }
+
+  @AfterAll
+  static void stop() {
+    f.close();
+  }
+
+  /** An executor on a pool of its own at {@code isolation}, answering "in flight" at once. */
+  static IdempotentExecutor executorAt(String isolation, HikariDataSource[] pool) {
+    pool[0] = f.db.dataSource(4, isolation);
+    return Idem.builder(pool[0]).build().executor().lease(LEASE).inFlightWait(Duration.ZERO).build();
+  }
+
+  static IdempotencyKey newKey() {
+    return IdempotencyKey.of("checkout", UUID.randomUUID().toString());
+  }
+
+  /** Waits until a backend waits on a row or index lock of the key table. */
+  static void awaitWaitOnTheKeyTable() throws InterruptedException {
+    for (int i = 0; i < 400; i++) {
+      if (f.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+          + " AND wait_event_type = 'Lock' AND query LIKE '%idem_keys%'") > 0) {
+        return;
+      }
+      Thread.sleep(25);
+    }
+    throw new AssertionError("no statement ever waited on the key table");
+  }
+
+  static <T> CompletableFuture<T> async(Callable<T> work) {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return work.call();
+      } catch (Exception e) {
+        throw new CompletionException(e);
+      }
+    });
+  }
+
+  static void run(Connection c, String sql, IdempotencyKey key) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(sql)) {
+      ps.setString(1, key.scope());
+      ps.setString(2, key.value());
+      ps.executeUpdate();
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aClaimThatWaitedOnAnotherCopysClaimIsInFlight(String isolation) throws Exception {
+    HikariDataSource[] pool = new HikariDataSource[1];
+    IdempotentExecutor executor = executorAt(isolation, pool);
+    IdempotencyKey key = newKey();
+    try (Connection other = f.ds.getConnection()) {
+      other.setAutoCommit(false);
+      // another copy's phase 1, not yet committed: the key in flight with a live lease
+      run(other, "INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key,"
+          + " created_at, expires_at) VALUES (?, ?, sha256(''::bytea), 'I', 1, now() + interval '30 seconds',"
+          + " 'other-copy', now(), now() + interval '1 day')", key);
+      CompletableFuture<Execution<String>> copy = CompletableFuture.supplyAsync(() ->
+          executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "called"));
+      awaitWaitOnTheKeyTable();
+      other.commit();
+      assertThat(copy.get(10, TimeUnit.SECONDS)).isInstanceOf(Execution.InFlight.class);
+    } finally {
+      pool[0].close();
+    }
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.column(key, "call_key")).isEqualTo("other-copy");
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aTakeoverThatWaitedOnAnotherCopysTakeoverIsInFlight(String isolation) throws Exception {
+    HikariDataSource[] pool = new HikariDataSource[1];
+    IdempotentExecutor executor = executorAt(isolation, pool);
+    IdempotencyKey key = newKey();
+    f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
+        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', sha256(''::bytea), 'I', 1,"
+        + " now() - interval '1 second', 'crashed-copy', now(), now() + interval '1 day')");
+    try (Connection other = f.ds.getConnection()) {
+      other.setAutoCommit(false);
+      // another copy's takeover of the ended lease, not yet committed
+      run(other, "UPDATE idem.idem_keys SET fence = fence + 1, lease_expires_at = now() + interval '30 seconds'"
+          + " WHERE scope = ? AND key = ?", key);
+      CompletableFuture<Execution<String>> copy = CompletableFuture.supplyAsync(() ->
+          executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "called"));
+      awaitWaitOnTheKeyTable();
+      other.commit();
+      assertThat(copy.get(10, TimeUnit.SECONDS)).isInstanceOf(Execution.InFlight.class);
+    } finally {
+      pool[0].close();
+    }
+    assertThat(f.column(key, "fence")).isEqualTo("2");
+    assertThat(f.column(key, "state")).isEqualTo("I");
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aRecordThatWaitedOnATakeoverIsRefusedAsStale(String isolation) throws Exception {
+    HikariDataSource[] pool = new HikariDataSource[1];
+    IdempotentExecutor executor = executorAt(isolation, pool);
+    IdempotencyKey key = newKey();
+    CountDownLatch calling = new CountDownLatch(1);
+    CountDownLatch answer = new CountDownLatch(1);
+    try (Connection other = f.ds.getConnection()) {
+      CompletableFuture<Execution<String>> holder = async(() ->
+          executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+            calling.countDown();
+            answer.await(10, TimeUnit.SECONDS);
+            return "late";
+          }));
+      assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
+      other.setAutoCommit(false);
+      // another copy takes over once the holder's lease has ended (by the database clock)
+      while (f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + key.scope() + "' AND key = '"
+          + key.value() + "' AND lease_expires_at <= clock_timestamp()") == 0) {
+        Thread.sleep(50);
+      }
+      run(other, "UPDATE idem.idem_keys SET fence = fence + 1, lease_expires_at = now() + interval '30 seconds'"
+          + " WHERE scope = ? AND key = ?", key);
+      answer.countDown();
+      awaitWaitOnTheKeyTable();
+      other.commit();
+      assertThatThrownBy(() -> holder.get(10, TimeUnit.SECONDS))
+          .hasCauseInstanceOf(StaleFenceException.class);
+    } finally {
+      pool[0].close();
+    }
+    assertThat(f.column(key, "state")).isEqualTo("I");
+    assertThat(f.column(key, "fence")).isEqualTo("2");
+    assertThat(f.column(key, "result")).isNull();
+  }
+}
