@@ -67,6 +67,8 @@ public final class Idem {
     }
   }
 
+  private static final System.Logger LOG = System.getLogger("dev.idem.transactions");
+
   private final DataSource dataSource;
   private final String schema;
   private final IdemListener listener;
@@ -216,34 +218,72 @@ public final class Idem {
   }
 
   private <T, X extends Exception> T runOnce(TxCallback<T, X> work) throws X {
-    Connection c;
+    Connection c = connection();
+    boolean autoCommit = beginOn(c);
+    open.set(new OpenTx(c, dsl(c)));
+    Throwable failure = null;
     try {
-      c = dataSource.getConnection();
-    } catch (SQLException e) {
-      throw new DataAccessException("could not get a connection from the DataSource", e);
+      T result = work.apply(open.get());
+      commit(c);
+      return result;
+    } catch (Throwable t) {
+      failure = t;
+      rollback(c, t);
+      throw t; // as it was: the callback's own type, never wrapped
+    } finally {
+      open.remove();
+      giveBack(c, autoCommit, failure);
     }
-    try (c) {
+  }
+
+  private Connection connection() {
+    try {
+      return dataSource.getConnection();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not get a connection from the DataSource: " + e.getMessage(), e);
+    }
+  }
+
+  /** Turns auto-commit off on {@code c}; returns whether it was on, to be set back. */
+  private static boolean beginOn(Connection c) {
+    try {
       boolean autoCommit = c.getAutoCommit();
       if (autoCommit) {
         c.setAutoCommit(false);
       }
-      Tx tx = new OpenTx(c, dsl(c));
-      open.set(tx);
-      try {
-        T result = work.apply(tx);
-        c.commit();
-        return result;
-      } catch (Throwable t) {
-        rollback(c, t);
-        throw t;
-      } finally {
-        open.remove();
-        if (autoCommit) {
-          c.setAutoCommit(true);
-        }
-      }
+      return autoCommit;
     } catch (SQLException e) {
-      throw new DataAccessException("transaction failed: " + e.getMessage(), e);
+      DataAccessException failure = new DataAccessException("could not begin a transaction: " + e.getMessage(), e);
+      giveBack(c, false, failure);
+      throw failure;
+    }
+  }
+
+  private static void commit(Connection c) {
+    try {
+      c.commit();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not commit: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Sets auto-commit back and returns {@code c} to the pool. A failure here (the connection died)
+   * is attached to the callback's failure, if there is one, so it never replaces it. After a
+   * commit it is only logged: the work is committed, and reporting it as failed would make the
+   * caller repeat it; the pool finds the broken connection on its own.
+   */
+  private static void giveBack(Connection c, boolean autoCommit, Throwable failure) {
+    try (c) {
+      if (autoCommit) {
+        c.setAutoCommit(true);
+      }
+    } catch (SQLException | RuntimeException e) {
+      if (failure != null) {
+        failure.addSuppressed(e);
+      } else {
+        LOG.log(System.Logger.Level.WARNING, "transaction committed, but its connection could not be reset or closed", e);
+      }
     }
   }
 

@@ -62,6 +62,32 @@ class IdemTest {
   }
 
   @Test
+  void anSQLExceptionFromTheCallbackIsRethrownAsItWas() {
+    SQLException thrown = new SQLException("the caller's own", "XX001");
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      tx.dsl().execute("INSERT INTO notes VALUES (3)");
+      throw thrown;
+    })).isSameAs(thrown);
+    assertThat(notes()).isZero();
+  }
+
+  @Test
+  void theCallbacksExceptionSurvivesAConnectionThatDiedUnderIt() {
+    IllegalStateException thrown = new IllegalStateException("the caller's own");
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      tx.dsl().execute("INSERT INTO notes VALUES (4)");
+      try (var killer = ds.getConnection(); var st = killer.prepareStatement("SELECT pg_terminate_backend(?)")) {
+        st.setInt(1, tx.dsl().fetchValue(DSL.field("pg_backend_pid()", Integer.class)));
+        st.execute();
+      }
+      throw thrown;
+    })).isSameAs(thrown);
+    // the rollback on the dead connection failed, and says so
+    assertThat(thrown.getSuppressed()).isNotEmpty();
+    assertThat(notes()).isZero();
+  }
+
+  @Test
   void aNestedCallJoinsTheOpenTransaction() {
     assertThatThrownBy(() -> idem.useTransaction(outer -> {
       idem.useTransaction(inner -> {
