@@ -29,6 +29,17 @@ public final class Require {
     return value;
   }
 
+  /**
+   * @param why what sets the limit, for the message, e.g. {@code "PostgreSQL's lock_timeout"}
+   */
+  public static Duration atMost(Duration value, Duration max, String name, String why) {
+    notNull(value, name);
+    if (value.compareTo(max) > 0) {
+      throw new IllegalArgumentException(name + " must be at most " + max + " (" + why + "), was " + value);
+    }
+    return value;
+  }
+
   public static int positive(int value, String name) {
     if (value <= 0) {
       throw new IllegalArgumentException(name + " must be positive, was " + value);

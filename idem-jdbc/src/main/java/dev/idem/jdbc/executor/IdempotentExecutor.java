@@ -11,6 +11,7 @@ import dev.idem.jdbc.TxCallback;
 import dev.idem.jdbc.internal.AtCommit;
 import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.ClaimTaken;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.jdbc.internal.SqlStates;
@@ -73,6 +74,8 @@ import org.jooq.exception.DataAccessException;
 public final class IdempotentExecutor {
   private static final int MAX_CLAIM_ROUNDS = 10;
   private static final Duration FIRST_POLL = Duration.ofMillis(20);
+  /** The longest wait PostgreSQL's lock_timeout (an int of milliseconds) can bound. */
+  private static final Duration LONGEST_LOCK_WAIT = Duration.ofMillis(Integer.MAX_VALUE);
   private static final Duration LONGEST_POLL = Duration.ofMillis(250);
 
   private final Idem idem;
@@ -690,7 +693,8 @@ public final class IdempotentExecutor {
 
     /**
      * How long a key is remembered after it is claimed, by the database clock; default {@link
-     * RepeatSource#CLIENT_RETRY} (24 h). Size it by the slowest path a repeat can take.
+     * RepeatSource#CLIENT_RETRY} (24 h). Size it by the slowest path a repeat can take; at most 100
+     * years.
      */
     public Builder window(DedupeWindow window) {
       this.window = window;
@@ -704,7 +708,8 @@ public final class IdempotentExecutor {
      * first copy commits or rolls back; with {@link ClaimOrder#AT_COMMIT} it blocks there at its
      * commit, and before that its own effect may wait, unbounded by this, on locks the first copy's
      * effect holds. An external effect's repeat polls the row. {@code Duration.ZERO} answers at once (the
-     * claim still waits 1 ms, PostgreSQL's smallest lock timeout). The wait holds a connection.
+     * claim still waits 1 ms, PostgreSQL's smallest lock timeout). The wait holds a connection. At most
+     * 2^31 - 1 ms (about 24.8 days), the longest {@code lock_timeout} PostgreSQL takes.
      */
     public Builder inFlightWait(Duration wait) {
       this.inFlightWait = wait;
@@ -713,7 +718,8 @@ public final class IdempotentExecutor {
 
     /**
      * How long an external effect's claim is held, by the database clock, before another copy may
-     * take it over; default 30 s. Longer than the call takes, including its timeouts.
+     * take it over; default 30 s. Longer than the call takes, including its timeouts; at most
+     * 100 years.
      */
     public Builder lease(Duration lease) {
       this.lease = lease;
@@ -760,8 +766,10 @@ public final class IdempotentExecutor {
     /** @throws IllegalArgumentException naming the setting that is missing or out of range */
     public IdempotentExecutor build() {
       Require.notNull(window, "window");
+      DbTime.bounded(window.length(), "window");
       Require.notNegative(inFlightWait, "inFlightWait");
-      Require.positive(lease, "lease");
+      Require.atMost(inFlightWait, LONGEST_LOCK_WAIT, "inFlightWait", "PostgreSQL's lock_timeout holds at most 2^31 - 1 ms");
+      DbTime.bounded(Require.positive(lease, "lease"), "lease");
       Require.positive(retryAfter, "retryAfter");
       Require.notNull(claimOrder, "claimOrder");
       IdempotencyKey.check("name", name);

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.internal;
 
+import dev.idem.internal.Require;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import org.jooq.Field;
@@ -11,7 +12,18 @@ import org.jooq.impl.DSL;
  * is one bound number and every instant it yields comes from the database clock. Not an API.
  */
 public final class DbTime {
+  /**
+   * The longest window, lease or retention idem adds to a database time: 100 years, far inside
+   * PostgreSQL's timestamp range (to the year 294276) and a long's microseconds.
+   */
+  public static final Duration LONGEST = Duration.ofDays(36_500);
+
   private DbTime() {}
+
+  /** {@code d}, refused with an {@link IllegalArgumentException} naming it if longer than {@link #LONGEST}. */
+  public static Duration bounded(Duration d, String name) {
+    return Require.atMost(d, LONGEST, name, "idem's limit for a time added to the database clock");
+  }
 
   /**
    * {@code d} in whole microseconds (nanoseconds below one are dropped).

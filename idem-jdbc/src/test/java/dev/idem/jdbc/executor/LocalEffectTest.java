@@ -251,6 +251,23 @@ class LocalEffectTest {
   }
 
   @Test
+  void theBuilderRefusesTimesTheDatabaseCannotHoldAndTheLongestItAcceptsWork() throws Exception {
+    assertThatThrownBy(() -> f.idem.executor().inFlightWait(Duration.ofDays(30)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inFlightWait").hasMessageContaining("lock_timeout");
+    assertThatThrownBy(() -> f.idem.executor().window(DedupeWindow.of(Duration.ofDays(365L * 200))).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
+    assertThatThrownBy(() -> f.idem.executor().lease(Duration.ofDays(365L * 200)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("lease");
+    IdempotentExecutor longest = f.idem.executor()
+        .inFlightWait(Duration.ofMillis(Integer.MAX_VALUE)).window(DedupeWindow.of(Duration.ofDays(36_500))).build();
+    IdempotencyKey key = IdempotencyKey.of("orders", "longest-" + UUID.randomUUID());
+    assertThat(longest.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)).applied()).isTrue();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()
+        + "' AND expires_at > now() + interval '99 years'")).isEqualTo(1);
+  }
+
+  @Test
   void aListenerThatThrowsNeverBreaksTheCall() throws Exception {
     var loud = dev.idem.jdbc.Idem.builder(f.ds).listener(new dev.idem.event.IdemListener() {
       @Override
