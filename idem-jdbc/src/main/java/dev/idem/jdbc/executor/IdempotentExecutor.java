@@ -440,9 +440,14 @@ public final class IdempotentExecutor {
         return callOut(new ExternalAttempt(key, callKey, new FencingToken(row.fence()), false), codec, call, null, binds);
       }
       if (row.expirable()) {
+        // A new life of the key, under the same call key (a provider that still remembers it
+        // absorbs a late repeat). If the last life's attempt never finished (its holder died)
+        // and this is the same intent, it is a takeover of that attempt: the resolver is asked.
+        boolean unfinished = !row.completed() && binds.sameFingerprint(row.fingerprint());
         Long fence = externalWrite(c -> KeyTable.single(c, table.reclaimExternal, 0, binds));
         if (fence != null) {
-          return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), false), codec, call, null, binds);
+          return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), unfinished), codec, call,
+              unfinished ? resolver : null, binds);
         }
         row = null;
         continue;

@@ -207,6 +207,35 @@ class ExternalEffectTest {
   }
 
   @Test
+  void anUnfinishedAttemptPastItsWindowIsTakenOverAndTheResolverIsAsked() throws Exception {
+    IdempotencyKey key = newKey();
+    String callKey = Keys.child(key, "external").value();
+    Provider.charge(f.ds, callKey, 40); // the holder's charge went through, then the holder died
+    f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
+        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', sha256(''::bytea), 'I', 1,"
+        + " now() - interval '2 days', '" + callKey + "', now() - interval '3 days', now() - interval '2 days')");
+    AtomicInteger calls = new AtomicInteger();
+    List<ExternalAttempt> asked = new CopyOnWriteArrayList<>();
+    Execution<String> e = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      calls.incrementAndGet();
+      return Provider.charge(f.ds, a.callKey().value(), 40);
+    }, a -> {
+      asked.add(a);
+      return Provider.lookUp(f.ds, a.callKey().value());
+    });
+    assertThat(e.applied()).isTrue();
+    assertThat(calls).hasValue(0);
+    assertThat(asked).singleElement().satisfies(a -> {
+      assertThat(a.takeover()).isTrue();
+      assertThat(a.callKey().value()).isEqualTo(callKey);
+      assertThat(a.token().value()).isEqualTo(2);
+    });
+    assertThat(this.calls(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+    assertThat(f.column(key, "fence")).isEqualTo("2");
+  }
+
+  @Test
   void aResolverThatKnowsNothingLetsTheTakeoverCallAgainWithTheSameCallKey() throws Exception {
     IdempotencyKey key = newKey();
     List<String> callKeys = new CopyOnWriteArrayList<>();
