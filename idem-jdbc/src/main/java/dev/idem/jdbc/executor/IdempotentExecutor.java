@@ -215,10 +215,15 @@ public final class IdempotentExecutor {
     try {
       outcome = claimThenApply(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
     } catch (Busy busy) {
-      rollbackToSavepoint(c, busy);
+      // InFlight promises a usable transaction: if the rollback fails, that failure is the answer.
+      rollbackToSavepoint(c, key);
       return inFlight(key, busy.retryAfter);
     } catch (Throwable t) {
-      rollbackToSavepoint(c, t);
+      try {
+        rollbackToSavepoint(c, key);
+      } catch (RuntimeException e) {
+        t.addSuppressed(e);
+      }
       throw t;
     }
     return reported(key, outcome);
@@ -634,11 +639,14 @@ public final class IdempotentExecutor {
     }
   }
 
-  private void rollbackToSavepoint(Connection c, Throwable failure) {
+  /** Undoes a joined call's claim; if that fails, the caller's transaction is not usable and says so. */
+  private void rollbackToSavepoint(Connection c, IdempotencyKey key) {
     try {
       KeyTable.run(c, table.rollbackToSavepoint, null);
-    } catch (SQLException | RuntimeException e) {
-      failure.addSuppressed(e);
+    } catch (SQLException e) {
+      throw new DataAccessException("idem executor: could not roll back to the savepoint before the claim of key "
+          + key + ", so the caller's transaction may hold it or be aborted; roll the transaction back: "
+          + e.getMessage(), e);
     }
   }
 

@@ -8,9 +8,9 @@ import org.jooq.Table;
 import org.jooq.impl.DSL;
 
 /**
- * Deletes rows past their time in bounded batches, each its own short transaction, so expiry never
- * runs one huge DELETE that holds locks and bloats the table at once. Times come from the database
- * clock. Not an API.
+ * Deletes rows past their time in bounded batches, each its own short transaction (also when
+ * called inside one of the caller's), so expiry never runs one huge DELETE that holds locks and
+ * bloats the table at once. Times come from the database clock. Not an API.
  */
 public final class Expiry {
   private static final Field<Object> CTID = DSL.field(DSL.name("ctid"));
@@ -26,7 +26,9 @@ public final class Expiry {
   public static long deleteInBatches(Idem idem, Table<?> table, Condition condition, int batchSize, int maxBatches) {
     long total = 0;
     for (int batch = 0; batch < maxBatches; batch++) {
-      int deleted = idem.inTransaction(tx -> tx.dsl()
+      // One auto-commit statement per batch, on a connection of its own: its own short
+      // transaction even when called inside the caller's (which would make it one long delete).
+      int deleted = AutoCommit.run(idem.dataSource(), "idem expiry", c -> idem.dsl(c)
           .deleteFrom(table)
           .where(CTID.in(DSL.select(CTID).from(table).where(condition).limit(batchSize)))
           .execute());

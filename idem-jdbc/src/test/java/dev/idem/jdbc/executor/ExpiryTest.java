@@ -93,6 +93,21 @@ class ExpiryTest {
   }
 
   @Test
+  void expireInsideATransactionStillCommitsEachBatchOnItsOwn() throws Exception {
+    String scope = "own-" + UUID.randomUUID().toString().substring(0, 8);
+    IdempotentExecutor executor = f.idem.executor().expiryBatches(3, 10).build();
+    for (int i = 0; i < 7; i++) {
+      executor.execute(IdempotencyKey.of(scope, "k-" + i), Fingerprint.EMPTY, Codec.none(), tx -> null);
+    }
+    f.sql("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE scope = '" + scope + "'");
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> f.idem.useTransaction(tx -> {
+      assertThat(executor.expire()).isGreaterThanOrEqualTo(7);
+      throw new IllegalStateException("the caller's transaction rolls back");
+    })).hasMessageContaining("rolls back");
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "'")).isZero();
+  }
+
+  @Test
   void expireDeletesOnlyKeysPastTheirWindowInBoundedBatches() throws Exception {
     String scope = "batch-" + UUID.randomUUID().toString().substring(0, 8);
     IdempotentExecutor executor = f.idem.executor().window(DedupeWindow.of(Duration.ofHours(1))).expiryBatches(10, 2).build();
