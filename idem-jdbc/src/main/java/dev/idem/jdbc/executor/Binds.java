@@ -7,6 +7,7 @@ import java.util.function.Function;
 
 /** The values one call binds to the executor's named parameters. */
 final class Binds implements Function<String, Object> {
+  private static final char[] DIGITS = "0123456789abcdef".toCharArray();
   final IdempotencyKey key;
   final Fingerprint fingerprint;
   private byte[] parsedFingerprint;
@@ -27,14 +28,18 @@ final class Binds implements Function<String, Object> {
     return parsedFingerprint;
   }
 
-  /** Whether a stored fingerprint is this call's, compared without parsing (a replay never sends it). */
+  /**
+   * Whether a stored fingerprint is this call's, compared without parsing (a replay never sends
+   * it): each stored byte against its two hex digits, which {@link Fingerprint} keeps lower-case.
+   */
   boolean sameFingerprint(byte[] stored) {
     String hex = fingerprint.hex();
     if (stored == null || stored.length * 2 != hex.length()) {
       return false;
     }
     for (int i = 0; i < stored.length; i++) {
-      if (HexFormat.fromHexDigits(hex, 2 * i, 2 * i + 2) != (stored[i] & 0xff)) {
+      int b = stored[i] & 0xff;
+      if (hex.charAt(2 * i) != DIGITS[b >>> 4] || hex.charAt(2 * i + 1) != DIGITS[b & 0xf]) {
         return false;
       }
     }
