@@ -11,6 +11,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Savepoint;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -61,6 +62,8 @@ import org.postgresql.PGConnection;
 public final class Relay implements AutoCloseable {
   private static final System.Logger LOG = System.getLogger("dev.idem.relay");
   private static final int MAX_ERROR_LENGTH = 2000;
+  /** {@code last_error} when the database refused the error's own text. */
+  static final String UNSTORABLE_ERROR = "(the publisher's error could not be stored; see the relay's log)";
   private static final int PURGE_BATCH = 1000;
   private static final int PURGE_MAX_BATCHES = 100;
   /** How often the background loop deletes sent messages past their retention. */
@@ -207,19 +210,76 @@ public final class Relay implements AutoCloseable {
       }
     }
     if (!failed.isEmpty()) {
-      try (PreparedStatement ps = c.prepareStatement(markFailedSql)) {
-        for (Failure f : failed) {
-          ps.setString(1, describe(f.error));
-          ps.setLong(2, backoffMicros(f.message.attempt()));
-          ps.setInt(3, maxAttempts);
-          ps.setObject(4, f.message.id());
-          ps.addBatch();
-          LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
-        }
-        ps.executeBatch();
-      }
+      markFailed(c, failed);
     }
     return sent.size();
+  }
+
+  /**
+   * Records the failed publishes (attempts, back-off or parking, last error) without being able to
+   * undo the sent marks before it: a failure here that rolled back the whole batch would republish
+   * the sent messages on every poll and never count the failed ones towards parking. So each write
+   * runs behind a savepoint. If the database refuses the batch of marks (an error text the database
+   * encoding cannot hold, a trigger), each failure is marked alone, so one refused row cannot keep
+   * the others from being counted: with its error text, else with {@link #UNSTORABLE_ERROR}, else
+   * not at all (it stays due and is tried again, this attempt not counted), and the sent marks
+   * still commit.
+   */
+  private void markFailed(Connection c, List<Failure> failed) throws SQLException {
+    List<String> errors = new ArrayList<>(failed.size());
+    for (Failure f : failed) {
+      errors.add(describe(f.error));
+      logFailure(f);
+    }
+    if (tryMarkFailed(c, failed, errors)) {
+      return;
+    }
+    for (int i = 0; i < failed.size(); i++) {
+      List<Failure> one = List.of(failed.get(i));
+      if (!tryMarkFailed(c, one, List.of(errors.get(i))) && !tryMarkFailed(c, one, List.of(UNSTORABLE_ERROR))) {
+        LOG.log(System.Logger.Level.WARNING, "could not record the failed publish of " + failed.get(i).message.id()
+            + "; it will be tried again without counting this attempt");
+      }
+    }
+  }
+
+  /** Marks {@code failed} behind a savepoint; false, with the savepoint rolled back, if the database refused. */
+  private boolean tryMarkFailed(Connection c, List<Failure> failed, List<String> errors) throws SQLException {
+    Savepoint before = c.setSavepoint();
+    boolean marked;
+    try {
+      executeMarkFailed(c, failed, errors);
+      marked = true;
+    } catch (SQLException refused) {
+      c.rollback(before); // throws on a lost connection: then the batch cannot commit anyway
+      LOG.log(System.Logger.Level.WARNING, "the database refused to mark " + failed.size() + " failed publishes", refused);
+      marked = false;
+    }
+    c.releaseSavepoint(before);
+    return marked;
+  }
+
+  private void executeMarkFailed(Connection c, List<Failure> failed, List<String> errors) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(markFailedSql)) {
+      for (int i = 0; i < failed.size(); i++) {
+        Failure f = failed.get(i);
+        ps.setString(1, errors.get(i));
+        ps.setLong(2, backoffMicros(f.message.attempt()));
+        ps.setInt(3, maxAttempts);
+        ps.setObject(4, f.message.id());
+        ps.addBatch();
+      }
+      ps.executeBatch();
+    }
+  }
+
+  /** Logs a failed publish with its exception; a logger that chokes on the exception must not fail the batch. */
+  private static void logFailure(Failure f) {
+    try {
+      LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
+    } catch (RuntimeException | StackOverflowError e) {
+      LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + "); its exception could not be logged");
+    }
   }
 
   private List<OutboxMessage> claim(Connection c) throws SQLException {
@@ -265,9 +325,35 @@ public final class Relay implements AutoCloseable {
     return half + ThreadLocalRandom.current().nextLong(half + 1);
   }
 
-  private static String describe(Throwable e) {
-    String s = e.toString();
-    return s.length() <= MAX_ERROR_LENGTH ? s : s.substring(0, MAX_ERROR_LENGTH);
+  /**
+   * The text stored as {@code last_error}: {@code e.toString()}, made storable. PostgreSQL refuses
+   * NUL in text (the whole statement fails), so each NUL is written as its Java escape, a backslash
+   * and {@code u0000}; the text is cut to {@value #MAX_ERROR_LENGTH} characters, never inside a
+   * surrogate pair. A {@code toString()} that throws (a broken exception class, a cycle that
+   * overflows the stack) gives the class name instead: the failure must still be counted, or the
+   * message is never parked.
+   */
+  static String describe(Throwable e) {
+    String s;
+    try {
+      s = e.toString();
+      if (s == null) {
+        s = e.getClass().getName(); // a toString() that returns null
+      }
+    } catch (Throwable broken) {
+      if (broken instanceof VirtualMachineError && !(broken instanceof StackOverflowError)) {
+        throw (VirtualMachineError) broken; // out of memory: not this message's fault
+      }
+      s = e.getClass().getName() + " (its toString() threw " + broken.getClass().getName() + ")";
+    }
+    if (s.indexOf('\0') >= 0) {
+      s = s.replace("\0", "\\u0000");
+    }
+    if (s.length() <= MAX_ERROR_LENGTH) {
+      return s;
+    }
+    int end = Character.isHighSurrogate(s.charAt(MAX_ERROR_LENGTH - 1)) ? MAX_ERROR_LENGTH - 1 : MAX_ERROR_LENGTH;
+    return s.substring(0, end);
   }
 
   /**

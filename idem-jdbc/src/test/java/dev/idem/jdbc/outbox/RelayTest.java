@@ -377,6 +377,99 @@ class RelayTest {
         + " AND last_error LIKE '%AssertionError: serializer bug%'")).isEqualTo(1);
   }
 
+  /** An exception whose {@code toString()} itself throws, as a broken custom exception class can. */
+  static final class UnprintableException extends RuntimeException {
+    @Override
+    public String toString() {
+      throw new IllegalStateException("toString() of a broken exception");
+    }
+  }
+
+  @Test
+  void aPublisherErrorThatCannotBeStoredAsTextParksItsMessageAndTheOthersAreSentOnce() throws Exception {
+    UUID good = enqueue(msg("good"));
+    UUID nul = enqueue(msg("nul"));
+    UUID unprintable = enqueue(msg("unprintable"));
+    int calls = 12;
+    List<RuntimeException> batchFailures = new ArrayList<>();
+    try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+      pc.setAutoCommit(true);
+      Relay relay = idem.relay(m -> {
+        ps.setObject(1, m.id());
+        ps.setInt(2, m.attempt());
+        ps.executeUpdate(); // every call of the publisher, as a broker would see it
+        if (m.id().equals(nul)) {
+          throw new IOException("broker said \0 in reply"); // PostgreSQL refuses NUL in text
+        }
+        if (m.id().equals(unprintable)) {
+          throw new UnprintableException();
+        }
+      }).maxAttempts(3).backoff(Duration.ofMillis(1), Duration.ofMillis(2)).build();
+      for (int i = 0; i < calls; i++) {
+        try {
+          relay.runOnce();
+        } catch (RuntimeException e) {
+          batchFailures.add(e); // before the fix: the whole batch rolled back, sent marks included
+        }
+        Thread.sleep(5); // past the back-off of at most 2 ms
+      }
+    }
+    assertThat(count("SELECT count(*) FROM published WHERE id = '" + good + "'")).as("publishes of the good message").isEqualTo(1);
+    assertThat(status(good)).isEqualTo("S");
+    assertThat(count("SELECT count(*) FROM published WHERE id = '" + nul + "'")).as("publishes of the NUL message").isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM published WHERE id = '" + unprintable + "'")).as("publishes of the unprintable one").isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + nul + "' AND status = 'X' AND attempts = 3"
+        + " AND last_error = 'java.io.IOException: broker said \\u0000 in reply'")).isEqualTo(1);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + unprintable + "' AND status = 'X' AND attempts = 3"
+        + " AND last_error LIKE '" + UnprintableException.class.getName() + "%' AND last_error LIKE '%toString() threw%'")).isEqualTo(1);
+    assertThat(batchFailures).isEmpty();
+  }
+
+  @Test
+  void whenTheDatabaseRefusesAFailureMarkTheSentMarksStillCommitAndTheOtherFailuresAreCounted() throws Exception {
+    // Stands in for an error text the database cannot hold (a character outside its encoding):
+    // the row of "refuse text" takes no error text but the fixed one; the row of "refuse all" takes
+    // no failure mark at all.
+    sql("CREATE FUNCTION refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        + " IF NEW.status <> 'S' AND convert_from(NEW.payload, 'UTF8') = 'refuse all' THEN RAISE EXCEPTION 'no failure mark'; END IF;"
+        + " IF NEW.last_error LIKE '%broker down%' AND convert_from(NEW.payload, 'UTF8') = 'refuse text' THEN RAISE EXCEPTION 'no such text'; END IF;"
+        + " RETURN NEW; END $$;"
+        + " CREATE TRIGGER refuse_marks BEFORE UPDATE ON idem.idem_outbox FOR EACH ROW EXECUTE FUNCTION refuse_marks()");
+    try {
+      UUID good = enqueue(msg("good"));
+      UUID refuseText = enqueue(msg("refuse text"));
+      UUID refuseAll = enqueue(msg("refuse all"));
+      UUID counted = enqueue(msg("counted"));
+      int calls = 6;
+      try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+        pc.setAutoCommit(true);
+        Relay relay = idem.relay(m -> {
+          ps.setObject(1, m.id());
+          ps.setInt(2, m.attempt());
+          ps.executeUpdate();
+          if (!m.id().equals(good)) {
+            throw new IOException("broker down");
+          }
+        }).maxAttempts(2).backoff(Duration.ofMillis(1), Duration.ofMillis(2)).build();
+        for (int i = 0; i < calls; i++) {
+          relay.runOnce();
+          Thread.sleep(5);
+        }
+      }
+      assertThat(count("SELECT count(*) FROM published WHERE id = '" + good + "'")).isEqualTo(1);
+      assertThat(status(good)).isEqualTo("S");
+      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + counted + "' AND status = 'X' AND attempts = 2"
+          + " AND last_error = 'java.io.IOException: broker down'")).isEqualTo(1);
+      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + refuseText + "' AND status = 'X' AND attempts = 2"
+          + " AND last_error = '" + Relay.UNSTORABLE_ERROR.replace("'", "''") + "'")).isEqualTo(1);
+      // never counted, so tried on every call (and never parked): the log says so
+      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + refuseAll + "' AND status = 'P' AND attempts = 0")).isEqualTo(1);
+      assertThat(count("SELECT count(*) FROM published WHERE id = '" + refuseAll + "'")).isEqualTo(calls);
+    } finally {
+      sql("DROP TRIGGER refuse_marks ON idem.idem_outbox; DROP FUNCTION refuse_marks()");
+    }
+  }
+
   @Test
   void redriveAllMakesEveryParkedMessagePendingAgain() {
     UUID a = enqueue(msg("a"));
