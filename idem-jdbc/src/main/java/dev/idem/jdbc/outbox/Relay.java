@@ -476,7 +476,23 @@ public final class Relay implements AutoCloseable {
       }
     }
 
+    /**
+     * Gives the connection back no longer listening: a pooled connection still LISTENing would
+     * collect every later notification of the channel in the JVM, unread, for as long as the pool
+     * keeps it. If {@code UNLISTEN} fails, the connection is aborted rather than handed back as it
+     * is (a pool finds an aborted connection dead and drops it).
+     */
     void close() {
+      try (Statement st = connection.createStatement()) {
+        st.execute("UNLISTEN *");
+      } catch (SQLException e) {
+        LOG.log(System.Logger.Level.DEBUG, "could not UNLISTEN; aborting the LISTEN connection", e);
+        try {
+          connection.abort(Runnable::run);
+        } catch (SQLException | RuntimeException abortFailed) {
+          LOG.log(System.Logger.Level.WARNING, "could not UNLISTEN nor abort the LISTEN connection; it goes back to the pool listening", abortFailed);
+        }
+      }
       try {
         connection.close();
       } catch (SQLException e) {

@@ -3,6 +3,7 @@ package dev.idem.jdbc.outbox;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
@@ -513,6 +514,65 @@ class RelayTest {
       long t0 = System.nanoTime();
       relay.close();
       assertThat(System.nanoTime() - t0).as("close wakes the LISTEN wait").isLessThan(TimeUnit.SECONDS.toNanos(20));
+    }
+  }
+
+  /**
+   * How many LISTEN channels the sessions of {@code pool} hold: borrows all {@code size} connections
+   * at once (so the one a relay gave back is among them) and asks each session.
+   */
+  static long listeningChannels(DataSource pool, int size) throws SQLException {
+    List<Connection> held = new ArrayList<>();
+    try {
+      long channels = 0;
+      for (int i = 0; i < size; i++) {
+        Connection c = pool.getConnection();
+        held.add(c);
+        try (var st = c.createStatement(); var rs = st.executeQuery("SELECT count(*) FROM pg_listening_channels()")) {
+          rs.next();
+          channels += rs.getLong(1);
+        }
+      }
+      return channels;
+    } finally {
+      for (Connection c : held) {
+        c.close();
+      }
+    }
+  }
+
+  /** Starts {@code relay}, waits until its loop published a message (so it set up its LISTEN first), and closes it. */
+  static void runUntilOnePublishedAndClose(Relay relay) throws Exception {
+    UUID id = enqueue(msg("wake"));
+    relay.start();
+    try {
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (!"S".equals(status(id))) {
+        assertThat(System.nanoTime()).isLessThan(deadline);
+        Thread.sleep(10);
+      }
+    } finally {
+      relay.close();
+    }
+  }
+
+  @Test
+  void aClosedListeningRelayGivesItsConnectionBackNoLongerListening() throws Exception {
+    try (HikariDataSource pool = db.dataSource(3)) {
+      Relay relay = Idem.builder(pool).build().relay(m -> {}).listen(true).pollInterval(Duration.ofMinutes(10)).build();
+      runUntilOnePublishedAndClose(relay);
+      assertThat(listeningChannels(pool, 3)).as("channels still listened to on the pool's connections").isZero();
+    }
+  }
+
+  @Test
+  void aListeningConnectionThatCannotUnlistenIsNotGivenBackToThePool() throws Exception {
+    try (HikariDataSource pool = db.dataSource(3)) {
+      DataSource unlistenFails = FaultyDataSource.wrap(pool,
+          (method, args) -> method.equals("execute") && args[0].toString().startsWith("UNLISTEN") ? new SQLException("UNLISTEN refused") : null);
+      Relay relay = Idem.builder(unlistenFails).build().relay(m -> {}).listen(true).pollInterval(Duration.ofMinutes(10)).build();
+      runUntilOnePublishedAndClose(relay);
+      assertThat(listeningChannels(pool, 3)).as("channels still listened to on the pool's connections").isZero();
     }
   }
 
