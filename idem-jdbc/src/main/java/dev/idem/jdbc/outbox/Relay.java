@@ -390,14 +390,31 @@ public final class Relay implements AutoCloseable {
 
   private void loop() {
     long nextPurge = System.nanoTime();
+    long nextListen = System.nanoTime();
+    boolean listenFailing = false;
     Listener listener = null;
     try {
       while (running) {
+        if (listen && listener == null && System.nanoTime() - nextListen >= 0) {
+          // LISTEN before the batch, so nothing committed after it is missed. Apart from the batch:
+          // a relay that cannot LISTEN (no connection to spare, a driver or pool that hides
+          // PGConnection) still relays, by polling, and tries LISTEN again a poll interval later.
+          try {
+            listener = new Listener();
+            if (listenFailing) {
+              LOG.log(System.Logger.Level.INFO, "LISTEN for outbox messages works again");
+              listenFailing = false;
+            }
+          } catch (RuntimeException e) {
+            nextListen = System.nanoTime() + pollInterval.toNanos();
+            // warn once per outage, not every poll interval
+            LOG.log(listenFailing ? System.Logger.Level.DEBUG : System.Logger.Level.WARNING,
+                "could not LISTEN for outbox messages; polling every " + pollInterval + " and trying LISTEN again", e);
+            listenFailing = true;
+          }
+        }
         int n = 0;
         try {
-          if (listen && listener == null) {
-            listener = new Listener(); // LISTEN before the batch, so nothing committed after it is missed
-          }
           n = runOnce();
           if (System.nanoTime() - nextPurge >= 0) {
             nextPurge = System.nanoTime() + PURGE_EVERY.toNanos();
@@ -619,7 +636,9 @@ public final class Relay implements AutoCloseable {
     /**
      * Makes the background loop LISTEN for enqueues through {@link Outbox#notifying()}, waking as
      * soon as one commits instead of at the next poll. Holds one connection of the pool while the
-     * loop runs, besides the one each batch takes: the pool needs at least two. Default false.
+     * loop runs, besides the one each batch takes: the pool needs at least two. If LISTEN cannot
+     * be set up (or its connection fails), the loop logs it, goes on polling and tries LISTEN again
+     * a poll interval later. Default false.
      */
     public Builder listen(boolean listen) {
       this.listen = listen;

@@ -577,6 +577,43 @@ class RelayTest {
   }
 
   @Test
+  void aListeningRelayThatCannotListenPollsAndListensAgainOnceItCan() throws Exception {
+    AtomicBoolean driverBroken = new AtomicBoolean(true);
+    try (HikariDataSource pool = db.dataSource(3)) {
+      // the relay needs the driver's PGConnection to read notifications: make that fail for a while
+      DataSource noPgConnection = FaultyDataSource.wrap(pool, (method, args) -> driverBroken.get() && method.equals("unwrap")
+          && args[0] == org.postgresql.PGConnection.class ? new SQLException("no PGConnection behind this pool") : null);
+      List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, List.of(msg("1"), msg("2"), msg("3"), msg("4"), msg("5"))));
+      try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, 0)")) {
+        pc.setAutoCommit(true);
+        Relay relay = Idem.builder(noPgConnection).build().relay(m -> {
+          ps.setObject(1, m.id());
+          ps.executeUpdate();
+        }).listen(true).pollInterval(Duration.ofMillis(100)).build();
+        relay.start();
+        try {
+          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+          while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < ids.size()) {
+            assertThat(System.nanoTime()).as("published by polling without LISTEN").isLessThan(deadline);
+            Thread.sleep(10);
+          }
+          assertThat(count("SELECT count(*) FROM published")).isEqualTo(ids.size());
+          assertThat(db.count("SELECT count(DISTINCT id) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(ids.size());
+          assertThat(count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'")).isZero();
+
+          driverBroken.set(false);
+          while (count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == 0) {
+            assertThat(System.nanoTime()).as("LISTEN tried again").isLessThan(deadline);
+            Thread.sleep(10);
+          }
+        } finally {
+          relay.close();
+        }
+      }
+    }
+  }
+
+  @Test
   void theOrderedRelayKeepsOrderPerAggregateKeyEvenAcrossAFailure() throws Exception {
     List<String> expectedA = new ArrayList<>();
     List<String> expectedB = new ArrayList<>();
