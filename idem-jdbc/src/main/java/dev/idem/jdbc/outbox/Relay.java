@@ -372,9 +372,9 @@ public final class Relay implements AutoCloseable {
   }
 
   /**
-   * Starts the background loop on a daemon thread: batches back to back while they come full,
-   * otherwise one every poll interval. Errors (a lost database) are logged and retried after the
-   * poll interval.
+   * Starts the background loop on a daemon thread: batches back to back while they send
+   * something, and after a batch that sent nothing (nothing due, or every publish failed) a wait of
+   * the poll interval. Errors (a lost database) are logged and retried after the poll interval.
    *
    * @throws IllegalStateException if already started
    */
@@ -426,7 +426,10 @@ public final class Relay implements AutoCloseable {
           }
           LOG.log(System.Logger.Level.WARNING, "relay batch failed; trying again in " + pollInterval, e);
         }
-        if (n < batchSize && running) {
+        // Wait only after a batch that sent nothing (nothing due, everything failed, or an error).
+        // "Not full" is no sign that nothing is left: an ordered batch takes one message per key,
+        // so a backlog on one key would otherwise drain at one message per poll interval.
+        if (n == 0 && running) {
           if (listener != null) {
             if (!listener.await(pollInterval)) {
               listener.close(); // a broken connection: poll once, then LISTEN on a new one
@@ -594,7 +597,7 @@ public final class Relay implements AutoCloseable {
       return this;
     }
 
-    /** How long the background loop waits after a batch that was not full; default 500 ms. */
+    /** How long the background loop waits after a batch that sent nothing; default 500 ms. */
     public Builder pollInterval(Duration pollInterval) {
       this.pollInterval = pollInterval;
       return this;
@@ -618,8 +621,9 @@ public final class Relay implements AutoCloseable {
 
     /**
      * Keeps order per aggregate key: a message is published only after every older message of its
-     * key was sent. Costs parallelism (one message per key per batch; relays share no key's
-     * backlog), and a failing or parked message blocks its key until it goes out or is re-driven.
+     * key was sent. Costs parallelism (one message per key per batch, so a backlog of one key is
+     * one batch, one transaction, per message; relays share no key's backlog), and a failing or
+     * parked message blocks its key until it goes out or is re-driven.
      * Messages without an aggregate key are unordered. Default false.
      */
     public Builder orderedByAggregateKey(boolean ordered) {

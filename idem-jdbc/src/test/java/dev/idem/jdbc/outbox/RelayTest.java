@@ -614,6 +614,67 @@ class RelayTest {
   }
 
   @Test
+  void theOrderedLoopDrainsOneKeysBacklogBackToBackNotOneMessagePerPollInterval() throws Exception {
+    drainOneKeyWithAPoisonMessageBeside(true);
+  }
+
+  @Test
+  void theUnorderedLoopAlsoRunsBackToBackWhileItSendsAndWaitsWhenAllItFindsFails() throws Exception {
+    drainOneKeyWithAPoisonMessageBeside(false);
+  }
+
+  /**
+   * A background loop with a 10 s poll interval, a backlog of 50 messages of one key, and beside it
+   * a message whose publish always fails: the backlog goes out within 5 s (far less than one poll
+   * interval, so polling cannot do it; one message per poll would take 500 s), in order when
+   * ordered, each once; then, with nothing left but the failing message, the loop waits instead of
+   * spinning on it.
+   */
+  void drainOneKeyWithAPoisonMessageBeside(boolean ordered) throws Exception {
+    int backlog = 50;
+    List<NewMessage> batch = new ArrayList<>();
+    for (int i = 0; i < backlog; i++) {
+      batch.add(msg("a" + i).withAggregateKey("A"));
+    }
+    List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, batch));
+    UUID poison = enqueue(msg("poison").withAggregateKey("P"));
+    AtomicInteger seq = new AtomicInteger();
+    try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+      pc.setAutoCommit(true);
+      Relay relay = idem.relay(m -> {
+        ps.setObject(1, m.id());
+        ps.setInt(2, seq.incrementAndGet()); // the order of publishes
+        ps.executeUpdate();
+        if (m.id().equals(poison)) {
+          throw new IOException("always fails");
+        }
+      }).orderedByAggregateKey(ordered).batchSize(7).pollInterval(Duration.ofSeconds(10))
+          .maxAttempts(1_000).backoff(Duration.ofMillis(1), Duration.ofMillis(1)).build();
+      relay.start();
+      try {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < backlog) {
+          assertThat(System.nanoTime()).as("the backlog drained well within one 10 s poll interval").isLessThan(deadline);
+          Thread.sleep(10);
+        }
+        String attemptsOfPoison = "SELECT count(*) FROM published WHERE id = '" + poison + "'";
+        long before = count(attemptsOfPoison);
+        Thread.sleep(300);
+        assertThat(count(attemptsOfPoison)).as("tries of the failing message once nothing else is left").isLessThanOrEqualTo(before + 1);
+      } finally {
+        relay.close();
+      }
+    }
+    assertThat(db.count("SELECT count(*) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(backlog);
+    assertThat(db.count("SELECT count(DISTINCT id) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(backlog);
+    if (ordered) {
+      // no pair of A's messages published in the opposite order of their ids (the enqueue order)
+      assertThat(count("SELECT count(*) FROM published x JOIN published y ON x.relay < y.relay AND x.id > y.id"
+          + " WHERE x.id <> '" + poison + "' AND y.id <> '" + poison + "'")).isZero();
+    }
+  }
+
+  @Test
   void theOrderedRelayKeepsOrderPerAggregateKeyEvenAcrossAFailure() throws Exception {
     List<String> expectedA = new ArrayList<>();
     List<String> expectedB = new ArrayList<>();
