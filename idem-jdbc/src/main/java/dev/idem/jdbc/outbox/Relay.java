@@ -60,6 +60,22 @@ import org.postgresql.PGConnection;
  * background loop until {@link #close()}.
  */
 public final class Relay implements AutoCloseable {
+  /**
+   * The longest {@linkplain Builder#retention retention}: 36,500 days, about 100 years. A longer
+   * one reaches past what a {@code Duration} in microseconds or a PostgreSQL timestamp can hold,
+   * and failed only when {@link #purgeSent()} ran.
+   */
+  public static final Duration MAX_RETENTION = Duration.ofDays(36_500);
+
+  /**
+   * The longest {@linkplain Builder#backoff back-off}, initial or maximum: 365 days. A message that
+   * should wait longer is better parked ({@code maxAttempts}) and re-driven.
+   */
+  public static final Duration MAX_BACKOFF = Duration.ofDays(365);
+
+  /** The longest {@linkplain Builder#pollInterval poll interval}: one day. */
+  public static final Duration MAX_POLL_INTERVAL = Duration.ofDays(1);
+
   private static final System.Logger LOG = System.getLogger("dev.idem.relay");
   private static final int MAX_ERROR_LENGTH = 2000;
   /** {@code last_error} when the database refused the error's own text. */
@@ -317,10 +333,10 @@ public final class Relay implements AutoCloseable {
   private long backoffMicros(int failedAttempt) {
     long base = DbTime.micros(initialBackoff);
     long cap = DbTime.micros(maxBackoff);
-    long exp = failedAttempt >= 62 ? cap : Math.min(cap, base << Math.min(failedAttempt - 1, 40));
-    if (exp < 0) {
-      exp = cap;
-    }
+    int doublings = failedAttempt - 1;
+    // base << doublings loses bits once they reach the sign bit (2^44 << 20 is 0, no back-off at
+    // all): from there on it is past any cap anyway.
+    long exp = doublings >= Long.numberOfLeadingZeros(base) - 1 ? cap : Math.min(cap, base << doublings);
     long half = exp / 2;
     return half + ThreadLocalRandom.current().nextLong(half + 1);
   }
@@ -597,7 +613,10 @@ public final class Relay implements AutoCloseable {
       return this;
     }
 
-    /** How long the background loop waits after a batch that sent nothing; default 500 ms. */
+    /**
+     * How long the background loop waits after a batch that sent nothing; default 500 ms, at most
+     * {@link Relay#MAX_POLL_INTERVAL}.
+     */
     public Builder pollInterval(Duration pollInterval) {
       this.pollInterval = pollInterval;
       return this;
@@ -611,7 +630,8 @@ public final class Relay implements AutoCloseable {
 
     /**
      * The back-off after the first failure, doubling per failure up to {@code max}, each with
-     * jitter (between half and all of it); default 1 s up to 5 min.
+     * jitter (between half and all of it); default 1 s up to 5 min. Both at most {@link
+     * Relay#MAX_BACKOFF}.
      */
     public Builder backoff(Duration initial, Duration max) {
       this.initialBackoff = initial;
@@ -631,7 +651,10 @@ public final class Relay implements AutoCloseable {
       return this;
     }
 
-    /** How long sent messages are kept before {@link Relay#purgeSent()} deletes them; default 7 days. */
+    /**
+     * How long sent messages are kept before {@link Relay#purgeSent()} deletes them; default 7 days,
+     * at most {@link Relay#MAX_RETENTION}.
+     */
     public Builder retention(Duration retention) {
       this.retention = retention;
       return this;
@@ -649,29 +672,41 @@ public final class Relay implements AutoCloseable {
       return this;
     }
 
+    /**
+     * Checks the settings and builds the relay.
+     *
+     * @throws IllegalArgumentException naming the setting, if one is out of its range: a batch size
+     *     outside 1 to 10,000, fewer than 1 attempt, a null or non-positive duration, a duration past
+     *     its limit ({@link Relay#MAX_POLL_INTERVAL}, {@link Relay#MAX_BACKOFF}, {@link
+     *     Relay#MAX_RETENTION}), or a maximum back-off shorter than the initial one
+     */
     public Relay build() {
       if (batchSize < 1 || batchSize > 10_000) {
         throw new IllegalArgumentException("batchSize must be 1 to 10000, was " + batchSize);
       }
-      checkPositive(pollInterval, "pollInterval");
+      checkDuration(pollInterval, "pollInterval", MAX_POLL_INTERVAL);
       if (maxAttempts < 1) {
         throw new IllegalArgumentException("maxAttempts must be 1 or more, was " + maxAttempts);
       }
-      checkPositive(initialBackoff, "initial backoff");
-      checkPositive(maxBackoff, "max backoff");
+      checkDuration(initialBackoff, "initial backoff", MAX_BACKOFF);
+      checkDuration(maxBackoff, "max backoff", MAX_BACKOFF);
       if (maxBackoff.compareTo(initialBackoff) < 0) {
         throw new IllegalArgumentException("max backoff " + maxBackoff + " is shorter than the initial backoff " + initialBackoff);
       }
-      checkPositive(retention, "retention");
+      checkDuration(retention, "retention", MAX_RETENTION);
       return new Relay(this);
     }
 
-    private static void checkPositive(Duration d, String what) {
+    private static void checkDuration(Duration d, String what, Duration max) {
       if (d == null) {
         throw new IllegalArgumentException(what + " must not be null");
       }
       if (d.isNegative() || d.isZero()) {
         throw new IllegalArgumentException(what + " must be positive, was " + d);
+      }
+      if (d.compareTo(max) > 0) {
+        long days = max.toDays();
+        throw new IllegalArgumentException(what + " must be at most " + days + (days == 1 ? " day" : " days") + ", was " + d);
       }
     }
   }

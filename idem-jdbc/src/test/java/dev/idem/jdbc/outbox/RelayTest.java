@@ -13,6 +13,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -672,6 +673,43 @@ class RelayTest {
       assertThat(count("SELECT count(*) FROM published x JOIN published y ON x.relay < y.relay AND x.id > y.id"
           + " WHERE x.id <> '" + poison + "' AND y.id <> '" + poison + "'")).isZero();
     }
+  }
+
+  @Test
+  void durationsPastTheirLimitsAreRefusedAtBuildAndTheLimitsWorkAgainstTheDatabase() throws Exception {
+    Publisher failing = m -> {
+      throw new IOException("down");
+    };
+    assertThatThrownBy(() -> idem.relay(failing).retention(Duration.ofDays(36_501)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("retention must be at most 36500 days");
+    assertThatThrownBy(() -> idem.relay(failing).retention(Duration.ofSeconds(Long.MAX_VALUE)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("retention must be at most 36500 days");
+    assertThatThrownBy(() -> idem.relay(failing).backoff(Duration.ofSeconds(1), Duration.ofDays(366)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("max backoff must be at most 365 days");
+    assertThatThrownBy(() -> idem.relay(failing).backoff(Duration.ofDays(366), Duration.ofDays(367)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("initial backoff must be at most 365 days");
+    assertThatThrownBy(() -> idem.relay(failing).pollInterval(Duration.ofDays(1).plusMillis(1)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pollInterval must be at most 1 day");
+    assertThatThrownBy(() -> idem.relay(failing).pollInterval(Duration.ofSeconds(Long.MAX_VALUE)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pollInterval must be at most 1 day");
+
+    // at the limits, every time the relay computes stays within the database's range
+    Relay atLimits = idem.relay(failing).retention(Relay.MAX_RETENTION).pollInterval(Relay.MAX_POLL_INTERVAL)
+        .backoff(Relay.MAX_BACKOFF, Relay.MAX_BACKOFF).build();
+    UUID far = enqueue(msg("far"));
+    assertThat(atLimits.runOnce()).isZero();
+    assertThat(atLimits.purgeSent()).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + far + "' AND status = 'P' AND attempts = 1"
+        + " AND next_attempt_at BETWEEN clock_timestamp() + interval '182 days' AND clock_timestamp() + interval '365 days'")).isEqualTo(1);
+
+    // the 21st failure with an initial back-off of 2^44 microseconds (about 204 days): 2^44 << 20
+    // overflows to 0, which must not mean "no back-off"
+    UUID late = enqueue(msg("late"));
+    sql("UPDATE idem.idem_outbox SET attempts = 20 WHERE id = '" + late + "'");
+    Relay doubling = idem.relay(failing).backoff(Duration.of(1L << 44, ChronoUnit.MICROS), Relay.MAX_BACKOFF).maxAttempts(100).build();
+    assertThat(doubling.runOnce()).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + late + "' AND status = 'P' AND attempts = 21"
+        + " AND next_attempt_at >= clock_timestamp() + interval '182 days'")).as("backing off the capped 365 days").isEqualTo(1);
   }
 
   @Test
