@@ -2,6 +2,7 @@ package dev.idem.jdbc.outbox;
 
 import static dev.idem.jdbc.outbox.OutboxTable.*;
 
+import dev.idem.internal.Sha256;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.internal.Expiry;
@@ -49,6 +50,9 @@ public final class Outbox {
    */
   static final int MAX_ROWS_PER_INSERT = 32;
 
+  /** PostgreSQL's longest identifier, and so channel name, in bytes (NAMEDATALEN - 1). */
+  private static final int MAX_CHANNEL_LENGTH = 63;
+
   private final Idem idem;
   private final boolean notifying;
   /** The {@code INSERT} of n messages at index n, rendered on first use; enqueue sits on the caller's hot path. */
@@ -94,9 +98,24 @@ public final class Outbox {
     return d.update(T).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, Expiry.dbNow());
   }
 
-  /** The NOTIFY channel of {@code idem}'s outbox: one per schema. */
+  /**
+   * The NOTIFY channel of {@code idem}'s outbox, one per schema: what {@link #notifying()} enqueues
+   * notify and what a listening {@link Relay} LISTENs on and wakes.
+   *
+   * <p>{@code <schema>.idem_outbox} while that fits PostgreSQL's 63 bytes for a channel name (the
+   * name earlier versions used, so relays of both hear each other during an upgrade). A longer
+   * one would make {@code pg_notify} fail, and with it every notifying enqueue, so a schema of more
+   * than 51 characters gets {@code idem_outbox.} and the first 128 bits of the SHA-256 of its name
+   * in hex instead (44 characters): fixed, distinct per schema, and never equal to a short form,
+   * which ends in {@code .idem_outbox}. Schema names are checked to be ASCII, so characters are
+   * bytes.
+   */
   static String channel(Idem idem) {
-    return idem.schema() + ".idem_outbox";
+    String plain = idem.schema() + ".idem_outbox";
+    if (plain.length() <= MAX_CHANNEL_LENGTH) {
+      return plain;
+    }
+    return "idem_outbox." + Sha256.hex(idem.schema()).substring(0, 32);
   }
 
   /** The outbox of {@code idem}. Prefer {@link Idem#outbox()}. */

@@ -11,6 +11,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Savepoint;
 import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -59,8 +60,26 @@ import org.postgresql.PGConnection;
  * background loop until {@link #close()}.
  */
 public final class Relay implements AutoCloseable {
+  /**
+   * The longest {@linkplain Builder#retention retention}: 36,500 days, about 100 years. A longer
+   * one reaches past what a {@code Duration} in microseconds or a PostgreSQL timestamp can hold,
+   * and failed only when {@link #purgeSent()} ran.
+   */
+  public static final Duration MAX_RETENTION = Duration.ofDays(36_500);
+
+  /**
+   * The longest {@linkplain Builder#backoff back-off}, initial or maximum: 365 days. A message that
+   * should wait longer is better parked ({@code maxAttempts}) and re-driven.
+   */
+  public static final Duration MAX_BACKOFF = Duration.ofDays(365);
+
+  /** The longest {@linkplain Builder#pollInterval poll interval}: one day. */
+  public static final Duration MAX_POLL_INTERVAL = Duration.ofDays(1);
+
   private static final System.Logger LOG = System.getLogger("dev.idem.relay");
   private static final int MAX_ERROR_LENGTH = 2000;
+  /** {@code last_error} when the database refused the error's own text. */
+  static final String UNSTORABLE_ERROR = "(the publisher's error could not be stored; see the relay's log)";
   private static final int PURGE_BATCH = 1000;
   private static final int PURGE_MAX_BATCHES = 100;
   /** How often the background loop deletes sent messages past their retention. */
@@ -207,19 +226,76 @@ public final class Relay implements AutoCloseable {
       }
     }
     if (!failed.isEmpty()) {
-      try (PreparedStatement ps = c.prepareStatement(markFailedSql)) {
-        for (Failure f : failed) {
-          ps.setString(1, describe(f.error));
-          ps.setLong(2, backoffMicros(f.message.attempt()));
-          ps.setInt(3, maxAttempts);
-          ps.setObject(4, f.message.id());
-          ps.addBatch();
-          LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
-        }
-        ps.executeBatch();
-      }
+      markFailed(c, failed);
     }
     return sent.size();
+  }
+
+  /**
+   * Records the failed publishes (attempts, back-off or parking, last error) without being able to
+   * undo the sent marks before it: a failure here that rolled back the whole batch would republish
+   * the sent messages on every poll and never count the failed ones towards parking. So each write
+   * runs behind a savepoint. If the database refuses the batch of marks (an error text the database
+   * encoding cannot hold, a trigger), each failure is marked alone, so one refused row cannot keep
+   * the others from being counted: with its error text, else with {@link #UNSTORABLE_ERROR}, else
+   * not at all (it stays due and is tried again, this attempt not counted), and the sent marks
+   * still commit.
+   */
+  private void markFailed(Connection c, List<Failure> failed) throws SQLException {
+    List<String> errors = new ArrayList<>(failed.size());
+    for (Failure f : failed) {
+      errors.add(describe(f.error));
+      logFailure(f);
+    }
+    if (tryMarkFailed(c, failed, errors)) {
+      return;
+    }
+    for (int i = 0; i < failed.size(); i++) {
+      List<Failure> one = List.of(failed.get(i));
+      if (!tryMarkFailed(c, one, List.of(errors.get(i))) && !tryMarkFailed(c, one, List.of(UNSTORABLE_ERROR))) {
+        LOG.log(System.Logger.Level.WARNING, "could not record the failed publish of " + failed.get(i).message.id()
+            + "; it will be tried again without counting this attempt");
+      }
+    }
+  }
+
+  /** Marks {@code failed} behind a savepoint; false, with the savepoint rolled back, if the database refused. */
+  private boolean tryMarkFailed(Connection c, List<Failure> failed, List<String> errors) throws SQLException {
+    Savepoint before = c.setSavepoint();
+    boolean marked;
+    try {
+      executeMarkFailed(c, failed, errors);
+      marked = true;
+    } catch (SQLException refused) {
+      c.rollback(before); // throws on a lost connection: then the batch cannot commit anyway
+      LOG.log(System.Logger.Level.WARNING, "the database refused to mark " + failed.size() + " failed publishes", refused);
+      marked = false;
+    }
+    c.releaseSavepoint(before);
+    return marked;
+  }
+
+  private void executeMarkFailed(Connection c, List<Failure> failed, List<String> errors) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(markFailedSql)) {
+      for (int i = 0; i < failed.size(); i++) {
+        Failure f = failed.get(i);
+        ps.setString(1, errors.get(i));
+        ps.setLong(2, backoffMicros(f.message.attempt()));
+        ps.setInt(3, maxAttempts);
+        ps.setObject(4, f.message.id());
+        ps.addBatch();
+      }
+      ps.executeBatch();
+    }
+  }
+
+  /** Logs a failed publish with its exception; a logger that chokes on the exception must not fail the batch. */
+  private static void logFailure(Failure f) {
+    try {
+      LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
+    } catch (RuntimeException | StackOverflowError e) {
+      LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + "); its exception could not be logged");
+    }
   }
 
   private List<OutboxMessage> claim(Connection c) throws SQLException {
@@ -257,17 +333,43 @@ public final class Relay implements AutoCloseable {
   private long backoffMicros(int failedAttempt) {
     long base = DbTime.micros(initialBackoff);
     long cap = DbTime.micros(maxBackoff);
-    long exp = failedAttempt >= 62 ? cap : Math.min(cap, base << Math.min(failedAttempt - 1, 40));
-    if (exp < 0) {
-      exp = cap;
-    }
+    int doublings = failedAttempt - 1;
+    // base << doublings loses bits once they reach the sign bit (2^44 << 20 is 0, no back-off at
+    // all): from there on it is past any cap anyway.
+    long exp = doublings >= Long.numberOfLeadingZeros(base) - 1 ? cap : Math.min(cap, base << doublings);
     long half = exp / 2;
     return half + ThreadLocalRandom.current().nextLong(half + 1);
   }
 
-  private static String describe(Throwable e) {
-    String s = e.toString();
-    return s.length() <= MAX_ERROR_LENGTH ? s : s.substring(0, MAX_ERROR_LENGTH);
+  /**
+   * The text stored as {@code last_error}: {@code e.toString()}, made storable. PostgreSQL refuses
+   * NUL in text (the whole statement fails), so each NUL is written as its Java escape, a backslash
+   * and {@code u0000}; the text is cut to {@value #MAX_ERROR_LENGTH} characters, never inside a
+   * surrogate pair. A {@code toString()} that throws (a broken exception class, a cycle that
+   * overflows the stack) gives the class name instead: the failure must still be counted, or the
+   * message is never parked.
+   */
+  static String describe(Throwable e) {
+    String s;
+    try {
+      s = e.toString();
+      if (s == null) {
+        s = e.getClass().getName(); // a toString() that returns null
+      }
+    } catch (Throwable broken) {
+      if (broken instanceof VirtualMachineError && !(broken instanceof StackOverflowError)) {
+        throw (VirtualMachineError) broken; // out of memory: not this message's fault
+      }
+      s = e.getClass().getName() + " (its toString() threw " + broken.getClass().getName() + ")";
+    }
+    if (s.indexOf('\0') >= 0) {
+      s = s.replace("\0", "\\u0000");
+    }
+    if (s.length() <= MAX_ERROR_LENGTH) {
+      return s;
+    }
+    int end = Character.isHighSurrogate(s.charAt(MAX_ERROR_LENGTH - 1)) ? MAX_ERROR_LENGTH - 1 : MAX_ERROR_LENGTH;
+    return s.substring(0, end);
   }
 
   /**
@@ -286,9 +388,9 @@ public final class Relay implements AutoCloseable {
   }
 
   /**
-   * Starts the background loop on a daemon thread: batches back to back while they come full,
-   * otherwise one every poll interval. Errors (a lost database) are logged and retried after the
-   * poll interval.
+   * Starts the background loop on a daemon thread: batches back to back while they send
+   * something, and after a batch that sent nothing (nothing due, or every publish failed) a wait of
+   * the poll interval. Errors (a lost database) are logged and retried after the poll interval.
    *
    * @throws IllegalStateException if already started
    */
@@ -304,14 +406,31 @@ public final class Relay implements AutoCloseable {
 
   private void loop() {
     long nextPurge = System.nanoTime();
+    long nextListen = System.nanoTime();
+    boolean listenFailing = false;
     Listener listener = null;
     try {
       while (running) {
+        if (listen && listener == null && System.nanoTime() - nextListen >= 0) {
+          // LISTEN before the batch, so nothing committed after it is missed. Apart from the batch:
+          // a relay that cannot LISTEN (no connection to spare, a driver or pool that hides
+          // PGConnection) still relays, by polling, and tries LISTEN again a poll interval later.
+          try {
+            listener = new Listener();
+            if (listenFailing) {
+              LOG.log(System.Logger.Level.INFO, "LISTEN for outbox messages works again");
+              listenFailing = false;
+            }
+          } catch (RuntimeException e) {
+            nextListen = System.nanoTime() + pollInterval.toNanos();
+            // warn once per outage, not every poll interval
+            LOG.log(listenFailing ? System.Logger.Level.DEBUG : System.Logger.Level.WARNING,
+                "could not LISTEN for outbox messages; polling every " + pollInterval + " and trying LISTEN again", e);
+            listenFailing = true;
+          }
+        }
         int n = 0;
         try {
-          if (listen && listener == null) {
-            listener = new Listener(); // LISTEN before the batch, so nothing committed after it is missed
-          }
           n = runOnce();
           if (System.nanoTime() - nextPurge >= 0) {
             nextPurge = System.nanoTime() + PURGE_EVERY.toNanos();
@@ -323,7 +442,10 @@ public final class Relay implements AutoCloseable {
           }
           LOG.log(System.Logger.Level.WARNING, "relay batch failed; trying again in " + pollInterval, e);
         }
-        if (n < batchSize && running) {
+        // Wait only after a batch that sent nothing (nothing due, everything failed, or an error).
+        // "Not full" is no sign that nothing is left: an ordered batch takes one message per key,
+        // so a backlog on one key would otherwise drain at one message per poll interval.
+        if (n == 0 && running) {
           if (listener != null) {
             if (!listener.await(pollInterval)) {
               listener.close(); // a broken connection: poll once, then LISTEN on a new one
@@ -390,7 +512,23 @@ public final class Relay implements AutoCloseable {
       }
     }
 
+    /**
+     * Gives the connection back no longer listening: a pooled connection still LISTENing would
+     * collect every later notification of the channel in the JVM, unread, for as long as the pool
+     * keeps it. If {@code UNLISTEN} fails, the connection is aborted rather than handed back as it
+     * is (a pool finds an aborted connection dead and drops it).
+     */
     void close() {
+      try (Statement st = connection.createStatement()) {
+        st.execute("UNLISTEN *");
+      } catch (SQLException e) {
+        LOG.log(System.Logger.Level.DEBUG, "could not UNLISTEN; aborting the LISTEN connection", e);
+        try {
+          connection.abort(Runnable::run);
+        } catch (SQLException | RuntimeException abortFailed) {
+          LOG.log(System.Logger.Level.WARNING, "could not UNLISTEN nor abort the LISTEN connection; it goes back to the pool listening", abortFailed);
+        }
+      }
       try {
         connection.close();
       } catch (SQLException e) {
@@ -475,7 +613,10 @@ public final class Relay implements AutoCloseable {
       return this;
     }
 
-    /** How long the background loop waits after a batch that was not full; default 500 ms. */
+    /**
+     * How long the background loop waits after a batch that sent nothing; default 500 ms, at most
+     * {@link Relay#MAX_POLL_INTERVAL}.
+     */
     public Builder pollInterval(Duration pollInterval) {
       this.pollInterval = pollInterval;
       return this;
@@ -489,7 +630,8 @@ public final class Relay implements AutoCloseable {
 
     /**
      * The back-off after the first failure, doubling per failure up to {@code max}, each with
-     * jitter (between half and all of it); default 1 s up to 5 min.
+     * jitter (between half and all of it); default 1 s up to 5 min. Both at most {@link
+     * Relay#MAX_BACKOFF}.
      */
     public Builder backoff(Duration initial, Duration max) {
       this.initialBackoff = initial;
@@ -499,8 +641,9 @@ public final class Relay implements AutoCloseable {
 
     /**
      * Keeps order per aggregate key: a message is published only after every older message of its
-     * key was sent. Costs parallelism (one message per key per batch; relays share no key's
-     * backlog), and a failing or parked message blocks its key until it goes out or is re-driven.
+     * key was sent. Costs parallelism (one message per key per batch, so a backlog of one key is
+     * one batch, one transaction, per message; relays share no key's backlog), and a failing or
+     * parked message blocks its key until it goes out or is re-driven.
      * Messages without an aggregate key are unordered. Default false.
      */
     public Builder orderedByAggregateKey(boolean ordered) {
@@ -508,7 +651,10 @@ public final class Relay implements AutoCloseable {
       return this;
     }
 
-    /** How long sent messages are kept before {@link Relay#purgeSent()} deletes them; default 7 days. */
+    /**
+     * How long sent messages are kept before {@link Relay#purgeSent()} deletes them; default 7 days,
+     * at most {@link Relay#MAX_RETENTION}.
+     */
     public Builder retention(Duration retention) {
       this.retention = retention;
       return this;
@@ -517,36 +663,50 @@ public final class Relay implements AutoCloseable {
     /**
      * Makes the background loop LISTEN for enqueues through {@link Outbox#notifying()}, waking as
      * soon as one commits instead of at the next poll. Holds one connection of the pool while the
-     * loop runs, besides the one each batch takes: the pool needs at least two. Default false.
+     * loop runs, besides the one each batch takes: the pool needs at least two. If LISTEN cannot
+     * be set up (or its connection fails), the loop logs it, goes on polling and tries LISTEN again
+     * a poll interval later. Default false.
      */
     public Builder listen(boolean listen) {
       this.listen = listen;
       return this;
     }
 
+    /**
+     * Checks the settings and builds the relay.
+     *
+     * @throws IllegalArgumentException naming the setting, if one is out of its range: a batch size
+     *     outside 1 to 10,000, fewer than 1 attempt, a null or non-positive duration, a duration past
+     *     its limit ({@link Relay#MAX_POLL_INTERVAL}, {@link Relay#MAX_BACKOFF}, {@link
+     *     Relay#MAX_RETENTION}), or a maximum back-off shorter than the initial one
+     */
     public Relay build() {
       if (batchSize < 1 || batchSize > 10_000) {
         throw new IllegalArgumentException("batchSize must be 1 to 10000, was " + batchSize);
       }
-      checkPositive(pollInterval, "pollInterval");
+      checkDuration(pollInterval, "pollInterval", MAX_POLL_INTERVAL);
       if (maxAttempts < 1) {
         throw new IllegalArgumentException("maxAttempts must be 1 or more, was " + maxAttempts);
       }
-      checkPositive(initialBackoff, "initial backoff");
-      checkPositive(maxBackoff, "max backoff");
+      checkDuration(initialBackoff, "initial backoff", MAX_BACKOFF);
+      checkDuration(maxBackoff, "max backoff", MAX_BACKOFF);
       if (maxBackoff.compareTo(initialBackoff) < 0) {
         throw new IllegalArgumentException("max backoff " + maxBackoff + " is shorter than the initial backoff " + initialBackoff);
       }
-      checkPositive(retention, "retention");
+      checkDuration(retention, "retention", MAX_RETENTION);
       return new Relay(this);
     }
 
-    private static void checkPositive(Duration d, String what) {
+    private static void checkDuration(Duration d, String what, Duration max) {
       if (d == null) {
         throw new IllegalArgumentException(what + " must not be null");
       }
       if (d.isNegative() || d.isZero()) {
         throw new IllegalArgumentException(what + " must be positive, was " + d);
+      }
+      if (d.compareTo(max) > 0) {
+        long days = max.toDays();
+        throw new IllegalArgumentException(what + " must be at most " + days + (days == 1 ? " day" : " days") + ", was " + d);
       }
     }
   }

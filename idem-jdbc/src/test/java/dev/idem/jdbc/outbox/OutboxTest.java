@@ -12,12 +12,15 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.exception.DataAccessException;
@@ -307,6 +310,35 @@ class OutboxTest {
       assertThat(got[0].getName()).isEqualTo(Outbox.channel(idem));
       assertThat(pg.getNotifications(300)).as("one per transaction").isNullOrEmpty();
       assertThat(payloadsById("notifying.batch")).hasSize(ids.size() + 3).containsKeys(ids.toArray(new UUID[0]));
+    }
+  }
+
+  @Test
+  void aSchemaNameTooLongForAPlainChannelNameStillNotifiesAndWakesAListeningRelay() throws Exception {
+    String schema = "obx_long_" + "x".repeat(54); // 63 characters, the longest schema name there is
+    Idem longIdem = Idem.builder(ds).schema(schema).build();
+    longIdem.migrate();
+    String channel = Outbox.channel(longIdem);
+    assertThat(channel.getBytes(StandardCharsets.UTF_8)).as("PostgreSQL's limit for a channel name").hasSizeLessThanOrEqualTo(63);
+    assertThat(Outbox.channel(Idem.builder(ds).schema(schema.substring(0, 62) + "y").build())).isNotEqualTo(channel);
+    // short enough: the name is the one relays of earlier versions LISTEN on
+    assertThat(Outbox.channel(idem)).isEqualTo("obx.idem_outbox");
+
+    List<UUID> published = new CopyOnWriteArrayList<>();
+    try (Relay relay = longIdem.relay(m -> published.add(m.id())).listen(true).pollInterval(Duration.ofMinutes(10)).build()) {
+      relay.start();
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+      while (db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == 0) {
+        assertThat(System.nanoTime()).as("the relay LISTENs").isLessThan(deadline);
+        Thread.sleep(10);
+      }
+      UUID id = longIdem.inTransaction(tx -> longIdem.outbox().notifying().enqueue(tx, message("long.schema", 1)));
+      String sent = "SELECT count(*) FROM " + schema + ".idem_outbox WHERE id = '" + id + "' AND status = 'S'";
+      while (db.count(sent) == 0) {
+        assertThat(System.nanoTime()).as("woken by the NOTIFY on the same channel, not by the 10 minute poll").isLessThan(deadline);
+        Thread.sleep(10);
+      }
+      assertThat(published).containsExactly(id);
     }
   }
 

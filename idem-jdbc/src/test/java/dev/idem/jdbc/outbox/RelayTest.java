@@ -3,6 +3,7 @@ package dev.idem.jdbc.outbox;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
@@ -12,6 +13,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -377,6 +379,99 @@ class RelayTest {
         + " AND last_error LIKE '%AssertionError: serializer bug%'")).isEqualTo(1);
   }
 
+  /** An exception whose {@code toString()} itself throws, as a broken custom exception class can. */
+  static final class UnprintableException extends RuntimeException {
+    @Override
+    public String toString() {
+      throw new IllegalStateException("toString() of a broken exception");
+    }
+  }
+
+  @Test
+  void aPublisherErrorThatCannotBeStoredAsTextParksItsMessageAndTheOthersAreSentOnce() throws Exception {
+    UUID good = enqueue(msg("good"));
+    UUID nul = enqueue(msg("nul"));
+    UUID unprintable = enqueue(msg("unprintable"));
+    int calls = 12;
+    List<RuntimeException> batchFailures = new ArrayList<>();
+    try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+      pc.setAutoCommit(true);
+      Relay relay = idem.relay(m -> {
+        ps.setObject(1, m.id());
+        ps.setInt(2, m.attempt());
+        ps.executeUpdate(); // every call of the publisher, as a broker would see it
+        if (m.id().equals(nul)) {
+          throw new IOException("broker said \0 in reply"); // PostgreSQL refuses NUL in text
+        }
+        if (m.id().equals(unprintable)) {
+          throw new UnprintableException();
+        }
+      }).maxAttempts(3).backoff(Duration.ofMillis(1), Duration.ofMillis(2)).build();
+      for (int i = 0; i < calls; i++) {
+        try {
+          relay.runOnce();
+        } catch (RuntimeException e) {
+          batchFailures.add(e); // before the fix: the whole batch rolled back, sent marks included
+        }
+        Thread.sleep(5); // past the back-off of at most 2 ms
+      }
+    }
+    assertThat(count("SELECT count(*) FROM published WHERE id = '" + good + "'")).as("publishes of the good message").isEqualTo(1);
+    assertThat(status(good)).isEqualTo("S");
+    assertThat(count("SELECT count(*) FROM published WHERE id = '" + nul + "'")).as("publishes of the NUL message").isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM published WHERE id = '" + unprintable + "'")).as("publishes of the unprintable one").isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + nul + "' AND status = 'X' AND attempts = 3"
+        + " AND last_error = 'java.io.IOException: broker said \\u0000 in reply'")).isEqualTo(1);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + unprintable + "' AND status = 'X' AND attempts = 3"
+        + " AND last_error LIKE '" + UnprintableException.class.getName() + "%' AND last_error LIKE '%toString() threw%'")).isEqualTo(1);
+    assertThat(batchFailures).isEmpty();
+  }
+
+  @Test
+  void whenTheDatabaseRefusesAFailureMarkTheSentMarksStillCommitAndTheOtherFailuresAreCounted() throws Exception {
+    // Stands in for an error text the database cannot hold (a character outside its encoding):
+    // the row of "refuse text" takes no error text but the fixed one; the row of "refuse all" takes
+    // no failure mark at all.
+    sql("CREATE FUNCTION refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        + " IF NEW.status <> 'S' AND convert_from(NEW.payload, 'UTF8') = 'refuse all' THEN RAISE EXCEPTION 'no failure mark'; END IF;"
+        + " IF NEW.last_error LIKE '%broker down%' AND convert_from(NEW.payload, 'UTF8') = 'refuse text' THEN RAISE EXCEPTION 'no such text'; END IF;"
+        + " RETURN NEW; END $$;"
+        + " CREATE TRIGGER refuse_marks BEFORE UPDATE ON idem.idem_outbox FOR EACH ROW EXECUTE FUNCTION refuse_marks()");
+    try {
+      UUID good = enqueue(msg("good"));
+      UUID refuseText = enqueue(msg("refuse text"));
+      UUID refuseAll = enqueue(msg("refuse all"));
+      UUID counted = enqueue(msg("counted"));
+      int calls = 6;
+      try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+        pc.setAutoCommit(true);
+        Relay relay = idem.relay(m -> {
+          ps.setObject(1, m.id());
+          ps.setInt(2, m.attempt());
+          ps.executeUpdate();
+          if (!m.id().equals(good)) {
+            throw new IOException("broker down");
+          }
+        }).maxAttempts(2).backoff(Duration.ofMillis(1), Duration.ofMillis(2)).build();
+        for (int i = 0; i < calls; i++) {
+          relay.runOnce();
+          Thread.sleep(5);
+        }
+      }
+      assertThat(count("SELECT count(*) FROM published WHERE id = '" + good + "'")).isEqualTo(1);
+      assertThat(status(good)).isEqualTo("S");
+      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + counted + "' AND status = 'X' AND attempts = 2"
+          + " AND last_error = 'java.io.IOException: broker down'")).isEqualTo(1);
+      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + refuseText + "' AND status = 'X' AND attempts = 2"
+          + " AND last_error = '" + Relay.UNSTORABLE_ERROR.replace("'", "''") + "'")).isEqualTo(1);
+      // never counted, so tried on every call (and never parked): the log says so
+      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + refuseAll + "' AND status = 'P' AND attempts = 0")).isEqualTo(1);
+      assertThat(count("SELECT count(*) FROM published WHERE id = '" + refuseAll + "'")).isEqualTo(calls);
+    } finally {
+      sql("DROP TRIGGER refuse_marks ON idem.idem_outbox; DROP FUNCTION refuse_marks()");
+    }
+  }
+
   @Test
   void redriveAllMakesEveryParkedMessagePendingAgain() {
     UUID a = enqueue(msg("a"));
@@ -421,6 +516,200 @@ class RelayTest {
       relay.close();
       assertThat(System.nanoTime() - t0).as("close wakes the LISTEN wait").isLessThan(TimeUnit.SECONDS.toNanos(20));
     }
+  }
+
+  /**
+   * How many LISTEN channels the sessions of {@code pool} hold: borrows all {@code size} connections
+   * at once (so the one a relay gave back is among them) and asks each session.
+   */
+  static long listeningChannels(DataSource pool, int size) throws SQLException {
+    List<Connection> held = new ArrayList<>();
+    try {
+      long channels = 0;
+      for (int i = 0; i < size; i++) {
+        Connection c = pool.getConnection();
+        held.add(c);
+        try (var st = c.createStatement(); var rs = st.executeQuery("SELECT count(*) FROM pg_listening_channels()")) {
+          rs.next();
+          channels += rs.getLong(1);
+        }
+      }
+      return channels;
+    } finally {
+      for (Connection c : held) {
+        c.close();
+      }
+    }
+  }
+
+  /** Starts {@code relay}, waits until its loop published a message (so it set up its LISTEN first), and closes it. */
+  static void runUntilOnePublishedAndClose(Relay relay) throws Exception {
+    UUID id = enqueue(msg("wake"));
+    relay.start();
+    try {
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (!"S".equals(status(id))) {
+        assertThat(System.nanoTime()).isLessThan(deadline);
+        Thread.sleep(10);
+      }
+    } finally {
+      relay.close();
+    }
+  }
+
+  @Test
+  void aClosedListeningRelayGivesItsConnectionBackNoLongerListening() throws Exception {
+    try (HikariDataSource pool = db.dataSource(3)) {
+      Relay relay = Idem.builder(pool).build().relay(m -> {}).listen(true).pollInterval(Duration.ofMinutes(10)).build();
+      runUntilOnePublishedAndClose(relay);
+      assertThat(listeningChannels(pool, 3)).as("channels still listened to on the pool's connections").isZero();
+    }
+  }
+
+  @Test
+  void aListeningConnectionThatCannotUnlistenIsNotGivenBackToThePool() throws Exception {
+    try (HikariDataSource pool = db.dataSource(3)) {
+      DataSource unlistenFails = FaultyDataSource.wrap(pool,
+          (method, args) -> method.equals("execute") && args[0].toString().startsWith("UNLISTEN") ? new SQLException("UNLISTEN refused") : null);
+      Relay relay = Idem.builder(unlistenFails).build().relay(m -> {}).listen(true).pollInterval(Duration.ofMinutes(10)).build();
+      runUntilOnePublishedAndClose(relay);
+      assertThat(listeningChannels(pool, 3)).as("channels still listened to on the pool's connections").isZero();
+    }
+  }
+
+  @Test
+  void aListeningRelayThatCannotListenPollsAndListensAgainOnceItCan() throws Exception {
+    AtomicBoolean driverBroken = new AtomicBoolean(true);
+    try (HikariDataSource pool = db.dataSource(3)) {
+      // the relay needs the driver's PGConnection to read notifications: make that fail for a while
+      DataSource noPgConnection = FaultyDataSource.wrap(pool, (method, args) -> driverBroken.get() && method.equals("unwrap")
+          && args[0] == org.postgresql.PGConnection.class ? new SQLException("no PGConnection behind this pool") : null);
+      List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, List.of(msg("1"), msg("2"), msg("3"), msg("4"), msg("5"))));
+      try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, 0)")) {
+        pc.setAutoCommit(true);
+        Relay relay = Idem.builder(noPgConnection).build().relay(m -> {
+          ps.setObject(1, m.id());
+          ps.executeUpdate();
+        }).listen(true).pollInterval(Duration.ofMillis(100)).build();
+        relay.start();
+        try {
+          long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+          while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < ids.size()) {
+            assertThat(System.nanoTime()).as("published by polling without LISTEN").isLessThan(deadline);
+            Thread.sleep(10);
+          }
+          assertThat(count("SELECT count(*) FROM published")).isEqualTo(ids.size());
+          assertThat(db.count("SELECT count(DISTINCT id) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(ids.size());
+          assertThat(count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'")).isZero();
+
+          driverBroken.set(false);
+          while (count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == 0) {
+            assertThat(System.nanoTime()).as("LISTEN tried again").isLessThan(deadline);
+            Thread.sleep(10);
+          }
+        } finally {
+          relay.close();
+        }
+      }
+    }
+  }
+
+  @Test
+  void theOrderedLoopDrainsOneKeysBacklogBackToBackNotOneMessagePerPollInterval() throws Exception {
+    drainOneKeyWithAPoisonMessageBeside(true);
+  }
+
+  @Test
+  void theUnorderedLoopAlsoRunsBackToBackWhileItSendsAndWaitsWhenAllItFindsFails() throws Exception {
+    drainOneKeyWithAPoisonMessageBeside(false);
+  }
+
+  /**
+   * A background loop with a 10 s poll interval, a backlog of 50 messages of one key, and beside it
+   * a message whose publish always fails: the backlog goes out within 5 s (far less than one poll
+   * interval, so polling cannot do it; one message per poll would take 500 s), in order when
+   * ordered, each once; then, with nothing left but the failing message, the loop waits instead of
+   * spinning on it.
+   */
+  void drainOneKeyWithAPoisonMessageBeside(boolean ordered) throws Exception {
+    int backlog = 50;
+    List<NewMessage> batch = new ArrayList<>();
+    for (int i = 0; i < backlog; i++) {
+      batch.add(msg("a" + i).withAggregateKey("A"));
+    }
+    List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, batch));
+    UUID poison = enqueue(msg("poison").withAggregateKey("P"));
+    AtomicInteger seq = new AtomicInteger();
+    try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
+      pc.setAutoCommit(true);
+      Relay relay = idem.relay(m -> {
+        ps.setObject(1, m.id());
+        ps.setInt(2, seq.incrementAndGet()); // the order of publishes
+        ps.executeUpdate();
+        if (m.id().equals(poison)) {
+          throw new IOException("always fails");
+        }
+      }).orderedByAggregateKey(ordered).batchSize(7).pollInterval(Duration.ofSeconds(10))
+          .maxAttempts(1_000).backoff(Duration.ofMillis(1), Duration.ofMillis(1)).build();
+      relay.start();
+      try {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < backlog) {
+          assertThat(System.nanoTime()).as("the backlog drained well within one 10 s poll interval").isLessThan(deadline);
+          Thread.sleep(10);
+        }
+        String attemptsOfPoison = "SELECT count(*) FROM published WHERE id = '" + poison + "'";
+        long before = count(attemptsOfPoison);
+        Thread.sleep(300);
+        assertThat(count(attemptsOfPoison)).as("tries of the failing message once nothing else is left").isLessThanOrEqualTo(before + 1);
+      } finally {
+        relay.close();
+      }
+    }
+    assertThat(db.count("SELECT count(*) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(backlog);
+    assertThat(db.count("SELECT count(DISTINCT id) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(backlog);
+    if (ordered) {
+      // no pair of A's messages published in the opposite order of their ids (the enqueue order)
+      assertThat(count("SELECT count(*) FROM published x JOIN published y ON x.relay < y.relay AND x.id > y.id"
+          + " WHERE x.id <> '" + poison + "' AND y.id <> '" + poison + "'")).isZero();
+    }
+  }
+
+  @Test
+  void durationsPastTheirLimitsAreRefusedAtBuildAndTheLimitsWorkAgainstTheDatabase() throws Exception {
+    Publisher failing = m -> {
+      throw new IOException("down");
+    };
+    assertThatThrownBy(() -> idem.relay(failing).retention(Duration.ofDays(36_501)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("retention must be at most 36500 days");
+    assertThatThrownBy(() -> idem.relay(failing).retention(Duration.ofSeconds(Long.MAX_VALUE)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("retention must be at most 36500 days");
+    assertThatThrownBy(() -> idem.relay(failing).backoff(Duration.ofSeconds(1), Duration.ofDays(366)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("max backoff must be at most 365 days");
+    assertThatThrownBy(() -> idem.relay(failing).backoff(Duration.ofDays(366), Duration.ofDays(367)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("initial backoff must be at most 365 days");
+    assertThatThrownBy(() -> idem.relay(failing).pollInterval(Duration.ofDays(1).plusMillis(1)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pollInterval must be at most 1 day");
+    assertThatThrownBy(() -> idem.relay(failing).pollInterval(Duration.ofSeconds(Long.MAX_VALUE)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pollInterval must be at most 1 day");
+
+    // at the limits, every time the relay computes stays within the database's range
+    Relay atLimits = idem.relay(failing).retention(Relay.MAX_RETENTION).pollInterval(Relay.MAX_POLL_INTERVAL)
+        .backoff(Relay.MAX_BACKOFF, Relay.MAX_BACKOFF).build();
+    UUID far = enqueue(msg("far"));
+    assertThat(atLimits.runOnce()).isZero();
+    assertThat(atLimits.purgeSent()).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + far + "' AND status = 'P' AND attempts = 1"
+        + " AND next_attempt_at BETWEEN clock_timestamp() + interval '182 days' AND clock_timestamp() + interval '365 days'")).isEqualTo(1);
+
+    // the 21st failure with an initial back-off of 2^44 microseconds (about 204 days): 2^44 << 20
+    // overflows to 0, which must not mean "no back-off"
+    UUID late = enqueue(msg("late"));
+    sql("UPDATE idem.idem_outbox SET attempts = 20 WHERE id = '" + late + "'");
+    Relay doubling = idem.relay(failing).backoff(Duration.of(1L << 44, ChronoUnit.MICROS), Relay.MAX_BACKOFF).maxAttempts(100).build();
+    assertThat(doubling.runOnce()).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + late + "' AND status = 'P' AND attempts = 21"
+        + " AND next_attempt_at >= clock_timestamp() + interval '182 days'")).as("backing off the capped 365 days").isEqualTo(1);
   }
 
   @Test
