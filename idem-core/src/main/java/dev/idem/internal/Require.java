@@ -35,9 +35,17 @@ public final class Require {
   public static Duration atMost(Duration value, Duration max, String name, String why) {
     notNull(value, name);
     if (value.compareTo(max) > 0) {
-      throw new IllegalArgumentException(name + " must be at most " + max + " (" + why + "), was " + value);
+      throw new IllegalArgumentException(name + " must be at most " + readable(max) + " (" + why + "), was " + value);
     }
     return value;
+  }
+
+  /** Whole days as "1 day" or "365 days", anything else as {@link Duration#toString()}. */
+  private static String readable(Duration d) {
+    if (d.isZero() || !d.equals(Duration.ofDays(d.toDays()))) {
+      return d.toString();
+    }
+    return d.toDays() + (d.toDays() == 1 ? " day" : " days");
   }
 
   public static int positive(int value, String name) {

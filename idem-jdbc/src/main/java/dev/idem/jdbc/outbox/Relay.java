@@ -3,6 +3,7 @@ package dev.idem.jdbc.outbox;
 import static dev.idem.jdbc.outbox.OutboxTable.*;
 
 import dev.idem.internal.Events;
+import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
@@ -65,7 +66,7 @@ public final class Relay implements AutoCloseable {
    * one reaches past what a {@code Duration} in microseconds or a PostgreSQL timestamp can hold,
    * and failed only when {@link #purgeSent()} ran.
    */
-  public static final Duration MAX_RETENTION = Duration.ofDays(36_500);
+  public static final Duration MAX_RETENTION = DbTime.LONGEST;
 
   /**
    * The longest {@linkplain Builder#backoff back-off}, initial or maximum: 365 days. A message that
@@ -698,16 +699,7 @@ public final class Relay implements AutoCloseable {
     }
 
     private static void checkDuration(Duration d, String what, Duration max) {
-      if (d == null) {
-        throw new IllegalArgumentException(what + " must not be null");
-      }
-      if (d.isNegative() || d.isZero()) {
-        throw new IllegalArgumentException(what + " must be positive, was " + d);
-      }
-      if (d.compareTo(max) > 0) {
-        long days = max.toDays();
-        throw new IllegalArgumentException(what + " must be at most " + days + (days == 1 ? " day" : " days") + ", was " + d);
-      }
+      Require.atMost(Require.positive(d, what), max, what, "idem's limit for the relay");
     }
   }
 }
