@@ -4,6 +4,7 @@ import dev.idem.event.IdemListener;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.internal.Identifiers;
+import dev.idem.jdbc.internal.OwnTransaction;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.lease.Leases;
 import dev.idem.jdbc.outbox.Outbox;
@@ -12,7 +13,6 @@ import dev.idem.jdbc.outbox.Relay;
 import dev.idem.jdbc.sequence.EntitySequences;
 import dev.idem.jdbc.transition.Transitions;
 import java.sql.Connection;
-import java.sql.SQLException;
 import javax.sql.DataSource;
 import org.flywaydb.core.Flyway;
 import org.jooq.DSLContext;
@@ -20,7 +20,6 @@ import org.jooq.SQLDialect;
 import org.jooq.conf.MappedSchema;
 import org.jooq.conf.RenderMapping;
 import org.jooq.conf.Settings;
-import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 
 /**
@@ -66,8 +65,6 @@ public final class Idem {
       System.setProperty("org.jooq.no-tips", "true");
     }
   }
-
-  private static final System.Logger LOG = System.getLogger("dev.idem.transactions");
 
   private final DataSource dataSource;
   private final String schema;
@@ -218,82 +215,20 @@ public final class Idem {
   }
 
   private <T, X extends Exception> T runOnce(TxCallback<T, X> work) throws X {
-    Connection c = connection();
-    boolean autoCommit = beginOn(c);
-    open.set(new OpenTx(c, dsl(c)));
-    Throwable failure = null;
-    try {
-      T result = work.apply(open.get());
-      commit(c);
-      return result;
-    } catch (Throwable t) {
-      failure = t;
-      rollback(c, t);
-      throw t; // as it was: the callback's own type, never wrapped
-    } finally {
-      open.remove();
-      giveBack(c, autoCommit, failure);
-    }
-  }
-
-  private Connection connection() {
-    try {
-      return dataSource.getConnection();
-    } catch (SQLException e) {
-      throw new DataAccessException("could not get a connection from the DataSource: " + e.getMessage(), e);
-    }
-  }
-
-  /** Turns auto-commit off on {@code c}; returns whether it was on, to be set back. */
-  private static boolean beginOn(Connection c) {
-    try {
-      boolean autoCommit = c.getAutoCommit();
-      if (autoCommit) {
-        c.setAutoCommit(false);
+    return OwnTransaction.run(dataSource, c -> {
+      Tx tx = new OpenTx(c, dsl(c));
+      open.set(tx);
+      try {
+        return work.apply(tx);
+      } finally {
+        open.remove();
       }
-      return autoCommit;
-    } catch (SQLException e) {
-      DataAccessException failure = new DataAccessException("could not begin a transaction: " + e.getMessage(), e);
-      giveBack(c, false, failure);
-      throw failure;
-    }
-  }
-
-  private static void commit(Connection c) {
-    try {
-      c.commit();
-    } catch (SQLException e) {
-      throw new DataAccessException("could not commit: " + e.getMessage(), e);
-    }
-  }
-
-  /**
-   * Sets auto-commit back and returns {@code c} to the pool. A failure here (the connection died)
-   * is attached to the callback's failure, if there is one, so it never replaces it. After a
-   * commit it is only logged: the work is committed, and reporting it as failed would make the
-   * caller repeat it; the pool finds the broken connection on its own.
-   */
-  private static void giveBack(Connection c, boolean autoCommit, Throwable failure) {
-    try (c) {
-      if (autoCommit) {
-        c.setAutoCommit(true);
-      }
-    } catch (SQLException | RuntimeException e) {
-      if (failure != null) {
-        failure.addSuppressed(e);
-      } else {
-        LOG.log(System.Logger.Level.WARNING, "transaction committed, but its connection could not be reset or closed", e);
-      }
-    }
+    });
   }
 
   /** Rolls back after {@code failure}; a failure to roll back is attached to it, never hides it. */
   public static void rollback(Connection c, Throwable failure) {
-    try {
-      c.rollback();
-    } catch (SQLException | RuntimeException e) {
-      failure.addSuppressed(e);
-    }
+    OwnTransaction.rollback(c, failure);
   }
 
   private record OpenTx(Connection connection, DSLContext dsl) implements Tx {}

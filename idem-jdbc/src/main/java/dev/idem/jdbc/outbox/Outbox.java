@@ -6,6 +6,7 @@ import dev.idem.internal.Sha256;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.OwnTransaction;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
@@ -215,16 +216,10 @@ public final class Outbox {
       if (batch.length <= MAX_ROWS_PER_INSERT) {
         insert(callerTx, batch, ids, 0, batch.length); // one statement: atomic even in auto-commit
       } else if (callerTx.getAutoCommit()) {
-        callerTx.setAutoCommit(false);
-        try {
-          insertInChunks(callerTx, batch, ids);
-          callerTx.commit();
-        } catch (SQLException | RuntimeException | Error e) {
-          Idem.rollback(callerTx, e);
-          throw e;
-        } finally {
-          callerTx.setAutoCommit(true);
-        }
+        OwnTransaction.on(callerTx, c -> {
+          insertInChunks(c, batch, ids);
+          return null;
+        });
       } else {
         insertInChunks(callerTx, batch, ids);
       }

@@ -7,6 +7,7 @@ import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.OwnTransaction;
 import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -171,29 +172,8 @@ public final class Relay implements AutoCloseable {
    * @return how many messages were published and marked sent
    */
   public int runOnce() {
-    Connection c;
     try {
-      c = idem.dataSource().getConnection();
-    } catch (SQLException e) {
-      throw new DataAccessException("could not get a connection from the DataSource", e);
-    }
-    try (c) {
-      boolean autoCommit = c.getAutoCommit();
-      if (autoCommit) {
-        c.setAutoCommit(false);
-      }
-      try {
-        int sent = relayBatch(c);
-        c.commit();
-        return sent;
-      } catch (Throwable t) {
-        Idem.rollback(c, t);
-        throw t;
-      } finally {
-        if (autoCommit) {
-          c.setAutoCommit(true);
-        }
-      }
+      return OwnTransaction.run(idem.dataSource(), this::relayBatch);
     } catch (SQLException e) {
       throw new DataAccessException("relay batch failed: " + e.getMessage(), e);
     }

@@ -1,0 +1,106 @@
+package dev.idem.jdbc.internal;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import javax.sql.DataSource;
+import org.jooq.exception.DataAccessException;
+
+/**
+ * A transaction idem begins and ends itself: auto-commit off, the work, commit, or rollback when
+ * the work fails; then auto-commit set back. The work's failure is thrown as it was, whatever its
+ * type: a failure of idem's own steps after it (rollback, resetting or closing the connection) is
+ * attached to it with {@code addSuppressed}, never thrown in its place. Neither joins an open
+ * transaction nor runs the work again. Not an API.
+ */
+public final class OwnTransaction {
+  private static final System.Logger LOG = System.getLogger("dev.idem.transactions");
+
+  private OwnTransaction() {}
+
+  /** The work, given the transaction's connection. */
+  @FunctionalInterface
+  public interface Work<T, X extends Exception> {
+    T run(Connection c) throws X;
+  }
+
+  @FunctionalInterface
+  private interface Step {
+    void run() throws SQLException;
+  }
+
+  /** Runs {@code work} in a transaction on a connection from {@code dataSource}, then returns the connection. */
+  public static <T, X extends Exception> T run(DataSource dataSource, Work<T, X> work) throws X {
+    Connection c;
+    try {
+      c = dataSource.getConnection();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not get a connection from the DataSource: " + e.getMessage(), e);
+    }
+    Throwable failure = null;
+    try {
+      return on(c, work);
+    } catch (Throwable t) {
+      failure = t;
+      throw t;
+    } finally {
+      cleanUp(c::close, "close its connection", failure);
+    }
+  }
+
+  /** Runs {@code work} in a transaction on {@code c}, which must have none open. */
+  public static <T, X extends Exception> T on(Connection c, Work<T, X> work) throws X {
+    boolean autoCommit;
+    try {
+      autoCommit = c.getAutoCommit();
+      if (autoCommit) {
+        c.setAutoCommit(false);
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not begin a transaction: " + e.getMessage(), e);
+    }
+    Throwable failure = null;
+    try {
+      T result = work.run(c);
+      try {
+        c.commit();
+      } catch (SQLException e) {
+        throw new DataAccessException("could not commit: " + e.getMessage(), e);
+      }
+      return result;
+    } catch (Throwable t) {
+      failure = t;
+      rollback(c, t);
+      throw t;
+    } finally {
+      if (autoCommit) {
+        cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);
+      }
+    }
+  }
+
+  /** Rolls back after {@code failure}; a failure to roll back is attached to it, never hides it. */
+  public static void rollback(Connection c, Throwable failure) {
+    try {
+      c.rollback();
+    } catch (SQLException | RuntimeException e) {
+      failure.addSuppressed(e);
+    }
+  }
+
+  /**
+   * A step after the work. Its failure (the connection died) is attached to the work's failure if
+   * there is one. After a commit it is only logged: the work is committed, and reporting it as
+   * failed would make the caller repeat it; the pool finds the broken connection on its own.
+   */
+  private static void cleanUp(Step step, String what, Throwable failure) {
+    try {
+      step.run();
+    } catch (SQLException | RuntimeException e) {
+      if (failure != null) {
+        failure.addSuppressed(e);
+      } else {
+        LOG.log(System.Logger.Level.WARNING, "transaction committed, but could not " + what, e);
+      }
+    }
+  }
+}
