@@ -175,6 +175,30 @@ class ExternalEffectTest {
     });
   }
 
+  /**
+   * A repeat with a resolver that looks the call key up at the provider; asserts it took the claim
+   * over with token 2, asked the resolver once with the derived call key, and never called.
+   */
+  Execution<String> takenOverWithTheResolverAsked(IdempotencyKey key, int amount) throws Exception {
+    AtomicInteger calls = new AtomicInteger();
+    List<ExternalAttempt> asked = new CopyOnWriteArrayList<>();
+    Execution<String> e = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      calls.incrementAndGet();
+      return Provider.charge(f.ds, a.callKey().value(), amount);
+    }, a -> {
+      asked.add(a);
+      return Provider.lookUp(f.ds, a.callKey().value());
+    });
+    assertThat(e.applied()).isTrue();
+    assertThat(calls).hasValue(0);
+    assertThat(asked).singleElement().satisfies(a -> {
+      assertThat(a.takeover()).isTrue();
+      assertThat(a.callKey()).isEqualTo(Keys.child(key, "external"));
+      assertThat(a.token().value()).isEqualTo(2);
+    });
+    return e;
+  }
+
   @Test
   void aCallThatThrowsEndsItsLeaseAndTheNextRepeatAsksTheResolverInsteadOfCallingAgain() throws Exception {
     IdempotencyKey key = newKey();
@@ -186,21 +210,7 @@ class ExternalEffectTest {
     assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()
         + "' AND lease_expires_at <= clock_timestamp()")).as("lease ended at once").isEqualTo(1);
 
-    AtomicInteger calls = new AtomicInteger();
-    List<ExternalAttempt> asked = new CopyOnWriteArrayList<>();
-    Execution<String> e = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
-      calls.incrementAndGet();
-      return Provider.charge(f.ds, a.callKey().value(), 70);
-    }, a -> {
-      asked.add(a);
-      return Provider.lookUp(f.ds, a.callKey().value());
-    });
-    assertThat(e.applied()).isTrue();
-    assertThat(calls).hasValue(0);
-    assertThat(asked).singleElement().satisfies(a -> {
-      assertThat(a.takeover()).isTrue();
-      assertThat(a.token().value()).isEqualTo(2);
-    });
+    Execution<String> e = takenOverWithTheResolverAsked(key, 70);
     assertThat(e.value()).isEqualTo(Provider.lookUp(f.ds, Keys.child(key, "external").value()).orElseThrow());
     assertThat(this.calls(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");
@@ -214,22 +224,7 @@ class ExternalEffectTest {
     f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
         + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', sha256(''::bytea), 'I', 1,"
         + " now() - interval '2 days', '" + callKey + "', now() - interval '3 days', now() - interval '2 days')");
-    AtomicInteger calls = new AtomicInteger();
-    List<ExternalAttempt> asked = new CopyOnWriteArrayList<>();
-    Execution<String> e = impatient.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
-      calls.incrementAndGet();
-      return Provider.charge(f.ds, a.callKey().value(), 40);
-    }, a -> {
-      asked.add(a);
-      return Provider.lookUp(f.ds, a.callKey().value());
-    });
-    assertThat(e.applied()).isTrue();
-    assertThat(calls).hasValue(0);
-    assertThat(asked).singleElement().satisfies(a -> {
-      assertThat(a.takeover()).isTrue();
-      assertThat(a.callKey().value()).isEqualTo(callKey);
-      assertThat(a.token().value()).isEqualTo(2);
-    });
+    takenOverWithTheResolverAsked(key, 40);
     assertThat(this.calls(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");
     assertThat(f.column(key, "fence")).isEqualTo("2");

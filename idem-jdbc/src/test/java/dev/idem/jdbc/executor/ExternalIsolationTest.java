@@ -46,10 +46,13 @@ class ExternalIsolationTest {
     f.close();
   }
 
-  /** An executor on a pool of its own at {@code isolation}, answering "in flight" at once. */
-  static IdempotentExecutor executorAt(String isolation, HikariDataSource[] pool) {
-    pool[0] = f.db.dataSource(4, isolation);
-    return Idem.builder(pool[0]).build().executor().lease(LEASE).inFlightWait(Duration.ZERO).build();
+  /** Another copy's takeover of the key's ended lease. */
+  static final String TAKE_OVER = "UPDATE idem.idem_keys SET fence = fence + 1,"
+      + " lease_expires_at = now() + interval '30 seconds' WHERE scope = ? AND key = ?";
+
+  /** An executor on {@code pool}, answering "in flight" at once. */
+  static IdempotentExecutor executorOn(HikariDataSource pool) {
+    return Idem.builder(pool).build().executor().lease(LEASE).inFlightWait(Duration.ZERO).build();
   }
 
   static IdempotencyKey newKey() {
@@ -86,26 +89,32 @@ class ExternalIsolationTest {
     }
   }
 
-  @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
-  void aClaimThatWaitedOnAnotherCopysClaimIsInFlight(String isolation) throws Exception {
-    HikariDataSource[] pool = new HikariDataSource[1];
-    IdempotentExecutor executor = executorAt(isolation, pool);
-    IdempotencyKey key = newKey();
-    try (Connection other = f.ds.getConnection()) {
+  /**
+   * A copy at {@code isolation} calls while another copy's {@code write} to the key's row is
+   * uncommitted; the other commits once the copy waits on it. Returns what the copy got.
+   */
+  static Execution<String> copyBehind(String isolation, IdempotencyKey key, String write) throws Exception {
+    try (HikariDataSource pool = f.db.dataSource(4, isolation); Connection other = f.ds.getConnection()) {
+      IdempotentExecutor executor = executorOn(pool);
       other.setAutoCommit(false);
-      // another copy's phase 1, not yet committed: the key in flight with a live lease
-      run(other, "INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key,"
-          + " created_at, expires_at) VALUES (?, ?, sha256(''::bytea), 'I', 1, now() + interval '30 seconds',"
-          + " 'other-copy', now(), now() + interval '1 day')", key);
+      run(other, write, key);
       CompletableFuture<Execution<String>> copy = CompletableFuture.supplyAsync(() ->
           executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "called"));
       awaitWaitOnTheKeyTable();
       other.commit();
-      assertThat(copy.get(10, TimeUnit.SECONDS)).isInstanceOf(Execution.InFlight.class);
-    } finally {
-      pool[0].close();
+      return copy.get(10, TimeUnit.SECONDS);
     }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aClaimThatWaitedOnAnotherCopysClaimIsInFlight(String isolation) throws Exception {
+    IdempotencyKey key = newKey();
+    // another copy's phase 1: the key in flight with a live lease
+    Execution<String> got = copyBehind(isolation, key, "INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence,"
+        + " lease_expires_at, call_key, created_at, expires_at) VALUES (?, ?, sha256(''::bytea), 'I', 1,"
+        + " now() + interval '30 seconds', 'other-copy', now(), now() + interval '1 day')");
+    assertThat(got).isInstanceOf(Execution.InFlight.class);
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "call_key")).isEqualTo("other-copy");
   }
@@ -113,25 +122,11 @@ class ExternalIsolationTest {
   @ParameterizedTest
   @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aTakeoverThatWaitedOnAnotherCopysTakeoverIsInFlight(String isolation) throws Exception {
-    HikariDataSource[] pool = new HikariDataSource[1];
-    IdempotentExecutor executor = executorAt(isolation, pool);
     IdempotencyKey key = newKey();
     f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
         + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', sha256(''::bytea), 'I', 1,"
         + " now() - interval '1 second', 'crashed-copy', now(), now() + interval '1 day')");
-    try (Connection other = f.ds.getConnection()) {
-      other.setAutoCommit(false);
-      // another copy's takeover of the ended lease, not yet committed
-      run(other, "UPDATE idem.idem_keys SET fence = fence + 1, lease_expires_at = now() + interval '30 seconds'"
-          + " WHERE scope = ? AND key = ?", key);
-      CompletableFuture<Execution<String>> copy = CompletableFuture.supplyAsync(() ->
-          executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "called"));
-      awaitWaitOnTheKeyTable();
-      other.commit();
-      assertThat(copy.get(10, TimeUnit.SECONDS)).isInstanceOf(Execution.InFlight.class);
-    } finally {
-      pool[0].close();
-    }
+    assertThat(copyBehind(isolation, key, TAKE_OVER)).isInstanceOf(Execution.InFlight.class);
     assertThat(f.column(key, "fence")).isEqualTo("2");
     assertThat(f.column(key, "state")).isEqualTo("I");
   }
@@ -139,12 +134,11 @@ class ExternalIsolationTest {
   @ParameterizedTest
   @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aRecordThatWaitedOnATakeoverIsRefusedAsStale(String isolation) throws Exception {
-    HikariDataSource[] pool = new HikariDataSource[1];
-    IdempotentExecutor executor = executorAt(isolation, pool);
     IdempotencyKey key = newKey();
     CountDownLatch calling = new CountDownLatch(1);
     CountDownLatch answer = new CountDownLatch(1);
-    try (Connection other = f.ds.getConnection()) {
+    try (HikariDataSource pool = f.db.dataSource(4, isolation); Connection other = f.ds.getConnection()) {
+      IdempotentExecutor executor = executorOn(pool);
       CompletableFuture<Execution<String>> holder = async(() ->
           executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
             calling.countDown();
@@ -158,15 +152,12 @@ class ExternalIsolationTest {
           + key.value() + "' AND lease_expires_at <= clock_timestamp()") == 0) {
         Thread.sleep(50);
       }
-      run(other, "UPDATE idem.idem_keys SET fence = fence + 1, lease_expires_at = now() + interval '30 seconds'"
-          + " WHERE scope = ? AND key = ?", key);
+      run(other, TAKE_OVER, key);
       answer.countDown();
       awaitWaitOnTheKeyTable();
       other.commit();
       assertThatThrownBy(() -> holder.get(10, TimeUnit.SECONDS))
           .hasCauseInstanceOf(StaleFenceException.class);
-    } finally {
-      pool[0].close();
     }
     assertThat(f.column(key, "state")).isEqualTo("I");
     assertThat(f.column(key, "fence")).isEqualTo("2");
