@@ -48,7 +48,7 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  * numbers: 10 messages a transaction is a generous but plausible business transaction; 4 producers
  * let concurrent commits share the WAL flush, as a service's request threads do, and with 4 relays
  * they fill the pool of 8 connections, so no thread waits for a connection. The relays run their
- * batches as {@link Relay#start()}'s loop does, back to back while they come back full and
+ * batches as {@link Relay#start()}'s loop does, back to back while they send something and
  * otherwise after a poll interval, here {@value #POLL_MILLIS} ms (the default 500 ms would add up to
  * half a second to runs of about one).
  *
@@ -68,7 +68,7 @@ public class RelayBenchmark {
   static final int PRODUCERS = 4;
   /** Messages per producer transaction, in one {@link Outbox#enqueueAll}. */
   static final int MESSAGES_PER_TX = 10;
-  /** The relays' poll interval in {@link #enqueueAndDrain}: their wait after a batch that was not full. */
+  /** The relays' poll interval in {@link #enqueueAndDrain}: their wait after a batch that sent nothing. */
   static final int POLL_MILLIS = 5;
 
   @Param({"100", "500"})
@@ -148,7 +148,7 @@ public class RelayBenchmark {
   /**
    * Runs every relay on its own thread until {@code expected} messages were sent. With producers,
    * each relay runs its batches the way {@link Relay#start()}'s loop does: back to back while they
-   * come back full, otherwise after a wait of {@value #POLL_MILLIS} ms (the poll interval). Without
+   * send something, otherwise after a wait of {@value #POLL_MILLIS} ms (the poll interval). Without
    * producers (a complete backlog), back to back until each finds nothing left to claim.
    */
   private int relayUntil(int expected, List<Future<Integer>> producers) throws Exception {
@@ -165,7 +165,7 @@ public class RelayBenchmark {
             }
           } else if (anyFailed(producers)) {
             break; // reported below
-          } else if (n < batchSize) {
+          } else if (n == 0) {
             Thread.sleep(POLL_MILLIS); // the producers have not committed more yet, or other relays hold it
           }
         }
