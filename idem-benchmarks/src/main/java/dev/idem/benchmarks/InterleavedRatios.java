@@ -6,7 +6,10 @@ import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -16,8 +19,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * The ratios of {@link ExecutorBenchmark} or {@link InboxBenchmark} on a machine whose speed
  * drifts: JMH measures one method after the other, so a load (or a slower disk flush) that comes
  * and goes lands on one side of a ratio. This runs the same benchmark methods on the same state
- * (one pool, 8 threads) in alternating short slices, so each ratio compares throughputs measured
- * under the same conditions. Not a replacement for the JMH figures, a check on their ratios. Beside
+ * (one pool, 8 threads) in alternating short slices, every other round in reverse order, so each
+ * ratio compares throughputs measured under the same conditions (a fixed order, like JMH's
+ * alphabetical one, runs the replay right after the inserts and charges it for their autovacuum). Not a replacement for the JMH figures, a check on their ratios. Beside
  * each throughput it prints the CPU time one operation cost this JVM and the rest of the machine
  * (from /proc/stat: the PostgreSQL backends, when the database runs here).
  *
@@ -115,7 +119,10 @@ public final class InterleavedRatios {
     return () -> op.run(local);
   }
 
-  /** A warm-up slice of each, then {@code rounds} rounds of one slice each; the mean ops/s of each. */
+  /**
+   * A warm-up slice of each, then {@code rounds} rounds of one slice each, every other round in
+   * reverse order; the mean ops/s of each.
+   */
   private static Map<String, Double> measure(Map<String, PerThread> all, int rounds, int sliceMillis) throws InterruptedException {
     Map<String, PerThread> ops = new LinkedHashMap<>(all);
     if (only != null) {
@@ -126,8 +133,15 @@ public final class InterleavedRatios {
     }
     Map<String, Double> total = new LinkedHashMap<>();
     Map<String, CpuUse> cpu = new LinkedHashMap<>();
+    List<Map.Entry<String, PerThread>> forward = new ArrayList<>(ops.entrySet());
+    List<Map.Entry<String, PerThread>> backward = new ArrayList<>(forward);
+    Collections.reverse(backward);
     for (int round = 0; round < rounds; round++) {
-      for (Map.Entry<String, PerThread> e : ops.entrySet()) {
+      // Every other round in reverse: a slice pays for the background work (autovacuum, WAL
+      // writes) that the slice before it left behind, so a fixed order would charge the reads
+      // that follow the inserts for the inserts' clean-up. Reversed, each method follows each
+      // neighbour equally often.
+      for (Map.Entry<String, PerThread> e : round % 2 == 0 ? forward : backward) {
         CpuUse before = CpuUse.now();
         Slice s = slice(e.getValue(), sliceMillis);
         total.merge(e.getKey(), s.count / s.seconds, Double::sum);
