@@ -210,6 +210,7 @@ public final class IdempotentExecutor {
 
   private <T, X extends Exception> Execution<T> joined(Connection c, DSLContext dsl, IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
+    RunningKeys.refuseNested(idem.schema(), key);
     Tx tx = new JoinedTx(c, dsl);
     Execution<T> outcome;
     try {
@@ -247,7 +248,7 @@ public final class IdempotentExecutor {
       Codec<T> codec, TxCallback<T, X> effect, Binds binds) throws X {
     return AtCommit.run(idem,
         tx -> {
-          T value = effect.apply(tx);
+          T value = RunningKeys.run(idem.schema(), key, effect, tx);
           byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
           claimAtCommit(tx.connection(), binds.result(bytes));
           return new Execution.Applied<>(value);
@@ -354,7 +355,7 @@ public final class IdempotentExecutor {
 
   private <T, X extends Exception> Execution<T> applyLocal(Tx tx, boolean joined, IdempotencyKey key,
       Codec<T> codec, TxCallback<T, X> effect, Binds binds) throws X {
-    T value = effect.apply(tx);
+    T value = RunningKeys.run(idem.schema(), key, effect, tx);
     byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
     if (bytes != null) {
       run(tx.connection(), joined ? table.storeResultAndRelease : table.storeResultAndCommit, binds.result(bytes));

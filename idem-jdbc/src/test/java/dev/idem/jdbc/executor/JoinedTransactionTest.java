@@ -3,10 +3,12 @@ package dev.idem.jdbc.executor;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
+import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import java.io.IOException;
@@ -20,6 +22,8 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /** Local effects joining the caller's transaction: the savepoint keeps the caller's work safe. */
 class JoinedTransactionTest {
@@ -169,6 +173,30 @@ class JoinedTransactionTest {
     assertThat(orders(key.value())).isZero();
     assertThat(f.payments(key.value())).isZero();
     assertThat(f.keyRows(key)).isZero();
+  }
+
+  @ParameterizedTest
+  @EnumSource(ClaimOrder.class)
+  void anEffectCallingTheExecutorWithItsOwnKeyIsRefusedAndNothingCommits(ClaimOrder order) throws Exception {
+    IdempotentExecutor ordered = f.idem.executor().claimOrder(order).build();
+    IdempotencyKey key = newKey();
+    assertThatThrownBy(() -> ordered.execute(key, Fingerprint.EMPTY, Codec.utf8(), outer -> {
+      ExecutorFixture.pay(outer, key.value(), 1);
+      return ordered.execute(key, Fingerprint.EMPTY, Codec.utf8(), inner -> ExecutorFixture.pay(inner, key.value(), 2)).value();
+    })).isInstanceOf(IllegalStateException.class).hasMessageContaining("its own key").hasMessageContaining(key.toString());
+    assertThat(f.payments(key.value())).isZero();
+    assertThat(f.keyRows(key)).isZero();
+    // another key inside the effect is a call like any other, and both commit
+    IdempotencyKey step = Keys.child(key, "step");
+    Execution<String> done = ordered.execute(key, Fingerprint.EMPTY, Codec.utf8(), outer -> {
+      ExecutorFixture.pay(outer, key.value(), 1);
+      return ordered.execute(step, Fingerprint.EMPTY, Codec.utf8(), inner -> ExecutorFixture.pay(inner, step.value(), 2)).value();
+    });
+    assertThat(done.applied()).isTrue();
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.payments(step.value())).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.keyRows(step)).isEqualTo(1);
   }
 
   @Test

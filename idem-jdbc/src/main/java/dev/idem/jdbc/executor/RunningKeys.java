@@ -1,0 +1,42 @@
+package dev.idem.jdbc.executor;
+
+import dev.idem.jdbc.TxCallback;
+import dev.idem.jdbc.Tx;
+import dev.idem.key.IdempotencyKey;
+import java.util.ArrayList;
+
+/**
+ * The keys whose effects run on this thread right now, per key table (schema), so that an effect
+ * calling the executor again with its own key is refused instead of answered. Its key's row is
+ * its own transaction's, uncommitted and without a result yet: a nested call would "replay" a
+ * result that does not exist, or, claimed at commit, claim the key itself and make the outer call
+ * conflict with its own transaction. Usually one entry or none, so a list.
+ */
+final class RunningKeys {
+  private record Running(String schema, IdempotencyKey key) {}
+
+  private static final ThreadLocal<ArrayList<Running>> RUNNING = ThreadLocal.withInitial(ArrayList::new);
+
+  private RunningKeys() {}
+
+  /** Runs {@code effect} with {@code key} marked as running on this thread. */
+  static <T, X extends Exception> T run(String schema, IdempotencyKey key, TxCallback<T, X> effect, Tx tx) throws X {
+    ArrayList<Running> running = RUNNING.get();
+    Running mine = new Running(schema, key);
+    running.add(mine);
+    try {
+      return effect.apply(tx);
+    } finally {
+      running.remove(running.size() - 1);
+    }
+  }
+
+  /** @throws IllegalStateException if an effect of {@code key} is running on this thread */
+  static void refuseNested(String schema, IdempotencyKey key) {
+    if (RUNNING.get().contains(new Running(schema, key))) {
+      throw new IllegalStateException("the effect of key " + key + " called the executor again with its own key;"
+          + " a nested call cannot be answered (the key's row is this transaction's, with no result yet):"
+          + " use another key, e.g. Keys.child(key, \"step\"), for the inner call");
+    }
+  }
+}
