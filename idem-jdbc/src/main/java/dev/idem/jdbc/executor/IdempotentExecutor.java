@@ -131,11 +131,13 @@ public final class IdempotentExecutor {
    * @throws KeyReuseException if the key was first used with another fingerprint
    * @throws CodecException if the result could not be encoded (the effect was rolled back) or a
    *     stored one decoded
+   * @throws IllegalStateException if called from the effect of the same key on this thread
    * @throws X what the effect threw, after rolling it back with the claim
    */
   public <T, X extends Exception> Execution<T> execute(
       IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
     checkArguments(key, fingerprint, codec, effect, "effect");
+    RunningKeys.refuseNested(idem, key);
     Tx open = idem.currentTransaction();
     if (open != null) {
       return joined(open.connection(), open.dsl(), key, fingerprint, codec, effect);
@@ -187,6 +189,9 @@ public final class IdempotentExecutor {
    *
    * @param callerTx a connection with an open transaction (auto-commit off)
    * @throws IllegalArgumentException if {@code callerTx} is null or in auto-commit mode
+   * @throws IllegalStateException if called from the effect of the same key on this thread
+   * @throws DataAccessException if the rollback to the savepoint failed (the connection broke):
+   *     then the caller's transaction is not usable and must be rolled back
    * @see #execute(IdempotencyKey, Fingerprint, Codec, TxCallback)
    */
   public <T, X extends Exception> Execution<T> execute(
@@ -194,6 +199,7 @@ public final class IdempotentExecutor {
       throws X {
     Require.notNull(callerTx, "callerTx");
     checkArguments(key, fingerprint, codec, effect, "effect");
+    RunningKeys.refuseNested(idem, key);
     try {
       if (callerTx.getAutoCommit()) {
         throw new IllegalArgumentException(
@@ -210,7 +216,6 @@ public final class IdempotentExecutor {
 
   private <T, X extends Exception> Execution<T> joined(Connection c, DSLContext dsl, IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
-    RunningKeys.refuseNested(idem.schema(), key);
     Tx tx = new JoinedTx(c, dsl);
     Execution<T> outcome;
     try {
@@ -248,7 +253,7 @@ public final class IdempotentExecutor {
       Codec<T> codec, TxCallback<T, X> effect, Binds binds) throws X {
     return AtCommit.run(idem,
         tx -> {
-          T value = RunningKeys.run(idem.schema(), key, effect, tx);
+          T value = RunningKeys.run(idem, key, effect, tx);
           byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
           claimAtCommit(tx.connection(), binds.result(bytes));
           return new Execution.Applied<>(value);
@@ -355,7 +360,7 @@ public final class IdempotentExecutor {
 
   private <T, X extends Exception> Execution<T> applyLocal(Tx tx, boolean joined, IdempotencyKey key,
       Codec<T> codec, TxCallback<T, X> effect, Binds binds) throws X {
-    T value = RunningKeys.run(idem.schema(), key, effect, tx);
+    T value = RunningKeys.run(idem, key, effect, tx);
     byte[] bytes = codec.storesNothing() ? null : encode(key, codec, value, "the effect was rolled back");
     if (bytes != null) {
       run(tx.connection(), joined ? table.storeResultAndRelease : table.storeResultAndCommit, binds.result(bytes));
@@ -400,11 +405,13 @@ public final class IdempotentExecutor {
    * @throws KeyReuseException if the key was first used with another fingerprint
    * @throws StaleFenceException if this attempt's lease ended and another attempt took over
    * @throws CodecException if the result could not be encoded (the lease is ended, as for a throw)
+   * @throws IllegalStateException if called from a local effect of the same key on this thread
    * @throws X what the call threw
    */
   public <T, X extends Exception> Execution<T> executeExternal(
       IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call) throws X {
     checkArguments(key, fingerprint, codec, call, "call");
+    RunningKeys.refuseNested(idem, key);
     return external(key, fingerprint, codec, call, null);
   }
 
@@ -419,6 +426,7 @@ public final class IdempotentExecutor {
       throws X {
     checkArguments(key, fingerprint, codec, call, "call");
     Require.notNull(resolver, "resolver");
+    RunningKeys.refuseNested(idem, key);
     return external(key, fingerprint, codec, call, resolver);
   }
 
@@ -452,6 +460,9 @@ public final class IdempotentExecutor {
         boolean unfinished = !row.completed() && binds.sameFingerprint(row.fingerprint());
         Long fence = externalWrite(c -> KeyTable.single(c, table.reclaimExternal, 0, binds));
         if (fence != null) {
+          if (unfinished) {
+            events.leaseTakenOver(key, row.fence(), fence);
+          }
           return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), unfinished), codec, call,
               unfinished ? resolver : null, binds);
         }
@@ -506,7 +517,7 @@ public final class IdempotentExecutor {
       endLease(binds, token, t);
       throw t;
     }
-    Long recorded = externalWrite(c -> KeyTable.single(c, table.complete, 0, binds.fence(token).result(bytes)));
+    Long recorded = record(binds.fence(token).result(bytes), token);
     if (recorded == null) {
       Long highest = autocommit(c -> KeyTable.single(c, table.fenceOf, 0, binds));
       StaleFenceException stale = new StaleFenceException("key " + attempt.key(), token, highest == null ? 0 : highest);
@@ -515,6 +526,30 @@ public final class IdempotentExecutor {
     }
     events.applied(attempt.key());
     return new Execution.Applied<>(value);
+  }
+
+  /**
+   * Phase 3's fenced write; null if another attempt holds the key now. A 40001 (the pool at
+   * REPEATABLE READ or SERIALIZABLE) means the row changed under the statement, or, at
+   * SERIALIZABLE, only that the statement touched what another transaction did (index pages): if
+   * the row still carries this token, in flight, the write is tried again, so a holder that is
+   * still the highest is never told it was taken over.
+   */
+  private Long record(Binds binds, long token) {
+    for (int round = 1; ; round++) {
+      Long recorded = externalWrite(c -> KeyTable.single(c, table.complete, 0, binds));
+      if (recorded != null) {
+        return recorded;
+      }
+      KeyTable.Row row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+      if (row == null || row.completed() || row.fence() != token) {
+        return null;
+      }
+      if (round >= MAX_CLAIM_ROUNDS) {
+        throw new DataAccessException("could not record the result of key " + binds.key + " in " + MAX_CLAIM_ROUNDS
+            + " rounds: each failed with a serialization failure; the key stays in flight until its lease ends");
+      }
+    }
   }
 
   private void endLease(Binds binds, long token, Throwable failure) {

@@ -1,28 +1,40 @@
 package dev.idem.jdbc.executor;
 
+import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.TxCallback;
 import dev.idem.jdbc.Tx;
 import dev.idem.key.IdempotencyKey;
 import java.util.ArrayList;
 
 /**
- * The keys whose effects run on this thread right now, per key table (schema), so that an effect
+ * The keys whose effects run on this thread right now, per {@link Idem}, so that an effect
  * calling the executor again with its own key is refused instead of answered. Its key's row is
  * its own transaction's, uncommitted and without a result yet: a nested call would "replay" a
  * result that does not exist, or, claimed at commit, claim the key itself and make the outer call
  * conflict with its own transaction. Usually one entry or none, so a list.
  */
 final class RunningKeys {
-  private record Running(String schema, IdempotencyKey key) {}
+  /** By the {@link Idem}'s identity: two of them may name the same schema in different databases. */
+  private record Running(Idem idem, IdempotencyKey key) {
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Running r && r.idem == idem && r.key.equals(key);
+    }
+
+    @Override
+    public int hashCode() {
+      return System.identityHashCode(idem) * 31 + key.hashCode();
+    }
+  }
 
   private static final ThreadLocal<ArrayList<Running>> RUNNING = ThreadLocal.withInitial(ArrayList::new);
 
   private RunningKeys() {}
 
   /** Runs {@code effect} with {@code key} marked as running on this thread. */
-  static <T, X extends Exception> T run(String schema, IdempotencyKey key, TxCallback<T, X> effect, Tx tx) throws X {
+  static <T, X extends Exception> T run(Idem idem, IdempotencyKey key, TxCallback<T, X> effect, Tx tx) throws X {
     ArrayList<Running> running = RUNNING.get();
-    Running mine = new Running(schema, key);
+    Running mine = new Running(idem, key);
     running.add(mine);
     try {
       return effect.apply(tx);
@@ -32,8 +44,9 @@ final class RunningKeys {
   }
 
   /** @throws IllegalStateException if an effect of {@code key} is running on this thread */
-  static void refuseNested(String schema, IdempotencyKey key) {
-    if (RUNNING.get().contains(new Running(schema, key))) {
+  static void refuseNested(Idem idem, IdempotencyKey key) {
+    ArrayList<Running> running = RUNNING.get();
+    if (!running.isEmpty() && running.contains(new Running(idem, key))) {
       throw new IllegalStateException("the effect of key " + key + " called the executor again with its own key;"
           + " a nested call cannot be answered (the key's row is this transaction's, with no result yet):"
           + " use another key, e.g. Keys.child(key, \"step\"), for the inner call");

@@ -8,9 +8,10 @@ import org.jooq.Table;
 import org.jooq.impl.DSL;
 
 /**
- * Deletes rows past their time in bounded batches, each its own short transaction (also when
- * called inside one of the caller's), so expiry never runs one huge DELETE that holds locks and
- * bloats the table at once. Times come from the database clock. Not an API.
+ * Deletes rows past their time in bounded batches, each its own short transaction on a connection
+ * of its own (also when called inside one of the caller's: it then needs a second connection), so
+ * expiry never runs one huge DELETE that holds locks and bloats the table at once. Rows locked by
+ * another transaction are skipped, never waited for. Times come from the database clock. Not an API.
  */
 public final class Expiry {
   private static final Field<Object> CTID = DSL.field(DSL.name("ctid"));
@@ -28,9 +29,12 @@ public final class Expiry {
     for (int batch = 0; batch < maxBatches; batch++) {
       // One auto-commit statement per batch, on a connection of its own: its own short
       // transaction even when called inside the caller's (which would make it one long delete).
+      // SKIP LOCKED: a row another transaction holds (re-claiming it, or the caller's own, which
+      // this connection would wait on forever) is left for a later run; the lock re-checks the
+      // condition on the row's latest version, so a row re-claimed meanwhile is not deleted.
       int deleted = AutoCommit.run(idem.dataSource(), "idem expiry", c -> idem.dsl(c)
           .deleteFrom(table)
-          .where(CTID.in(DSL.select(CTID).from(table).where(condition).limit(batchSize)))
+          .where(CTID.in(DSL.select(CTID).from(table).where(condition).limit(batchSize).forUpdate().skipLocked()))
           .execute());
       total += deleted;
       if (deleted < batchSize) {

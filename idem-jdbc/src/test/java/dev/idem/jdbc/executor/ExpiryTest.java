@@ -108,6 +108,30 @@ class ExpiryTest {
   }
 
   @Test
+  void expireSkipsARowTheCallersOwnTransactionHoldsInsteadOfWaitingForIt() throws Exception {
+    String scope = "held-" + UUID.randomUUID().toString().substring(0, 8);
+    IdempotentExecutor executor = f.idem.executor().build();
+    for (int i = 0; i < 3; i++) {
+      executor.execute(IdempotencyKey.of(scope, "k-" + i), Fingerprint.EMPTY, Codec.none(), tx -> null);
+    }
+    f.sql("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE scope = '" + scope + "'");
+    java.util.concurrent.CompletableFuture<Void> caller = java.util.concurrent.CompletableFuture.runAsync(() ->
+        f.idem.useTransaction(tx -> {
+          // the caller holds one expired row (as a re-claim of it would), then expires keys
+          tx.dsl().execute("SELECT 1 FROM idem.idem_keys WHERE scope = ? AND key = 'k-0' FOR UPDATE", scope);
+          executor.expire();
+        }));
+    try {
+      caller.get(10, java.util.concurrent.TimeUnit.SECONDS);
+    } catch (java.util.concurrent.TimeoutException waitingOnItself) {
+      f.sql("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+      throw new AssertionError("expire() waited on a row its caller's own transaction holds");
+    }
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "' AND key = 'k-0'")).isEqualTo(1);
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "'")).isEqualTo(1);
+  }
+
+  @Test
   void expireDeletesOnlyKeysPastTheirWindowInBoundedBatches() throws Exception {
     String scope = "batch-" + UUID.randomUUID().toString().substring(0, 8);
     IdempotentExecutor executor = f.idem.executor().window(DedupeWindow.of(Duration.ofHours(1))).expiryBatches(10, 2).build();

@@ -225,6 +225,10 @@ class ExternalEffectTest {
         + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', sha256(''::bytea), 'I', 1,"
         + " now() - interval '2 days', '" + callKey + "', now() - interval '3 days', now() - interval '2 days')");
     takenOverWithTheResolverAsked(key, 40);
+    assertThat(f.events.of(IdemEvent.LeaseTakenOver.class, key)).singleElement().satisfies(t -> {
+      assertThat(t.previousToken()).isEqualTo(1);
+      assertThat(t.newToken()).isEqualTo(2);
+    });
     assertThat(this.calls(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");
     assertThat(f.column(key, "fence")).isEqualTo("2");

@@ -200,6 +200,24 @@ class JoinedTransactionTest {
   }
 
   @Test
+  void aNestedCallWithTheRunningKeyIsRefusedWhateverFormItTakes() throws Exception {
+    IdempotencyKey key = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      // the outer call joins a transaction of the caller's own, not one idem opened; the inner
+      // call is the owned form, and the external form
+      assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(),
+          outer -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), inner -> "inner").value()))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("its own key");
+      assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(),
+          outer -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "called").value()))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("its own key");
+      c.commit();
+    }
+    assertThat(f.keyRows(key)).isZero();
+  }
+
+  @Test
   void anAutoCommitConnectionIsRefused() throws Exception {
     IdempotencyKey key = newKey();
     try (Connection c = f.ds.getConnection()) {
