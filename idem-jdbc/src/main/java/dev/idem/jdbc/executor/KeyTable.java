@@ -70,7 +70,7 @@ final class KeyTable {
    * The database clock when the statement started: what a write stamps, one value for every
    * column of the row (so {@code expires_at - created_at} is exactly the window).
    */
-  private static final Field<OffsetDateTime> STAMP = field("statement_timestamp()", OffsetDateTime.class);
+  private static final Field<OffsetDateTime> STAMP = DbTime.statementTime();
   private static final Condition THIS_KEY =
       SCOPE.eq(param("scope", String.class)).and(KEY.eq(param("key", String.class)));
   /**

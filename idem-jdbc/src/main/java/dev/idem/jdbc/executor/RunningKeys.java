@@ -14,18 +14,11 @@ import java.util.ArrayList;
  * conflict with its own transaction. Usually one entry or none, so a list.
  */
 final class RunningKeys {
-  /** By the {@link Idem}'s identity: two of them may name the same schema in different databases. */
-  private record Running(Idem idem, IdempotencyKey key) {
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof Running r && r.idem == idem && r.key.equals(key);
-    }
-
-    @Override
-    public int hashCode() {
-      return System.identityHashCode(idem) * 31 + key.hashCode();
-    }
-  }
+  /**
+   * Per {@link Idem}, which has identity equality: two of them may name the same schema in
+   * different databases.
+   */
+  private record Running(Idem idem, IdempotencyKey key) {}
 
   private static final ThreadLocal<ArrayList<Running>> RUNNING = ThreadLocal.withInitial(ArrayList::new);
 
@@ -34,8 +27,7 @@ final class RunningKeys {
   /** Runs {@code effect} with {@code key} marked as running on this thread. */
   static <T, X extends Exception> T run(Idem idem, IdempotencyKey key, TxCallback<T, X> effect, Tx tx) throws X {
     ArrayList<Running> running = RUNNING.get();
-    Running mine = new Running(idem, key);
-    running.add(mine);
+    running.add(new Running(idem, key));
     try {
       return effect.apply(tx);
     } finally {

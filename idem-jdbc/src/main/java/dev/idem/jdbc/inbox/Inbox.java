@@ -91,7 +91,9 @@ public final class Inbox {
     this.listening = idem.listener() != dev.idem.event.IdemListener.NONE;
     this.claimOrder = b.claimOrder;
     DSLContext d = idem.dsl();
-    Field<OffsetDateTime> expires = DbTime.plusMicros(Expiry.dbNow(), DSL.val(0L));
+    // Received and expiring from one reading of the clock, so the row's window is exactly the
+    // configured one; whether a row is past it is asked of the clock when the statement runs.
+    Field<OffsetDateTime> expires = DbTime.plusMicros(DbTime.statementTime(), DSL.val(0L));
     // AT_COMMIT: the plain insert, then COMMIT, in one round trip. A row already there (or one
     // committed while this waited on it) is a unique violation, which makes PostgreSQL skip the
     // COMMIT: the transaction is rolled back, effect and all.
@@ -119,7 +121,7 @@ public final class Inbox {
   private static InsertValuesStep4<?, String, String, OffsetDateTime, OffsetDateTime> insert(DSLContext d,
       Field<OffsetDateTime> expires) {
     return d.insertInto(T, CONSUMER, MESSAGE_ID, RECEIVED_AT, EXPIRES_AT)
-        .values(DSL.val((String) null, CONSUMER), DSL.val((String) null, MESSAGE_ID), Expiry.dbNow(), expires);
+        .values(DSL.val((String) null, CONSUMER), DSL.val((String) null, MESSAGE_ID), DbTime.statementTime(), expires);
   }
 
   /** Starts the configuration of {@code consumer}'s inbox. Prefer {@link Idem#inbox(String)}. */

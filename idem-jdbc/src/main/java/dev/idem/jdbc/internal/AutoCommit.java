@@ -32,13 +32,23 @@ public final class AutoCommit {
       if (!was) {
         c.setAutoCommit(true);
       }
+      R result;
       try {
-        return work.run(c);
-      } finally {
+        result = work.run(c);
+      } catch (SQLException | RuntimeException | Error e) {
         if (!was) {
-          c.setAutoCommit(false);
+          try {
+            c.setAutoCommit(false);
+          } catch (SQLException | RuntimeException restore) {
+            e.addSuppressed(restore); // the work's failure is the one to report
+          }
         }
+        throw e;
       }
+      if (!was) {
+        c.setAutoCommit(false);
+      }
+      return result;
     } catch (SQLException e) {
       throw new DataAccessException(what + ": " + e.getMessage(), e);
     }

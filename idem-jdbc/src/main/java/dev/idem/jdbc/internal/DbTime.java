@@ -34,6 +34,15 @@ public final class DbTime {
     return Math.addExact(Math.multiplyExact(d.getSeconds(), 1_000_000L), d.getNano() / 1000);
   }
 
+  /**
+   * The database clock when the statement started: what a write stamps, one value for every
+   * column of its row (so {@code expires - received} is exactly the window, where two reads of
+   * {@code clock_timestamp()} in one statement may differ by a tick).
+   */
+  public static Field<OffsetDateTime> statementTime() {
+    return DSL.field("statement_timestamp()", OffsetDateTime.class);
+  }
+
   /** {@code t + micros} microseconds, in SQL; {@code micros} may be negative. */
   public static Field<OffsetDateTime> plusMicros(Field<OffsetDateTime> t, Field<Long> micros) {
     return DSL.field("({0} + {1} * interval '1 microsecond')", OffsetDateTime.class, t, micros);
