@@ -163,4 +163,37 @@ class ExternalIsolationTest {
     assertThat(f.column(key, "fence")).isEqualTo("2");
     assertThat(f.column(key, "result")).isNull();
   }
+  /**
+   * Phase 3 waits on another transaction's write to the key's row that leaves the holder's token in
+   * place (here a no-op update; at SERIALIZABLE a conflict on index pages alone does the same). The
+   * write fails with 40001 once the other commits; the holder is still the highest, so the record is
+   * written again, never refused as stale.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aRecordThatWaitedOnAWriteLeavingItsTokenIsRecorded(String isolation) throws Exception {
+    IdempotencyKey key = newKey();
+    CountDownLatch calling = new CountDownLatch(1);
+    CountDownLatch answer = new CountDownLatch(1);
+    try (HikariDataSource pool = f.db.dataSource(4, isolation); Connection other = f.ds.getConnection()) {
+      IdempotentExecutor executor = Idem.builder(pool).build().executor().inFlightWait(Duration.ZERO).build();
+      CompletableFuture<Execution<String>> holder = async(() ->
+          executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+            calling.countDown();
+            answer.await(10, TimeUnit.SECONDS);
+            return "charged";
+          }));
+      assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
+      other.setAutoCommit(false);
+      run(other, "UPDATE idem.idem_keys SET call_key = call_key WHERE scope = ? AND key = ?", key);
+      answer.countDown();
+      awaitWaitOnTheKeyTable();
+      other.commit();
+      assertThat(holder.get(10, TimeUnit.SECONDS)).isEqualTo(new Execution.Applied<>("charged"));
+    }
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+    assertThat(f.column(key, "fence")).isEqualTo("1");
+    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo("charged");
+  }
 }
