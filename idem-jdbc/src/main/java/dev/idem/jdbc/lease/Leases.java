@@ -261,8 +261,13 @@ public final class Leases {
     return DbTime.plusMicros(Expiry.dbNow(), DSL.val(DbTime.micros(ttl)));
   }
 
-  /** One statement on a connection of its own, committed at once, whatever this thread has open. */
+  /**
+   * One statement on a connection of its own, committed at once, whatever this thread has open; run
+   * again if it waited for a competing grant and failed with 40001 (a pool at REPEATABLE READ or
+   * SERIALIZABLE), so a lost race answers as under READ COMMITTED: empty or false, never an error.
+   */
   private <T> T autoCommit(java.util.function.Function<DSLContext, T> statement) {
-    return AutoCommit.run(idem.dataSource(), "lease statement failed", c -> statement.apply(idem.dsl(c)));
+    return AutoCommit.runAgainOnSerializationFailure(idem.dataSource(), "lease statement failed",
+        c -> statement.apply(idem.dsl(c)));
   }
 }

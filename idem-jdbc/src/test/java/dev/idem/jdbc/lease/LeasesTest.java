@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idem.event.IdemEvent;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.RecordingListener;
 import dev.idem.testing.Race;
@@ -28,6 +29,8 @@ import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** Leases and fencing tokens on a real PostgreSQL; expiry is waited for on the database clock. */
 class LeasesTest {
@@ -214,6 +217,42 @@ class LeasesTest {
     assertThat(granted).hasSize(1);
     assertThat(granted.get(0).token()).isEqualTo(FencingToken.FIRST);
     assertThat(leaseRow("contended")).isEqualTo(granted.get(0).holder() + " 1");
+  }
+
+  /**
+   * On a pool at REPEATABLE READ or SERIALIZABLE, an acquire that waited for a competing grant which
+   * then committed fails with 40001 inside idem; the caller must get what READ COMMITTED gives: no
+   * lease, never an error. Then copies race on such a pool: one grant each round.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void underStricterIsolationALostRaceIsNoLeaseNotAnError(String isolation) throws Exception {
+    String job = "strict-" + isolation;
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try (HikariDataSource strictPool = db.dataSource(6, isolation); Connection other = ds.getConnection()) {
+      Leases strict = Idem.builder(strictPool).build().leases();
+      other.setAutoCommit(false);
+      try (var ps = other.prepareStatement("INSERT INTO idem.idem_leases (resource, holder, token, expires_at)"
+          + " VALUES (?, 'worker-a', 1, clock_timestamp() + interval '5 minutes')")) {
+        ps.setString(1, job);
+        ps.executeUpdate();
+      }
+      Future<Optional<Lease>> b = pool.submit(() -> strict.acquire(job, "worker-b", LONG));
+      awaitBackendWaitingOnALock();
+      other.commit();
+      assertThat(b.get(30, TimeUnit.SECONDS)).isEmpty();
+      assertThat(leaseRow(job)).isEqualTo("worker-a 1");
+
+      for (int round = 0; round < 10; round++) {
+        String raced = job + "-race-" + round;
+        List<Optional<Lease>> grants = Race.together(6, i -> strict.acquire(raced, "racer-" + i, LONG));
+        List<Lease> granted = grants.stream().flatMap(Optional::stream).toList();
+        assertThat(granted).hasSize(1);
+        assertThat(leaseRow(raced)).isEqualTo(granted.get(0).holder() + " 1");
+      }
+    } finally {
+      pool.shutdownNow();
+    }
   }
 
   @Test
