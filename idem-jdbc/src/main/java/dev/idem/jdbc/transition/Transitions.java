@@ -29,6 +29,7 @@ import org.jooq.Table;
 import org.jooq.conf.Settings;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
 
 /**
  * Conditional writes on one of <b>your</b> tables: a state step that only moves a row from where the
@@ -123,7 +124,7 @@ public final class Transitions {
     this.fence = fenceColumn == null ? null : DSL.field(DSL.name(fenceColumn), Long.class);
     this.advance = renderAdvance(false);
     this.advanceFenced = fence == null ? null : renderAdvance(true);
-    List<Field<?>> columns = new ArrayList<>(List.of(status));
+    List<Field<?>> columns = new ArrayList<>(List.of(statusText()));
     if (version != null) {
       columns.add(version);
     }
@@ -309,7 +310,16 @@ public final class Transitions {
   }
 
   private List<Field<?>> returned() {
-    return version == null ? List.of(status) : List.of(status, version);
+    return version == null ? List.of(statusText()) : List.of(statusText(), version);
+  }
+
+  /**
+   * The status as text, as it is read back: a {@code char(n)} column comes back blank-padded
+   * ({@code "PACKED    "}), which matches no state of the path and would turn every repeat into a
+   * CONFLICT; the cast to text drops the padding, and leaves text, varchar and enum values as they are.
+   */
+  private Field<String> statusText() {
+    return status.cast(SQLDataType.CLOB);
   }
 
   /**

@@ -402,6 +402,26 @@ class TransitionsTest {
     }
   }
 
+  @Test
+  void aBlankPaddedCharStatusIsReadWithoutItsPadding() throws SQLException {
+    // char(n) values come back padded to n; a repeat must still be recognised, not a CONFLICT
+    sql("CREATE TABLE crates (id text PRIMARY KEY, status char(10) NOT NULL)");
+    sql("INSERT INTO crates VALUES ('c1', 'PLACED')");
+    Transitions crates = idem.transitions("crates").path(SHIPMENT).build();
+    try (Connection c = ds.getConnection()) {
+      assertThat(crates.step(c, "c1", "PLACED", "PACKED"))
+          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PACKED"), OptionalLong.empty()));
+      assertThat(crates.step(c, "c1", "PLACED", "PACKED"))
+          .isEqualTo(new TransitionResult(ALREADY_DONE, true, Optional.of("PACKED"), OptionalLong.empty()));
+      assertThat(crates.step(c, "c1", "SHIPPED", "DELIVERED").outcome()).isEqualTo(CONFLICT);
+    }
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("SELECT count(*), min(status) FROM crates")) {
+      rs.next();
+      assertThat(rs.getLong(1) + " " + rs.getString(2)).isEqualTo("1 PACKED    ");
+    }
+  }
+
   // ---------------------------------------------------------------- events
 
   @Test
