@@ -2,6 +2,9 @@ package dev.idem.key;
 
 import dev.idem.internal.Sha256;
 import java.lang.reflect.Array;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.RecordComponent;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -59,15 +62,22 @@ public record Fingerprint(String hex) {
    * <p>Values may be: {@code null}; strings and characters; numbers (by their decimal text, so
    * {@code 40} and {@code 40.0} differ, and {@code 40} and {@code "40"} differ too); booleans;
    * enums (by name); byte arrays; nested maps (order-independent, names by their text); sets
-   * (order-independent); lists, other iterables and arrays (order matters); and any other object
-   * whose class defines its own {@code toString()} (a record, a {@code UUID}, an {@code Instant}),
-   * taken by that text. Each value carries its kind, and every text is length-prefixed, so no
-   * choice of names or values makes two different maps encode alike.
+   * (order-independent); records, by their components (each name and value, in declaration order,
+   * by these same rules; the record's class name is not part of it, so renaming the class keeps
+   * the fingerprint); lists, other iterables and arrays (order matters); and any other object whose
+   * class defines its own {@code toString()} (a {@code UUID}, an {@code Instant}), taken by that
+   * text. Each value carries its kind, and every text is length-prefixed, so two maps encode alike
+   * only if they have the same names (by text) and equal values, where equal means: numbers with
+   * the same decimal text (whatever their type: {@code 40} and {@code 40L} agree), a character and
+   * its one-character string, an array and a list of the same items, two records with the same
+   * component names and values. No text inside a value can imitate a boundary between values.
    *
    * @throws IllegalArgumentException if {@code fields} is null, a name is null, two names of one
-   *     map read the same, a map or list contains itself, or a value is of a class without its own
-   *     {@code toString()} (its text would hold an identity hash that differs on every JVM, so a
-   *     retry on another machine would look like a different request)
+   *     map read the same, a map, list or record contains itself, a value or a nested map's name is
+   *     of a class without its own {@code toString()} (its text would hold an identity hash that
+   *     differs on every JVM, so a retry on another machine would look like a different request),
+   *     or a record's component cannot be read (a record in a package not open to {@code
+   *     dev.idem.core}) or its accessor throws
    */
   public static Fingerprint ofFields(Map<String, ?> fields) {
     return of(canonical(fields));
@@ -110,6 +120,10 @@ public record Fingerprint(String hex) {
         if (e.getKey() == null) {
           throw new IllegalArgumentException(path + " has a null name");
         }
+        if (!ownToString(e.getKey().getClass())) {
+          throw new IllegalArgumentException(path + " has a name of class " + e.getKey().getClass().getName()
+              + ", which has no toString() of its own: its text would differ on every JVM; use strings as names");
+        }
         String name = e.getKey().toString();
         if (sorted.containsKey(name)) {
           // Two names that read alike (1 and "1") would otherwise drop one of the fields silently.
@@ -140,6 +154,18 @@ public record Fingerprint(String hex) {
       members.forEach(out::append);
       out.append('>');
       open.remove(value);
+    } else if (value instanceof Record) {
+      // By its components, never its toString(): that prints an array component as an identity
+      // hash (a different text on every call) and does not escape the text between components.
+      enter(open, value, path);
+      RecordComponent[] components = value.getClass().getRecordComponents();
+      out.append('(').append(components.length).append(':');
+      for (RecordComponent component : components) {
+        token(out, component.getName());
+        append(out, path + "." + component.getName(), componentOf(value, component, path), open);
+      }
+      out.append(')');
+      open.remove(value);
     } else if (value instanceof Iterable<?> || value.getClass().isArray()) {
       enter(open, value, path);
       List<Object> items = new ArrayList<>();
@@ -165,6 +191,22 @@ public record Fingerprint(String hex) {
             path + " is a " + value.getClass().getName() + ", which has no toString() of its own: its"
                 + " text would differ on every JVM; pass its fields as a map, or a string");
       }
+    }
+  }
+
+  private static Object componentOf(Object record, RecordComponent component, String path) {
+    Method accessor = component.getAccessor();
+    if (!accessor.canAccess(record) && !accessor.trySetAccessible()) {
+      throw new IllegalArgumentException(path + " is a " + record.getClass().getName() + " whose component "
+          + component.getName() + " idem cannot read: make the record public in an exported package, open its"
+          + " package to dev.idem.core, or pass its fields as a map");
+    }
+    try {
+      return accessor.invoke(record);
+    } catch (IllegalAccessException e) {
+      throw new IllegalArgumentException(path + "." + component.getName() + " could not be read: " + e.getMessage(), e);
+    } catch (InvocationTargetException e) {
+      throw new IllegalArgumentException(path + "." + component.getName() + "() threw " + e.getCause(), e.getCause());
     }
   }
 

@@ -145,6 +145,30 @@ class FingerprintTest {
   }
 
   @Test
+  void aRecordIsTakenByItsComponentsNotItsText() {
+    // toString() would print the array as an identity hash: two equal uploads would differ
+    assertThat(Fingerprint.ofFields(Map.of("upload", new Upload("a.txt", new byte[] {1, 2, 3}))))
+        .isEqualTo(Fingerprint.ofFields(Map.of("upload", new Upload("a.txt", new byte[] {1, 2, 3}))));
+    assertThat(Fingerprint.ofFields(Map.of("upload", new Upload("a.txt", new byte[] {1, 2, 3}))))
+        .isNotEqualTo(Fingerprint.ofFields(Map.of("upload", new Upload("a.txt", new byte[] {1, 2, 4}))));
+    // toString() would read "Transfer[from=acct-1, to=acct-2, to=acct-3]" for both
+    assertThat(Fingerprint.ofFields(Map.of("t", new Transfer("acct-1, to=acct-2", "acct-3"))))
+        .isNotEqualTo(Fingerprint.ofFields(Map.of("t", new Transfer("acct-1", "acct-2, to=acct-3"))));
+    assertThat(Fingerprint.ofFields(Map.of("t", new Transfer("a", "b"))))
+        .isNotEqualTo(Fingerprint.ofFields(Map.of("t", Map.of("from", "a", "to", "b"))));
+    assertThat(Fingerprint.canonical(Map.of("line", new Line("sku-1", 2)))).isEqualTo("{1:4#line(2:3#skus5#sku-13#qtyd1#2)}");
+  }
+
+  @Test
+  void aNestedNameWithoutItsOwnTextIsRefused() {
+    Map<Object, Object> byObject = new HashMap<>();
+    byObject.put(new Object(), "x");
+    assertThatThrownBy(() -> Fingerprint.ofFields(Map.of("m", byObject)))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith("fields.m has a name of class java.lang.Object, which has no toString() of its own");
+  }
+
+  @Test
   void theSameListTwiceIsNotACycle() {
     List<String> shared = List.of("x");
     assertThat(Fingerprint.canonical(Map.of("a", Arrays.asList(shared, shared)))).isEqualTo("{1:1#a[2:[1:s1#x][1:s1#x]]}");
@@ -158,6 +182,10 @@ class FingerprintTest {
   enum Kind { CARD, WALLET }
 
   record Line(String sku, int qty) {}
+
+  record Upload(String name, byte[] content) {}
+
+  record Transfer(String from, String to) {}
 
   private static Map<String, Object> mapOf(String name, Object value) {
     Map<String, Object> map = new HashMap<>();
