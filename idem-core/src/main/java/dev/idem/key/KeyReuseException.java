@@ -4,7 +4,8 @@ import dev.idem.IdemException;
 
 /**
  * A key came back with a request that differs from the one it was first used with. The stored
- * record is unchanged and no effect ran. This is not a repeat: it is a client bug (a key reused for
+ * record is unchanged and no effect of this request was committed (a store that claims at commit
+ * may have run the effect first, and rolled it back). This is not a repeat: it is a client bug (a key reused for
  * a new intent, a derivation that drops a field), made visible instead of silently answered with
  * the first request's result. Over HTTP, answer 422.
  */

@@ -48,11 +48,13 @@ import org.jooq.exception.DataAccessException;
  *   <li>At most one effect is committed, in either mode, with any number of concurrent copies.
  *   <li>A repeat with the same fingerprint after completion gets {@link Execution.Replayed}: the
  *       stored first result (through the {@link Codec}), when it completed and how long ago, by
- *       the database clock. The effect does not run.
+ *       the database clock. The effect does not run (with {@link ClaimOrder#AT_COMMIT}, a repeat
+ *       this executor has not handled lately runs it first and is rolled back: nothing of it commits).
  *   <li>A repeat while the first copy runs waits up to {@link Builder#inFlightWait} and then gets
  *       the replay, or runs itself if the first copy failed, or gets {@link Execution.InFlight}
  *       with a retry-after.
- *   <li>A repeat with another fingerprint gets {@link KeyReuseException}; nothing changes.
+ *   <li>A repeat with another fingerprint gets {@link KeyReuseException}; nothing changes (with
+ *       {@link ClaimOrder#AT_COMMIT} its callback may have run, and was rolled back).
  *   <li>A local effect that throws is rolled back with its claim: the key is free again, and a
  *       retry runs it. A value the effect returns (a declined card) is a result: stored, replayed.
  *   <li>Keys are remembered for the {@link Builder#window}; a repeat after that runs again.
