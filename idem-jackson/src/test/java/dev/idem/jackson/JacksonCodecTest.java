@@ -8,7 +8,9 @@ import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.idem.result.Codec;
+import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
+import java.time.OffsetDateTime;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -33,6 +35,19 @@ class JacksonCodecTest {
     Charge replayed = codec.decode(stored);
     assertThat(replayed).isEqualTo(first);
     assertThat(codec.storesNothing()).isFalse();
+  }
+
+  /** A receipt with money and a local time, as a payment API in Berlin would answer. */
+  record Receipt(String id, BigDecimal amount, OffsetDateTime at) {}
+
+  @Test
+  void aDateKeepsItsOffsetAndAnAmountItsScale() throws Exception {
+    Codec<Receipt> codec = JacksonCodec.of(Receipt.class);
+    Receipt first = new Receipt("r_1", new BigDecimal("40.10"), OffsetDateTime.parse("2026-12-03T10:00:00.123456+01:00"));
+    byte[] stored = codec.encode(first);
+    assertThat(new String(stored, StandardCharsets.UTF_8))
+        .contains("\"amount\":40.10").contains("\"at\":\"2026-12-03T10:00:00.123456+01:00\"");
+    assertThat(codec.decode(stored)).isEqualTo(first);
   }
 
   @Test
