@@ -52,12 +52,12 @@ public sealed interface Execution<T> permits Execution.Applied, Execution.Replay
    *
    * @param value the first call's result, decoded
    * @param firstCompletedAt when the first call completed, by the store's clock
-   * @param age how long after that this repeat was caught
+   * @param age how long after that this repeat was caught; never negative
    */
   record Replayed<T>(T value, Instant firstCompletedAt, Duration age) implements Execution<T> {
     public Replayed {
       Require.notNull(firstCompletedAt, "firstCompletedAt");
-      Require.notNull(age, "age");
+      Require.notNegative(age, "age");
     }
   }
 

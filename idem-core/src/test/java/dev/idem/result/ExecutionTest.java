@@ -37,6 +37,8 @@ class ExecutionTest {
     assertThat(replayed.age()).isEqualTo(Duration.ofSeconds(3));
     assertThatThrownBy(() -> new Execution.Replayed<>("x", null, Duration.ZERO)).hasMessage("firstCompletedAt must not be null");
     assertThatThrownBy(() -> new Execution.Replayed<>("x", completed, null)).hasMessage("age must not be null");
+    assertThatThrownBy(() -> new Execution.Replayed<>("x", completed, Duration.ofMillis(-1)))
+        .hasMessage("age must not be negative, was PT-0.001S");
   }
 
   @Test
