@@ -131,10 +131,14 @@ class ExternalIsolationTest {
     assertThat(f.column(key, "state")).isEqualTo("I");
   }
 
-  @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
-  void aRecordThatWaitedOnATakeoverIsRefusedAsStale(String isolation) throws Exception {
-    IdempotencyKey key = newKey();
+  /**
+   * A holder at {@code isolation} calls out; during its call another transaction runs {@code write}
+   * on the key's row (once the holder's lease has ended, by the database clock, if {@code
+   * afterLeaseEnds}) and keeps it uncommitted; the call answers "charged", the holder's phase-3
+   * record waits on that write, and the write commits. Returns what the holder got.
+   */
+  static Execution<String> recordBehind(String isolation, IdempotencyKey key, String write, boolean afterLeaseEnds)
+      throws Exception {
     CountDownLatch calling = new CountDownLatch(1);
     CountDownLatch answer = new CountDownLatch(1);
     try (HikariDataSource pool = f.db.dataSource(4, isolation); Connection other = f.ds.getConnection()) {
@@ -143,26 +147,34 @@ class ExternalIsolationTest {
           executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
             calling.countDown();
             answer.await(10, TimeUnit.SECONDS);
-            return "late";
+            return "charged";
           }));
       assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
       other.setAutoCommit(false);
-      // another copy takes over once the holder's lease has ended (by the database clock)
-      while (f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + key.scope() + "' AND key = '"
-          + key.value() + "' AND lease_expires_at <= clock_timestamp()") == 0) {
+      while (afterLeaseEnds && f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + key.scope()
+          + "' AND key = '" + key.value() + "' AND lease_expires_at <= clock_timestamp()") == 0) {
         Thread.sleep(50);
       }
-      run(other, TAKE_OVER, key);
+      run(other, write, key);
       answer.countDown();
       awaitWaitOnTheKeyTable();
       other.commit();
-      assertThatThrownBy(() -> holder.get(10, TimeUnit.SECONDS))
-          .hasCauseInstanceOf(StaleFenceException.class);
+      return holder.get(10, TimeUnit.SECONDS);
     }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aRecordThatWaitedOnATakeoverIsRefusedAsStale(String isolation) {
+    IdempotencyKey key = newKey();
+    // another copy takes over once the holder's lease has ended
+    assertThatThrownBy(() -> recordBehind(isolation, key, TAKE_OVER, true))
+        .hasCauseInstanceOf(StaleFenceException.class);
     assertThat(f.column(key, "state")).isEqualTo("I");
     assertThat(f.column(key, "fence")).isEqualTo("2");
     assertThat(f.column(key, "result")).isNull();
   }
+
   /**
    * Phase 3 waits on another transaction's write to the key's row that leaves the holder's token in
    * place (here a no-op update; at SERIALIZABLE a conflict on index pages alone does the same). The
@@ -173,24 +185,8 @@ class ExternalIsolationTest {
   @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aRecordThatWaitedOnAWriteLeavingItsTokenIsRecorded(String isolation) throws Exception {
     IdempotencyKey key = newKey();
-    CountDownLatch calling = new CountDownLatch(1);
-    CountDownLatch answer = new CountDownLatch(1);
-    try (HikariDataSource pool = f.db.dataSource(4, isolation); Connection other = f.ds.getConnection()) {
-      IdempotentExecutor executor = Idem.builder(pool).build().executor().inFlightWait(Duration.ZERO).build();
-      CompletableFuture<Execution<String>> holder = async(() ->
-          executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
-            calling.countDown();
-            answer.await(10, TimeUnit.SECONDS);
-            return "charged";
-          }));
-      assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
-      other.setAutoCommit(false);
-      run(other, "UPDATE idem.idem_keys SET call_key = call_key WHERE scope = ? AND key = ?", key);
-      answer.countDown();
-      awaitWaitOnTheKeyTable();
-      other.commit();
-      assertThat(holder.get(10, TimeUnit.SECONDS)).isEqualTo(new Execution.Applied<>("charged"));
-    }
+    assertThat(recordBehind(isolation, key, "UPDATE idem.idem_keys SET call_key = call_key WHERE scope = ? AND key = ?",
+        false)).isEqualTo(new Execution.Applied<>("charged"));
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");
     assertThat(f.column(key, "fence")).isEqualTo("1");
