@@ -5,9 +5,9 @@ import dev.idem.IdemException;
 /**
  * A key came back with a request that differs from the one it was first used with. The stored
  * record is unchanged and no effect of this request was committed (a store that claims at commit
- * may have run the effect first, and rolled it back). This is not a repeat: it is a client bug (a key reused for
- * a new intent, a derivation that drops a field), made visible instead of silently answered with
- * the first request's result. Over HTTP, answer 422.
+ * may have run the effect first, and rolled it back). This is not a repeat: it is a client bug (a
+ * key reused for a new intent, a derivation that drops a field), made visible instead of silently
+ * answered with the first request's result. Over HTTP, answer 422.
  */
 public class KeyReuseException extends IdemException {
   private static final long serialVersionUID = 1L;
