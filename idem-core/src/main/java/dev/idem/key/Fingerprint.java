@@ -6,6 +6,7 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.RecordComponent;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HexFormat;
@@ -65,8 +66,8 @@ public record Fingerprint(String hex) {
    * (order-independent); records, by their components (each name and value, in declaration order,
    * by these same rules; the record's class name is not part of it, so renaming the class keeps
    * the fingerprint); lists, other iterables and arrays (order matters); and any other object whose
-   * class defines its own {@code toString()} (a {@code UUID}, an {@code Instant}), taken by that
-   * text. Each value carries its kind, and every text is length-prefixed, so two maps encode alike
+   * class defines its own {@code toString()} (a {@code UUID}, an {@code Instant}, a {@code Path}),
+   * taken by that text. Each value carries its kind, and every text is length-prefixed, so two maps encode alike
    * only if they have the same names (by text) and equal values, where equal means: numbers with
    * the same decimal text (whatever their type: {@code 40} and {@code 40L} agree), a character and
    * its one-character string, an array and a list of the same items, two records with the same
@@ -166,6 +167,10 @@ public record Fingerprint(String hex) {
       }
       out.append(')');
       open.remove(value);
+    } else if (value instanceof Path) {
+      // A Path is Iterable over its names, each a Path again that iterates over itself: by its text.
+      out.append('o');
+      token(out, value.toString());
     } else if (value instanceof Iterable<?> || value.getClass().isArray()) {
       enter(open, value, path);
       List<Object> items = new ArrayList<>();

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.internal.Sha256;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -157,6 +158,11 @@ class FingerprintTest {
     assertThat(Fingerprint.ofFields(Map.of("t", new Transfer("a", "b"))))
         .isNotEqualTo(Fingerprint.ofFields(Map.of("t", Map.of("from", "a", "to", "b"))));
     assertThat(Fingerprint.canonical(Map.of("line", new Line("sku-1", 2)))).isEqualTo("{1:4#line(2:3#skus5#sku-13#qtyd1#2)}");
+  }
+
+  @Test
+  void aPathIsTakenByItsText() {
+    assertThat(Fingerprint.canonical(Map.of("file", Path.of("in", "a.csv")))).isEqualTo("{1:4#fileo8#in/a.csv}");
   }
 
   @Test
