@@ -325,9 +325,12 @@ public final class Inbox {
     return n;
   }
 
-  /** Runs {@code work} on a connection of its own in auto-commit mode: it sees what others committed. */
+  /**
+   * Runs a read on a connection of its own in auto-commit mode: it sees what others committed. Run
+   * again on 40001 (a SERIALIZABLE pool can abort even a lone read), as a read may be.
+   */
   private <R> R autocommit(AutoCommit.Work<R> work) {
-    return AutoCommit.run(idem.dataSource(), "inbox " + consumer, work);
+    return AutoCommit.runAgainOnSerializationFailure(idem.dataSource(), "inbox " + consumer, work);
   }
 
   private void check(String messageId, Object effect) {

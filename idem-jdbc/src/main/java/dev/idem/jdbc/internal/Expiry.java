@@ -27,14 +27,13 @@ public final class Expiry {
   public static long deleteInBatches(Idem idem, Table<?> table, Condition condition, int batchSize, int maxBatches) {
     long total = 0;
     for (int batch = 0; batch < maxBatches; batch++) {
-      // One auto-commit statement per batch, on a connection of its own: its own short
-      // transaction even when called inside the caller's (which would make it one long delete).
+      // One short transaction per batch, on a connection of its own, even when called inside the
+      // caller's transaction (which would make it one long delete); at READ COMMITTED whatever the
+      // pool's level, since it rests on its row locks, not on a snapshot.
       // SKIP LOCKED: a row another transaction holds (re-claiming it, or the caller's own, which
       // this connection would wait on forever) is left for a later run; the lock re-checks the
-      // condition on the row's latest version, so a row re-claimed meanwhile is not deleted. At
-      // REPEATABLE READ or SERIALIZABLE, a row changed by a commit after the statement's snapshot
-      // (another janitor's delete, a re-claim) fails it with 40001: run again, with a new snapshot.
-      int deleted = AutoCommit.runAgainOnSerializationFailure(idem.dataSource(), "idem expiry", c -> idem.dsl(c)
+      // condition on the row's latest version, so a row re-claimed meanwhile is not deleted.
+      int deleted = OwnTransaction.runReadCommitted(idem.dataSource(), c -> idem.dsl(c)
           .deleteFrom(table)
           .where(CTID.in(DSL.select(CTID).from(table).where(condition).limit(batchSize).forUpdate().skipLocked()))
           .execute());

@@ -2,6 +2,7 @@ package dev.idem.jdbc.internal;
 
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.sql.Statement;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
 
@@ -45,6 +46,25 @@ public final class OwnTransaction {
     } finally {
       cleanUp(c::close, "close its connection", failure);
     }
+  }
+
+  /**
+   * {@link #run}, at READ COMMITTED whatever the pool's isolation level: for idem's own transactions
+   * that rest on row locks ({@code FOR UPDATE SKIP LOCKED}) and never on a snapshot, such as a relay
+   * batch or an expiry batch. At REPEATABLE READ a row another transaction changed after this one's
+   * snapshot fails its lock with 40001, and at SERIALIZABLE two such transactions reading each
+   * other's rows abort one another; a relay batch would then publish again what it had published.
+   * Never for a transaction that runs the caller's code on its connection: its level is the caller's.
+   */
+  public static <T, X extends Exception> T runReadCommitted(DataSource dataSource, Work<T, X> work) throws X {
+    return run(dataSource, c -> {
+      try (Statement st = c.createStatement()) {
+        st.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); // this transaction only
+      } catch (SQLException e) {
+        throw new DataAccessException("could not begin a READ COMMITTED transaction: " + e.getMessage(), e);
+      }
+      return work.run(c);
+    });
   }
 
   /** Runs {@code work} in a transaction on {@code c}, which must have none open. */

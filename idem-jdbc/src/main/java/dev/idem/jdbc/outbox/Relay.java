@@ -173,7 +173,9 @@ public final class Relay implements AutoCloseable {
    */
   public int runOnce() {
     try {
-      return OwnTransaction.run(idem.dataSource(), this::relayBatch);
+      // READ COMMITTED whatever the pool's level: the batch rests on its row locks, and at
+      // SERIALIZABLE relays claiming each other's rows would abort batches already published.
+      return OwnTransaction.runReadCommitted(idem.dataSource(), this::relayBatch);
     } catch (SQLException e) {
       throw new DataAccessException("relay batch failed: " + e.getMessage(), e);
     }
