@@ -5,7 +5,9 @@ import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxConsumer;
+import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.Savepoints;
+import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.SequenceRule;
@@ -116,8 +118,8 @@ public final class EntitySequences {
   public <X extends Exception> Outcome applyIfNewer(String entity, long seq, TxConsumer<X> effect) throws X {
     check(entity, seq, effect);
     boolean joining = idem.currentTransaction() != null;
-    Outcome outcome = idem.inTransaction(tx -> joining ? applyInSavepoint(tx, entity, seq, effect)
-        : apply(tx, entity, seq, effect));
+    Outcome outcome = joining ? idem.inTransaction(tx -> applyInSavepoint(tx, entity, seq, effect))
+        : ClaimRaced.rerun(idem, tx -> apply(tx, entity, seq, effect, true));
     events.sequence(stream, entity, seq, outcome); // owned: after commit; joined: recorded, not committed
     return outcome;
   }
@@ -176,10 +178,16 @@ public final class EntitySequences {
   private <X extends Exception> Outcome applyInSavepoint(Tx tx, String entity, long seq, TxConsumer<X> effect)
       throws X {
     return Savepoints.around(tx.connection(), "sequence " + seq + " of " + stream + "/" + entity,
-        () -> apply(tx, entity, seq, effect));
+        () -> apply(tx, entity, seq, effect, false));
   }
 
-  private <X extends Exception> Outcome apply(Tx tx, String entity, long seq, TxConsumer<X> effect) throws X {
+  /**
+   * Records {@code seq} if newer, then runs {@code effect}. {@code owned}: the transaction is this
+   * call's, so a claim that raced another copy's (40001 at REPEATABLE READ or SERIALIZABLE, before
+   * the effect ran) is {@link ClaimRaced}, and the call runs again.
+   */
+  private <X extends Exception> Outcome apply(Tx tx, String entity, long seq, TxConsumer<X> effect, boolean owned)
+      throws X {
     boolean newer;
     // The upsert raises last_applied only when seq is greater (SequenceRule.shouldApply); a copy
     // racing on the same entity waits for the first one's row lock and then finds the raised value.
@@ -191,8 +199,9 @@ public final class EntitySequences {
         newer = rs.next();
       }
     } catch (SQLException e) {
-      throw new DataAccessException("recording sequence " + seq + " of " + stream + "/" + entity + " failed: "
-          + e.getMessage(), e);
+      DataAccessException failed = new DataAccessException("recording sequence " + seq + " of " + stream + "/"
+          + entity + " failed: " + e.getMessage(), e);
+      throw owned && SqlStates.isRetryable(e) ? new ClaimRaced(failed) : failed;
     }
     if (!newer) {
       return Outcome.ALREADY_DONE;
