@@ -10,6 +10,7 @@ import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxCallback;
 import dev.idem.jdbc.internal.AtCommit;
 import dev.idem.jdbc.internal.AutoCommit;
+import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
@@ -121,9 +122,11 @@ public final class IdempotentExecutor {
    * TxCallback)} does.
    *
    * <p>A serialization failure or deadlock (SQLSTATE 40001/40P01, e.g. two copies racing under
-   * REPEATABLE READ or SERIALIZABLE) rolls back and runs the call again from the claim, up to
-   * {@link Idem.Builder#serializationRetries} times; a copy that lost the race then sees the
-   * winner's row and gets the replay.
+   * REPEATABLE READ or SERIALIZABLE) rolls back and runs the call again from the claim: when the
+   * claim itself failed so (it waited for another copy's row, which committed; the effect had not
+   * run), up to 10 times in all, not counted against {@link Idem.Builder#serializationRetries};
+   * when it came later (the effect ran), up to that many times. A copy that lost the race then
+   * sees the winner's row and gets the replay.
    *
    * @param effect the work, on the transaction's connection ({@link Tx#connection()}) or jOOQ
    *     context ({@link Tx#dsl()}); its return value is the result stored with the key
@@ -164,7 +167,7 @@ public final class IdempotentExecutor {
         // loop reads it in a new statement and replays it. Only a row read past its window needs
         // the claim-or-read statement, which re-claims it.
         Sql claim = seen == null ? table.claimLocalInsert : table.claimLocal;
-        outcome = idem.inTransaction(tx -> claimThenApply(tx, claim, key, fingerprint, codec, effect));
+        outcome = ClaimRaced.rerun(idem, tx -> claimThenApply(tx, claim, key, fingerprint, codec, effect));
       }
     } catch (Busy busy) {
       return inFlight(key, busy.retryAfter);
@@ -260,7 +263,7 @@ public final class IdempotentExecutor {
           claimAtCommit(tx.connection(), binds.result(bytes));
           return new Execution.Applied<>(value);
         },
-        () -> idem.inTransaction(tx -> claimThenApply(tx, table.claimLocal, key, fingerprint, codec, effect)),
+        () -> ClaimRaced.rerun(idem, tx -> claimThenApply(tx, table.claimLocal, key, fingerprint, codec, effect)),
         failure -> {
           KeyTable.Row row;
           try {
@@ -312,7 +315,9 @@ public final class IdempotentExecutor {
     Connection c = tx.connection();
     boolean joined = claim == table.claimLocalJoined;
     Binds binds = new Binds(key, fingerprint);
-    KeyTable.Row row = claim(c, claim, joined ? KeyTable.CLAIM_LOCAL_JOINED_RESULT : KeyTable.CLAIM_LOCAL_RESULT, binds);
+    boolean owned = !joined;
+    KeyTable.Row row = claim(c, claim, joined ? KeyTable.CLAIM_LOCAL_JOINED_RESULT : KeyTable.CLAIM_LOCAL_RESULT, binds,
+        KeyTable::row, owned);
     for (int round = 0; ; round++) {
       if (round >= MAX_CLAIM_ROUNDS) {
         throw new DataAccessException("could not claim or read key " + key + " in " + MAX_CLAIM_ROUNDS
@@ -323,9 +328,9 @@ public final class IdempotentExecutor {
         // claim waited for it, and under READ COMMITTED this statement's snapshot predates its
         // commit). Read the row in a new statement; if it is gone (rolled back, or expired and
         // deleted meanwhile), claim again.
-        row = read(c, binds);
+        row = read(c, binds, owned);
         if (row == null) {
-          row = claim(c, table.claimLocal, KeyTable.CLAIM_LOCAL_RESULT, binds);
+          row = claim(c, table.claimLocal, KeyTable.CLAIM_LOCAL_RESULT, binds, KeyTable::row, owned);
         }
         continue;
       }
@@ -333,10 +338,10 @@ public final class IdempotentExecutor {
         return applyLocal(tx, joined, key, codec, effect, binds);
       }
       if (row.expirable()) {
-        if (claim(c, table.reclaimLocal, 1, binds, KeyTable::single) != null) {
+        if (claim(c, table.reclaimLocal, 1, binds, KeyTable::single, owned) != null) {
           return applyLocal(tx, joined, key, codec, effect, binds);
         }
-        row = read(c, binds); // another copy re-claimed it first
+        row = read(c, binds, owned); // another copy re-claimed it first
         continue;
       }
       Execution<T> repeat = repeatOf(key, codec, row, binds);
@@ -646,27 +651,36 @@ public final class IdempotentExecutor {
   }
 
   /** A claim statement: a lock wait past the bound (55P03) means another copy holds the key. */
-  private KeyTable.Row claim(Connection c, Sql sql, int index, Binds binds) {
-    return claim(c, sql, index, binds, KeyTable::row);
-  }
-
-  private <R> R claim(Connection c, Sql sql, int index, Binds binds, Statement<R> statement) {
+  /** A local claim statement, before the effect; {@code owned}: in idem's own transaction. */
+  private <R> R claim(Connection c, Sql sql, int index, Binds binds, Statement<R> statement, boolean owned) {
     try {
       return statement.run(c, sql, index, binds);
     } catch (SQLException e) {
       if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
         throw new Busy(retryAfter);
       }
-      throw failed(e);
+      throw claimFailed(e, owned);
     }
   }
 
-  private KeyTable.Row read(Connection c, Binds binds) {
+  /** The claim loop's re-read of the key's row, before the effect. */
+  private KeyTable.Row read(Connection c, Binds binds, boolean owned) {
     try {
       return KeyTable.row(c, table.read, 0, binds);
     } catch (SQLException e) {
-      throw failed(e);
+      throw claimFailed(e, owned);
     }
+  }
+
+  /**
+   * A claim-stage failure. In idem's own transaction a lost race (40001 / 40P01: at REPEATABLE READ
+   * or SERIALIZABLE, the claim waited for another copy's row, which then committed) is {@link
+   * ClaimRaced}, and the call runs again before the effect ever ran, not counted against the
+   * re-runs for failures after it; in the caller's transaction it is the caller's to retry.
+   */
+  private static RuntimeException claimFailed(SQLException e, boolean owned) {
+    DataAccessException failed = failed(e);
+    return owned && SqlStates.isRetryable(e) ? new ClaimRaced(failed) : failed;
   }
 
   private static void run(Connection c, Sql sql, Binds binds) {
