@@ -679,8 +679,7 @@ public final class IdempotentExecutor {
    * re-runs for failures after it; in the caller's transaction it is the caller's to retry.
    */
   private static RuntimeException claimFailed(SQLException e, boolean owned) {
-    DataAccessException failed = failed(e);
-    return owned && SqlStates.isRetryable(e) ? new ClaimRaced(failed) : failed;
+    return ClaimRaced.orFailure(owned, failed(e));
   }
 
   private static void run(Connection c, Sql sql, Binds binds) {

@@ -8,6 +8,7 @@ import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxConsumer;
 import dev.idem.jdbc.internal.AtCommit;
 import dev.idem.jdbc.internal.AutoCommit;
+import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
@@ -163,7 +164,7 @@ public final class Inbox {
     } else if (claimOrder == ClaimOrder.AT_COMMIT) {
       outcome = applyThenClaim(messageId, effect, age);
     } else {
-      outcome = idem.inTransaction(tx -> claimThenApply(tx, messageId, effect, age));
+      outcome = ClaimRaced.rerun(idem, tx -> claimThenApply(tx, messageId, effect, age, true));
     }
     recent.remember(consumer, messageId);
     report(outcome, messageId, age[0]);
@@ -184,7 +185,7 @@ public final class Inbox {
           claimAtCommit(tx.connection(), messageId);
           return Outcome.APPLIED;
         },
-        () -> idem.inTransaction(tx -> claimThenApply(tx, messageId, effect, age)),
+        () -> ClaimRaced.rerun(idem, tx -> claimThenApply(tx, messageId, effect, age, true)),
         failure -> {
           Duration done;
           try {
@@ -233,7 +234,7 @@ public final class Inbox {
 
   private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect) throws X {
     Duration[] age = new Duration[1];
-    Outcome outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> claimThenApply(tx, messageId, effect, age));
+    Outcome outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> claimThenApply(tx, messageId, effect, age, false));
     report(outcome, messageId, age[0]);
     return outcome;
   }
@@ -241,10 +242,12 @@ public final class Inbox {
   /**
    * {@link ClaimOrder#BEFORE_EFFECT}: the claim, then the effect if this transaction won it. For a
    * repeat, the age of the first copy is read in the same transaction (only when a listener wants
-   * it), so it sees the row the claim just waited for.
+   * it), so it sees the row the claim just waited for. {@code owned}: the transaction is this
+   * call's, so a claim that lost a race (40001 before the effect ran) is {@link ClaimRaced}.
    */
-  private <X extends Exception> Outcome claimThenApply(Tx tx, String messageId, TxConsumer<X> effect, Duration[] age) throws X {
-    if (claim(tx.connection(), messageId)) {
+  private <X extends Exception> Outcome claimThenApply(Tx tx, String messageId, TxConsumer<X> effect, Duration[] age,
+      boolean owned) throws X {
+    if (claim(tx.connection(), messageId, owned)) {
       effect.accept(tx);
       return Outcome.APPLIED;
     }
@@ -271,14 +274,15 @@ public final class Inbox {
   }
 
   /** True if this transaction now holds the claim of {@code messageId}. */
-  private boolean claim(Connection c, String messageId) {
+  private boolean claim(Connection c, String messageId, boolean owned) {
     try (PreparedStatement ps = c.prepareStatement(claimSql)) {
       ps.setString(1, consumer);
       ps.setString(2, messageId);
       ps.setLong(3, windowMicros);
       return ps.executeUpdate() == 1;
     } catch (SQLException e) {
-      throw new DataAccessException("could not claim message " + messageId + " for " + consumer + ": " + e.getMessage(), e);
+      throw ClaimRaced.orFailure(owned, new DataAccessException("could not claim message " + messageId + " for "
+          + consumer + ": " + e.getMessage(), e));
     }
   }
 

@@ -24,6 +24,15 @@ public final class ClaimRaced extends ClaimSignal {
   }
 
   /**
+   * What a claim statement's {@code failure} becomes: in idem's own transaction ({@code owned}), a
+   * serialization failure or deadlock is a lost race, to run again; anything else, or in the
+   * caller's transaction, the failure itself.
+   */
+  public static RuntimeException orFailure(boolean owned, DataAccessException failure) {
+    return owned && SqlStates.isRetryable(failure) ? new ClaimRaced(failure) : failure;
+  }
+
+  /**
    * {@link Idem#inTransaction}, run again while its claim raced, at most {@link
    * AutoCommit#SERIALIZATION_ATTEMPTS} times in all; then the last race's failure is thrown.
    */

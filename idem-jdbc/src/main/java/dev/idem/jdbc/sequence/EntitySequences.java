@@ -7,7 +7,6 @@ import dev.idem.jdbc.Tx;
 import dev.idem.jdbc.TxConsumer;
 import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.Savepoints;
-import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.SequenceRule;
@@ -199,9 +198,8 @@ public final class EntitySequences {
         newer = rs.next();
       }
     } catch (SQLException e) {
-      DataAccessException failed = new DataAccessException("recording sequence " + seq + " of " + stream + "/"
-          + entity + " failed: " + e.getMessage(), e);
-      throw owned && SqlStates.isRetryable(e) ? new ClaimRaced(failed) : failed;
+      throw ClaimRaced.orFailure(owned, new DataAccessException("recording sequence " + seq + " of " + stream + "/"
+          + entity + " failed: " + e.getMessage(), e));
     }
     if (!newer) {
       return Outcome.ALREADY_DONE;

@@ -3,6 +3,8 @@ package dev.idem.jdbc.inbox;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
@@ -24,6 +26,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 class InboxTest {
   static TestDatabase db;
@@ -118,6 +122,30 @@ class InboxTest {
     assertThat(results).filteredOn(o -> o == Outcome.ALREADY_DONE).hasSize(copies - 1);
     assertThat(charges("m-race")).isEqualTo(1);
     assertThat(inboxRows("billing", "m-race")).isEqualTo(1);
+  }
+
+  /**
+   * On a pool at REPEATABLE READ or SERIALIZABLE and with no re-runs allowed for failures after the
+   * effect, copies of one message still get ALREADY_DONE: a copy whose claim waited for the first
+   * one's row fails with 40001 before its effect ran, and runs again without spending a re-run.
+   */
+  @ParameterizedTest
+  @CsvSource({"TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT",
+      "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
+  void underStricterIsolationCopiesAreAlreadyDoneNotErrors(String isolation, ClaimOrder order) throws Exception {
+    String id = "m-strict-" + isolation + "-" + order;
+    try (HikariDataSource pool = db.dataSource(8, isolation)) {
+      Inbox strict = Idem.builder(pool).serializationRetries(0).build().inbox("billing")
+          .window(DedupeWindow.of(Duration.ofDays(7))).claimOrder(order).build();
+      List<Outcome> results = Race.together(8, i -> strict.receive(id, tx -> {
+        charge(tx, id);
+        tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
+      }));
+      assertThat(results).containsOnlyOnce(Outcome.APPLIED);
+      assertThat(results).filteredOn(o -> o == Outcome.ALREADY_DONE).hasSize(7);
+    }
+    assertThat(charges(id)).isEqualTo(1);
+    assertThat(inboxRows("billing", id)).isEqualTo(1);
   }
 
   @Test
