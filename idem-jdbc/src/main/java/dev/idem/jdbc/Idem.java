@@ -264,7 +264,9 @@ public final class Idem {
 
     /**
      * How many times a transaction that failed with SQLSTATE 40001 or 40P01 is run again (the
-     * callback re-runs each time); default 3, 0 to surface the first failure.
+     * callback re-runs each time); default 3, 0 to surface the first failure. idem's own guards
+     * (the executor, the inbox, sequences) also run a call again, up to 10 times and not counted
+     * here, when its claim lost a race to another copy before any of your code ran.
      */
     public Builder serializationRetries(int retries) {
       this.serializationRetries = retries;
