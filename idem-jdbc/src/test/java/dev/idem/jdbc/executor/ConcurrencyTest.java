@@ -136,39 +136,23 @@ class ConcurrencyTest {
     assertThat(seen.values()).allSatisfy(results -> assertThat(results).hasSize(3).containsOnly(results.get(0)));
   }
 
-  @ParameterizedTest
-  @CsvSource({
-      "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT",
-      "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
-  void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, ClaimOrder order) throws Exception {
-    IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
-    try (HikariDataSource ds = f.db.dataSource(8, isolation)) {
-      IdempotentExecutor executor = Idem.builder(ds).serializationRetries(3).build().executor()
-          .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
-      List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
-        String id = ExecutorFixture.pay(tx, key.value(), 1);
-        Thread.sleep(50);
-        return id;
-      }));
-      assertThat(f.payments(key.value())).isEqualTo(1);
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
-    }
-  }
-
   /**
-   * With no re-runs allowed for failures after the effect, racers on one key still all get the
-   * winner's result: a loser's claim that waited for the winner's row fails with 40001 before its
-   * effect ran, and such a call runs again without counting against {@code serializationRetries}.
+   * Racers on one key under snapshot isolation all get the winner's result, even with no re-runs
+   * allowed for failures after the effect: a loser's claim that waited for the winner's row fails
+   * with 40001 before its effect ran, and such a call runs again without counting against {@code
+   * serializationRetries}.
    */
   @ParameterizedTest
   @CsvSource({
-      "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT",
-      "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
-  void aLostClaimRunsAgainWithoutSpendingTheReRuns(String isolation, ClaimOrder order) throws Exception {
-    IdempotencyKey key = IdempotencyKey.of("snapshot-no-reruns", UUID.randomUUID().toString());
+      "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT, 3", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT, 3",
+      "TRANSACTION_REPEATABLE_READ, AT_COMMIT, 3", "TRANSACTION_SERIALIZABLE, AT_COMMIT, 3",
+      "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT, 0", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT, 0",
+      "TRANSACTION_REPEATABLE_READ, AT_COMMIT, 0", "TRANSACTION_SERIALIZABLE, AT_COMMIT, 0"})
+  void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, ClaimOrder order, int retries)
+      throws Exception {
+    IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
     try (HikariDataSource ds = f.db.dataSource(8, isolation)) {
-      IdempotentExecutor executor = Idem.builder(ds).serializationRetries(0).build().executor()
+      IdempotentExecutor executor = Idem.builder(ds).serializationRetries(retries).build().executor()
           .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
       List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
         String id = ExecutorFixture.pay(tx, key.value(), 1);
