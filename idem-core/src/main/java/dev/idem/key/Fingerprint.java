@@ -64,14 +64,15 @@ public record Fingerprint(String hex) {
    * {@code 40} and {@code 40.0} differ, and {@code 40} and {@code "40"} differ too); booleans;
    * enums (by name); byte arrays; nested maps (order-independent, names by their text); sets
    * (order-independent); records, by their components (each name and value, in declaration order,
-   * by these same rules; the record's class name is not part of it, so renaming the class keeps
-   * the fingerprint); lists, other iterables and arrays (order matters); and any other object whose
+   * by these same rules; the record's class name is not part of it, so renaming the class keeps the
+   * fingerprint); lists, other iterables and arrays (order matters); and any other object whose
    * class defines its own {@code toString()} (a {@code UUID}, an {@code Instant}, a {@code Path}),
-   * taken by that text. Each value carries its kind, and every text is length-prefixed, so two maps encode alike
-   * only if they have the same names (by text) and equal values, where equal means: numbers with
-   * the same decimal text (whatever their type: {@code 40} and {@code 40L} agree), a character and
-   * its one-character string, an array and a list of the same items, two records with the same
-   * component names and values. No text inside a value can imitate a boundary between values.
+   * taken by that text. Each value carries its kind, and every text is length-prefixed, so two maps
+   * encode alike only if they have the same names (by text) and equal values, where equal means:
+   * numbers with the same decimal text (whatever their type: {@code 40} and {@code 40L} agree), a
+   * character and its one-character string, an array and a list of the same items, two records with
+   * the same component names and values. No text inside a value can imitate a boundary between
+   * values.
    *
    * @throws IllegalArgumentException if {@code fields} is null, a name is null, two names of one
    *     map read the same, a map, list or record contains itself, a value or a nested map's name is
