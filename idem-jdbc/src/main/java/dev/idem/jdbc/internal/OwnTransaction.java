@@ -58,13 +58,30 @@ public final class OwnTransaction {
    */
   public static <T, X extends Exception> T runReadCommitted(DataSource dataSource, Work<T, X> work) throws X {
     return run(dataSource, c -> {
-      try (Statement st = c.createStatement()) {
-        st.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); // this transaction only
+      try {
+        readCommitted(c);
       } catch (SQLException e) {
-        throw new DataAccessException("could not begin a READ COMMITTED transaction: " + e.getMessage(), e);
+        if (!SqlStates.is(e, SqlStates.ACTIVE_SQL_TRANSACTION)) {
+          throw new DataAccessException("could not begin a READ COMMITTED transaction: " + e.getMessage(), e);
+        }
+        // The connection came from the pool with a transaction already begun (a pool in manual
+        // commit that ran its test query on it): nothing of idem's is in it yet, so end it.
+        try {
+          c.rollback();
+          readCommitted(c);
+        } catch (SQLException again) {
+          again.addSuppressed(e);
+          throw new DataAccessException("could not begin a READ COMMITTED transaction: " + again.getMessage(), again);
+        }
       }
       return work.run(c);
     });
+  }
+
+  private static void readCommitted(Connection c) throws SQLException {
+    try (Statement st = c.createStatement()) {
+      st.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); // this transaction only
+    }
   }
 
   /** Runs {@code work} in a transaction on {@code c}, which must have none open. */

@@ -11,6 +11,8 @@ public final class SqlStates {
   public static final String UNIQUE_VIOLATION = "23505";
   public static final String LOCK_NOT_AVAILABLE = "55P03";
   public static final String QUERY_CANCELED = "57014";
+  /** SET TRANSACTION after the transaction's first query. */
+  public static final String ACTIVE_SQL_TRANSACTION = "25001";
 
   private SqlStates() {}
 

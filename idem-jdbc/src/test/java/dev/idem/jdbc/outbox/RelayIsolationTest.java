@@ -2,6 +2,7 @@ package dev.idem.jdbc.outbox;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.TestDatabase;
@@ -25,6 +26,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -135,5 +137,32 @@ class RelayIsolationTest {
     assertThat(db.count("SELECT count(DISTINCT id) FROM published")).isEqualTo(messages);
     assertThat(db.count("SELECT count(*) FROM published")).as("publishes, duplicates included").isEqualTo(messages);
     assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'")).isZero();
+  }
+  /**
+   * A pool in manual commit that checks a connection with a test query on borrow hands it out with
+   * a transaction already begun, here at SERIALIZABLE: the batch's SET TRANSACTION is then not its
+   * first statement. The relay and the purge must still work on it.
+   */
+  @Test
+  void aPoolHandingOutConnectionsInATransactionStillRelaysAndPurges() throws Exception {
+    db.execute("TRUNCATE published; TRUNCATE idem.idem_outbox");
+    HikariConfig config = new HikariConfig();
+    config.setJdbcUrl(db.jdbcUrl());
+    config.setAutoCommit(false);
+    config.setConnectionTestQuery("SELECT 1");
+    config.addDataSourceProperty("options", "-c default_transaction_isolation=serializable");
+    config.setMaximumPoolSize(2);
+    try (HikariDataSource pool = new HikariDataSource(config)) {
+      Idem idem = Idem.builder(pool).build();
+      idem.useTransaction(tx -> idem.outbox().enqueue(tx, NewMessage.of("orders", new byte[] {1})));
+      Relay relay = idem.relay(m -> db.execute("INSERT INTO published VALUES ('" + m.id() + "', 'x')"))
+          .retention(Duration.ofNanos(1_000)).build();
+      Thread.sleep(700); // idle past HikariCP's 500 ms: the next borrow runs the test query
+      assertThat(relay.runOnce()).isEqualTo(1);
+      Thread.sleep(700);
+      assertThat(relay.purgeSent()).isEqualTo(1);
+    }
+    assertThat(db.count("SELECT count(*) FROM published")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).isZero();
   }
 }
