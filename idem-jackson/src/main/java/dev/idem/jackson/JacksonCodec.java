@@ -14,8 +14,10 @@ import dev.idem.result.Codec;
  *
  * <p>The default mapper registers the Jackson modules found on the class path (add {@code
  * jackson-datatype-jsr310} for {@code java.time}) and writes dates as ISO-8601 text with their
- * offset, read back as written: a result's {@code OffsetDateTime} replays with its own offset, not
- * moved to UTC, and a {@code BigDecimal} field with its scale ({@code 1.10} stays {@code 1.10}).
+ * offset, and a {@code ZonedDateTime} with its zone id too, read back as written: a result's
+ * {@code OffsetDateTime} replays with its own offset, not moved to UTC, a {@code ZonedDateTime}
+ * in {@code Europe/Paris} stays there, and a {@code BigDecimal} field keeps its scale ({@code 1.10}
+ * stays {@code 1.10}).
  *
  * <p>Guarantees: a replay decodes to an object equal to the first result when every field's
  * declared type says what to build (records, beans, {@code List<Receipt>}). Does not guarantee:
@@ -60,11 +62,12 @@ public final class JacksonCodec<T> implements Codec<T> {
     return of(defaultMapper(), type);
   }
 
-  /** A new mapper with the modules on the class path; dates as text, read back with their offset. */
+  /** A new mapper with the modules on the class path; dates as text, read back with their offset or zone. */
   private static ObjectMapper defaultMapper() {
     return JsonMapper.builder()
         .findAndAddModules()
         .disable(SerializationFeature.WRITE_DATES_AS_TIMESTAMPS)
+        .enable(SerializationFeature.WRITE_DATES_WITH_ZONE_ID)
         .disable(DeserializationFeature.ADJUST_DATES_TO_CONTEXT_TIME_ZONE)
         .build();
   }

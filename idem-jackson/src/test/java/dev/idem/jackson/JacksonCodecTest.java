@@ -11,6 +11,7 @@ import dev.idem.result.Codec;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.time.OffsetDateTime;
+import java.time.ZonedDateTime;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -38,15 +39,17 @@ class JacksonCodecTest {
   }
 
   /** A receipt with money and a local time, as a payment API in Berlin would answer. */
-  record Receipt(String id, BigDecimal amount, OffsetDateTime at) {}
+  record Receipt(String id, BigDecimal amount, OffsetDateTime at, ZonedDateTime due) {}
 
   @Test
   void aDateKeepsItsOffsetAndAnAmountItsScale() throws Exception {
     Codec<Receipt> codec = JacksonCodec.of(Receipt.class);
-    Receipt first = new Receipt("r_1", new BigDecimal("40.10"), OffsetDateTime.parse("2026-12-03T10:00:00.123456+01:00"));
+    Receipt first = new Receipt("r_1", new BigDecimal("40.10"), OffsetDateTime.parse("2026-12-03T10:00:00.123456+01:00"),
+        ZonedDateTime.parse("2026-12-31T12:00:00+01:00[Europe/Paris]"));
     byte[] stored = codec.encode(first);
     assertThat(new String(stored, StandardCharsets.UTF_8))
-        .contains("\"amount\":40.10").contains("\"at\":\"2026-12-03T10:00:00.123456+01:00\"");
+        .contains("\"amount\":40.10").contains("\"at\":\"2026-12-03T10:00:00.123456+01:00\"")
+        .contains("\"due\":\"2026-12-31T12:00:00+01:00[Europe/Paris]\"");
     assertThat(codec.decode(stored)).isEqualTo(first);
   }
 
