@@ -125,7 +125,8 @@ public final class IdempotentExecutor {
    * REPEATABLE READ or SERIALIZABLE) rolls back and runs the call again from the claim: when the
    * claim itself failed so (it waited for another copy's row, which committed; the effect had not
    * run), up to 10 times in all, not counted against {@link Idem.Builder#serializationRetries};
-   * when it came later (the effect ran), up to that many times. A copy that lost the race then
+   * when it came later (the effect ran), up to that many times in a row (a lost claim in between
+   * starts the count again). A copy that lost the race then
    * sees the winner's row and gets the replay.
    *
    * @param effect the work, on the transaction's connection ({@link Tx#connection()}) or jOOQ
