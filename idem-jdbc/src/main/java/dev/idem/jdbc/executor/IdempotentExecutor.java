@@ -155,7 +155,7 @@ public final class IdempotentExecutor {
       if (recent.mightContain(key.scope(), key.value())) {
         // A key this process handled lately: most likely a repeat of a completed key, which one
         // auto-commit read answers with no transaction to end, as cheap as any primary-key read.
-        seen = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+        seen = readRow(binds);
         if (seen != null && !seen.expirable()) {
           return reported(key, repeatOf(key, codec, seen, binds));
         }
@@ -268,7 +268,7 @@ public final class IdempotentExecutor {
         failure -> {
           KeyTable.Row row;
           try {
-            row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+            row = readRow(binds);
           } catch (RuntimeException e) {
             failure.addSuppressed(e);
             return null;
@@ -452,7 +452,7 @@ public final class IdempotentExecutor {
           throw new DataAccessException("could not claim or read key " + key + " in " + MAX_CLAIM_ROUNDS
               + " rounds: its row kept changing");
         }
-        row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+        row = readRow(binds);
         if (row == null) {
           row = externalWrite(c -> KeyTable.row(c, table.claimExternal, 0, binds));
         }
@@ -502,7 +502,7 @@ public final class IdempotentExecutor {
         return inFlight(key, row.leaseLeft());
       }
       poll = poll.multipliedBy(2).compareTo(LONGEST_POLL) > 0 ? LONGEST_POLL : poll.multipliedBy(2);
-      row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+      row = readRow(binds);
     }
   }
 
@@ -527,7 +527,7 @@ public final class IdempotentExecutor {
     }
     Long recorded = record(binds.fence(token).result(bytes), token);
     if (recorded == null) {
-      Long highest = autocommit(c -> KeyTable.single(c, table.fenceOf, 0, binds));
+      Long highest = read(c -> KeyTable.single(c, table.fenceOf, 0, binds));
       StaleFenceException stale = new StaleFenceException("key " + attempt.key(), token, highest == null ? 0 : highest);
       events.staleFence(stale.resource(), stale.token(), stale.highest());
       throw stale;
@@ -549,7 +549,7 @@ public final class IdempotentExecutor {
       if (recorded != null) {
         return recorded;
       }
-      KeyTable.Row row = autocommit(c -> KeyTable.row(c, table.read, 0, binds));
+      KeyTable.Row row = readRow(binds);
       if (row == null || row.completed() || row.fence() != token) {
         return null;
       }
@@ -705,6 +705,21 @@ public final class IdempotentExecutor {
   /** Runs {@code work} on a connection of its own in auto-commit mode: each statement commits. */
   private <R> R autocommit(AutoCommit.Work<R> work) {
     return AutoCommit.run(idem.dataSource(), "idem executor", work);
+  }
+
+  /** The key's row as a new statement sees it, or null: {@link #read} of {@link KeyTable#read}. */
+  private KeyTable.Row readRow(Binds binds) {
+    return read(c -> KeyTable.row(c, table.read, 0, binds));
+  }
+
+  /**
+   * An auto-commit read, run again in a new snapshot if it fails with 40001: at SERIALIZABLE even
+   * a lone read can be chosen to break a cycle of read/write dependencies, and it wrote nothing, so
+   * running it again answers what the caller asked. Never for a write: {@link #externalWrite}
+   * answers a write's 40001 itself.
+   */
+  private <R> R read(AutoCommit.Work<R> work) {
+    return AutoCommit.runAgainOnSerializationFailure(idem.dataSource(), "idem executor", work);
   }
 
   /**
