@@ -43,6 +43,15 @@ import org.jooq.impl.DSL;
  * Builder#serializationRetries} times; then the error is thrown. So a callback must do nothing
  * outside the transaction that cannot be repeated.
  *
+ * <h2>The DataSource</h2>
+ *
+ * Every {@code getConnection()} must hand out a connection of its own, as a pool does (HikariCP).
+ * Not one bound to the thread's current transaction (Spring's {@code
+ * TransactionAwareDataSourceProxy}): idem commits some statements by themselves (an external claim
+ * before the call goes out, reads that must see other copies' commits, relay and expiry batches),
+ * and on such a connection they would commit only with the caller's transaction. To join a
+ * framework's transaction, pass its connection to the call that takes one.
+ *
  * <p>Thread-safe. Holds no connection between calls.
  */
 public final class Idem {
