@@ -45,7 +45,8 @@ import org.jooq.impl.DSL;
  *       token lower than the latest grant is refused with {@link StaleFenceException} before it
  *       writes anything; the check holds a share lock on the lease row until the writing
  *       transaction ends, so no grant can happen between the check and the commit.
- *   <li>A grant that takes over an ended lease emits {@code LeaseTakenOver} to the listener.
+ *   <li>A grant that takes over an ended lease emits {@code LeaseTakenOver} to the listener; a
+ *       refused stale token emits {@code StaleFence} just before its exception is thrown.
  * </ul>
  *
  * <h2>Where it stops</h2>
@@ -212,6 +213,7 @@ public final class Leases {
         .fetchOptional(Record1::value1)
         .orElseThrow(() -> new IllegalArgumentException("no lease was ever granted on resource " + resource));
     if (token.value() < latest) {
+      events.staleFence(resource, token.value(), latest);
       throw new StaleFenceException(resource, token.value(), latest);
     }
     if (token.value() > latest) {

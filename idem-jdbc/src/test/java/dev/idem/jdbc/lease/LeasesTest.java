@@ -133,6 +133,8 @@ class LeasesTest {
       assertThat(e.resource()).isEqualTo(job);
     });
     assertThat(writes(job)).isEqualTo(1);
+    assertThat(events.of(IdemEvent.StaleFence.class).stream().filter(e -> e.resource().equals(job)))
+        .containsExactly(new IdemEvent.StaleFence("leases", job, 1, 2));
     assertThat(a.renew(LONG)).isFalse();
     assertThat(a.release()).isFalse();
     assertThat(leaseRow(job)).isEqualTo("worker-b 2");
