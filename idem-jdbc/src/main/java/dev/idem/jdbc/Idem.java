@@ -41,7 +41,9 @@ import org.jooq.impl.DSL;
  * attached to it with {@code addSuppressed}). A serialization failure or deadlock (SQLSTATE 40001 or
  * 40P01) rolls back and <b>runs the callback again</b>, from the start, up to {@link
  * Builder#serializationRetries} times; then the error is thrown. So a callback must do nothing
- * outside the transaction that cannot be repeated.
+ * outside the transaction that cannot be repeated. A callback that catches an SQL error and
+ * returns has left PostgreSQL's transaction aborted: the call rolls back and throws {@code
+ * DataAccessException} instead of committing, so it never reports success for work that is gone.
  *
  * <h2>The DataSource</h2>
  *

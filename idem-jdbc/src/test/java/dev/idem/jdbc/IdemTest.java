@@ -62,6 +62,19 @@ class IdemTest {
   }
 
   @Test
+  void aCallbackThatSwallowsAnSqlErrorGetsAnErrorNotASilentRollback() {
+    assertThatThrownBy(() -> idem.useTransaction(tx -> {
+      tx.dsl().execute("INSERT INTO notes VALUES (4)");
+      try {
+        tx.dsl().execute("INSERT INTO notes VALUES (4)"); // a duplicate: PostgreSQL aborts the transaction
+      } catch (org.jooq.exception.DataAccessException ignored) {
+        // caught and not rethrown
+      }
+    })).isInstanceOf(org.jooq.exception.DataAccessException.class).hasMessageContaining("aborted");
+    assertThat(notes()).isZero();
+  }
+
+  @Test
   void anSQLExceptionFromTheCallbackIsRethrownAsItWas() {
     SQLException thrown = new SQLException("the caller's own", "XX001");
     assertThatThrownBy(() -> idem.useTransaction(tx -> {

@@ -5,6 +5,8 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
+import org.postgresql.core.BaseConnection;
+import org.postgresql.core.TransactionState;
 
 /**
  * A transaction idem begins and ends itself: auto-commit off, the work, commit, or rollback when
@@ -99,6 +101,12 @@ public final class OwnTransaction {
     try {
       T result = work.run(c);
       try {
+        if (aborted(c)) {
+          // pgjdbc sends COMMIT, PostgreSQL answers ROLLBACK, and no error is raised: the caller
+          // would be told "done" for work that is gone.
+          throw new DataAccessException("could not commit: an earlier statement failed and the work caught its"
+              + " error without rethrowing it, so PostgreSQL aborted the transaction; nothing of it is committed");
+        }
         c.commit();
       } catch (SQLException e) {
         throw new DataAccessException("could not commit: " + e.getMessage(), e);
@@ -113,6 +121,16 @@ public final class OwnTransaction {
         cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);
       }
     }
+  }
+
+  /**
+   * Whether PostgreSQL has aborted the transaction on {@code c} (a statement in it failed), as pgjdbc
+   * tracks it from the server's answers, with no round trip. False for a connection that is not
+   * pgjdbc's underneath: such a driver reports a failed commit itself or not at all.
+   */
+  private static boolean aborted(Connection c) throws SQLException {
+    return c.isWrapperFor(BaseConnection.class)
+        && c.unwrap(BaseConnection.class).getTransactionState() == TransactionState.FAILED;
   }
 
   /** Rolls back after {@code failure}; a failure to roll back is attached to it, never hides it. */

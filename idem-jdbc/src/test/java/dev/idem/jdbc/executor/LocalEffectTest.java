@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
+import dev.idem.jdbc.ClaimOrder;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
@@ -78,6 +79,41 @@ class LocalEffectTest {
     assertThat(f.events.of(IdemEvent.Applied.class, key)).hasSize(1);
     assertThat(f.events.of(IdemEvent.Replayed.class, key)).hasSize(1)
         .allSatisfy(e -> assertThat(e.windowUsed()).isBetween(0.0, 0.1));
+  }
+
+  /**
+   * An effect that catches an SQL error of its own ("insert, ignore the duplicate") leaves
+   * PostgreSQL's transaction aborted, and pgjdbc turns the COMMIT of such a transaction into a
+   * rollback without an error. With nothing to store after the effect, the COMMIT is idem's only
+   * statement left: it must not answer Applied for a transaction that is gone.
+   */
+  @Test
+  void anEffectThatSwallowsAnSqlErrorIsNeverReportedAsApplied() throws Exception {
+    for (ClaimOrder order : ClaimOrder.values()) {
+      IdempotentExecutor ordered = f.idem.executor().claimOrder(order).build();
+      for (Codec<String> codec : java.util.List.of(Codec.<String>none(), Codec.utf8())) {
+        IdempotencyKey key = newKey();
+        assertThatThrownBy(() -> ordered.execute(key, Fingerprint.EMPTY, codec, tx -> {
+          ExecutorFixture.pay(tx, key.value(), 5);
+          try (Statement st = tx.connection().createStatement()) {
+            st.execute("INSERT INTO no_such_table VALUES (1)");
+          } catch (java.sql.SQLException ignored) {
+            // the effect's own mistake: the transaction is aborted from here on
+          }
+          return null;
+        })).as("%s, %s", order, codec).isInstanceOf(org.jooq.exception.DataAccessException.class);
+        assertThat(f.payments(key.value())).as("%s, %s", order, codec).isZero();
+        assertThat(f.keyRows(key)).as("%s, %s", order, codec).isZero();
+
+        Execution<String> retry = ordered.execute(key, Fingerprint.EMPTY, codec, tx -> {
+          ExecutorFixture.pay(tx, key.value(), 5);
+          return null;
+        });
+        assertThat(retry.applied()).isTrue();
+        assertThat(f.payments(key.value())).isEqualTo(1);
+        assertThat(f.keyRows(key)).isEqualTo(1);
+      }
+    }
   }
 
   @Test
