@@ -608,8 +608,14 @@ public final class IdempotentExecutor {
     Require.notNull(work, workName);
   }
 
+  /**
+   * Refuses another request under a key the row still holds for its intent. A row past its window
+   * belongs to no intent a caller can reuse: what keeps it (an external attempt whose lease is still
+   * live) makes the caller wait or answers in flight, and once the lease ends the key is claimed
+   * as a new intent, so a refusal now would not be the final answer it claims to be.
+   */
   private void checkFingerprint(IdempotencyKey key, KeyTable.Row row, Binds binds) {
-    if (!binds.sameFingerprint(row.fingerprint())) {
+    if (!row.pastWindow() && !binds.sameFingerprint(row.fingerprint())) {
       events.fingerprintMismatch(key);
       throw new KeyReuseException(key, new Fingerprint(HexFormat.of().formatHex(row.fingerprint())), binds.fingerprint);
     }

@@ -291,10 +291,12 @@ final class KeyTable {
    *
    * @param claimed whether this statement inserted it (then only {@code fence} is set)
    * @param expirable past its window (and lease): free for a new intent, see {@link #EXPIRABLE}
+   * @param pastWindow past its window, expirable or not (an external attempt still holding its
+   *     lease keeps the row): no longer the key of the intent that wrote it
    * @param leaseLeft time left on an in-flight claim's lease (negative once over); null if none
    */
   record Row(boolean claimed, long fence, byte[] fingerprint, String state, byte[] result,
-      Instant completedAt, Duration age, Duration leaseLeft, boolean expirable) {
+      Instant completedAt, Duration age, Duration leaseLeft, boolean expirable, boolean pastWindow) {
 
     static Row from(ResultSet rs) throws SQLException {
       if (!rs.next()) {
@@ -303,7 +305,7 @@ final class KeyTable {
       boolean claimed = rs.getBoolean(1);
       long fence = rs.getLong(2);
       if (claimed) {
-        return new Row(true, fence, null, null, null, null, null, null, false);
+        return new Row(true, fence, null, null, null, null, null, null, false, false);
       }
       String state = rs.getString(4);
       // Epoch seconds, every one from the database clock; null where the column is.
@@ -316,12 +318,13 @@ final class KeyTable {
       long expiresAt = micros(rs.getDouble(8));
       long now = micros(rs.getDouble(9));
       // the same test as EXPIRABLE, on the row's own times and the database's now
-      boolean expirable = expiresAt <= now && (COMPLETED.equals(state) || (hasLease && leaseEnds <= now));
+      boolean pastWindow = expiresAt <= now;
+      boolean expirable = pastWindow && (COMPLETED.equals(state) || (hasLease && leaseEnds <= now));
       return new Row(false, fence, rs.getBytes(3), state, rs.getBytes(5),
           isCompleted ? Instant.ofEpochSecond(Math.floorDiv(completed, 1_000_000L), Math.floorMod(completed, 1_000_000L) * 1000) : null,
           isCompleted ? duration(Math.max(0, now - completed)) : Duration.ZERO,
           hasLease ? duration(leaseEnds - now) : null,
-          expirable);
+          expirable, pastWindow);
     }
 
     private static Duration duration(long micros) {

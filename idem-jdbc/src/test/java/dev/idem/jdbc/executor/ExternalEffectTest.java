@@ -234,6 +234,49 @@ class ExternalEffectTest {
     assertThat(f.column(key, "fence")).isEqualTo("2");
   }
 
+  /**
+   * Past its window a key belongs to no intent, but a row whose attempt still holds its lease stays
+   * until the lease ends. Another request under the key then waits like any copy (in flight), and
+   * is not refused with KeyReuseException, which would tell the client "never retry" for a request
+   * that runs as soon as the lease ends.
+   */
+  @Test
+  void anotherRequestPastTheWindowWhileAnAttemptHoldsItsLeaseIsInFlightThenRuns() throws Exception {
+    IdempotencyKey key = newKey();
+    Fingerprint first = Fingerprint.of("request a");
+    Fingerprint other = Fingerprint.of("request b");
+    String callKey = Keys.child(key, "external").value();
+    f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
+        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', decode('" + first.hex() + "', 'hex'), 'I', 1,"
+        + " now() + interval '1 hour', '" + callKey + "', now() - interval '2 days', now() - interval '1 day')");
+    String before = f.keyRow(key);
+    AtomicInteger called = new AtomicInteger();
+
+    Execution<String> external = impatient.executeExternal(key, other, Codec.utf8(), a -> {
+      called.incrementAndGet();
+      return "b";
+    });
+    assertThat(external.inFlight()).isTrue();
+    Execution<String> local = f.idem.executor().inFlightWait(Duration.ZERO).build()
+        .execute(key, other, Codec.utf8(), tx -> "local");
+    assertThat(local.inFlight()).isTrue();
+    assertThat(called).hasValue(0);
+    assertThat(f.keyRow(key)).isEqualTo(before);
+    assertThat(f.events.of(IdemEvent.FingerprintMismatch.class, key)).isEmpty();
+
+    // The attempt's lease ends: the key starts a new life for the other request, with a new token.
+    f.sql("UPDATE idem.idem_keys SET lease_expires_at = now() - interval '1 second' WHERE key = '" + key.value() + "'");
+    Execution<String> runs = impatient.executeExternal(key, other, Codec.utf8(), a -> {
+      called.incrementAndGet();
+      return Provider.charge(f.ds, a.callKey().value(), 7);
+    });
+    assertThat(runs.applied()).isTrue();
+    assertThat(called).hasValue(1);
+    assertThat(charges(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+    assertThat(f.column(key, "fence")).isEqualTo("2");
+  }
+
   @Test
   void aResolverThatKnowsNothingLetsTheTakeoverCallAgainWithTheSameCallKey() throws Exception {
     IdempotencyKey key = newKey();
