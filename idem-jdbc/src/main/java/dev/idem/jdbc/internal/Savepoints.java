@@ -21,8 +21,8 @@ public final class Savepoints {
 
   /**
    * Sets a savepoint, runs {@code work}, and releases the savepoint; if {@code work} throws, rolls
-   * back to the savepoint (a failure to do so is attached with {@code addSuppressed}) and
-   * rethrows.
+   * back to the savepoint and releases it (a failure to do so is attached with {@code
+   * addSuppressed}) and rethrows.
    *
    * @param what names the work in error messages, e.g. {@code "message m-1"}
    */
@@ -38,7 +38,10 @@ public final class Savepoints {
       result = work.run();
     } catch (Throwable t) {
       try {
+        // ROLLBACK TO keeps the savepoint: release it too, or every failed call leaves one more
+        // subtransaction open in the caller's transaction until it ends.
         c.rollback(sp);
+        c.releaseSavepoint(sp);
       } catch (SQLException | RuntimeException e) {
         t.addSuppressed(e);
       }

@@ -201,6 +201,38 @@ class InboxTest {
     assertThat(inboxRows("billing", "m-6")).isZero();
   }
 
+  /**
+   * ROLLBACK TO SAVEPOINT keeps the savepoint. Left open, every failed call would leave the caller
+   * inside one more subtransaction until its transaction ends; the caller's next write shows it,
+   * stamped with a subtransaction's id instead of its own transaction's.
+   */
+  @Test
+  void aFailedJoinedCallLeavesTheCallerAtItsOwnTransactionLevel() throws SQLException {
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      for (int i = 0; i < 3; i++) {
+        String id = "m-sp-" + i;
+        assertThatThrownBy(() -> billing.receive(c, id, tx -> {
+          charge(tx, id);
+          throw new IOException("no");
+        })).isInstanceOf(IOException.class);
+      }
+      try (var st = c.createStatement()) {
+        st.execute("INSERT INTO charges VALUES ('caller-after-failures', 1)");
+        try (var rs = st.executeQuery("SELECT xmin = pg_current_xact_id()::xid FROM charges"
+            + " WHERE message_id = 'caller-after-failures'")) {
+          rs.next();
+          assertThat(rs.getBoolean(1)).as("the caller's write is in its own transaction, not a leftover savepoint").isTrue();
+        }
+      }
+      c.commit();
+      c.setAutoCommit(true);
+    }
+    assertThat(charges("caller-after-failures")).isEqualTo(1);
+    assertThat(count("SELECT count(*) FROM charges WHERE message_id LIKE 'm-sp-%'")).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE message_id LIKE 'm-sp-%'")).isZero();
+  }
+
   @Test
   void insideAnIdemTransactionItJoins() {
     idem.useTransaction(tx -> {
