@@ -71,7 +71,7 @@ public interface Events {
       try {
         event = build.get();
         method.accept(event);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) { // also a checked exception thrown by a listener in Kotlin or with @SneakyThrows
         if (e instanceof VirtualMachineError vme) {
           throw vme;
         }
@@ -84,7 +84,7 @@ public interface Events {
     private static String describe(Object o) {
       try {
         return String.valueOf(o);
-      } catch (RuntimeException | Error e) {
+      } catch (Throwable e) {
         if (e instanceof VirtualMachineError vme) {
           throw vme;
         }

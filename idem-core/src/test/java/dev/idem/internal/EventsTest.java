@@ -251,4 +251,28 @@ class EventsTest {
         Optional.of("CANCELLED"), OptionalLong.of(1))).doesNotThrowAnyException();
     assertThat(reached).hasSize(1);
   }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> void sneakyThrow(Throwable t) throws E {
+    throw (E) t;
+  }
+
+  /**
+   * A listener written in Kotlin (or with Lombok's @SneakyThrows) can throw a checked exception
+   * from a method that declares none; it must not break the call any more than a runtime one.
+   */
+  @Test
+  void aListenerThrowingACheckedExceptionNeverBreaksTheCall() {
+    List<IdemEvent> seen = new ArrayList<>();
+    IdemListener kotlinLike = new IdemListener() {
+      @Override
+      public void onApplied(IdemEvent.Applied event) {
+        seen.add(event);
+        sneakyThrow(new java.io.IOException("metrics socket closed"));
+      }
+    };
+    Events events = Events.to(kotlinLike, "executor");
+    assertThatCode(() -> events.applied(IdempotencyKey.of("shop-7", "k1"))).doesNotThrowAnyException();
+    assertThat(seen).hasSize(1);
+  }
 }
