@@ -62,8 +62,8 @@ public record Fingerprint(String hex) {
    *
    * <p>Values may be: {@code null}; strings and characters; numbers (by their decimal text, so
    * {@code 40} and {@code 40.0} differ, and {@code 40} and {@code "40"} differ too); booleans;
-   * enums (by name); byte arrays; nested maps (order-independent, names by their text); sets
-   * (order-independent); records, by their components (each name and value, in declaration order,
+   * enums (by name); byte arrays; an {@code Optional}, by its value (or as empty); nested maps
+   * (order-independent, names by their text); sets (order-independent); records, by their components (each name and value, in declaration order,
    * by these same rules; the record's class name is not part of it, so renaming the class keeps the
    * fingerprint); lists, other iterables and arrays (order matters); and any other object whose
    * class defines its own {@code toString()} (a {@code UUID}, an {@code Instant}, a {@code Path}),
@@ -168,6 +168,11 @@ public record Fingerprint(String hex) {
       }
       out.append(')');
       open.remove(value);
+    } else if (value instanceof java.util.Optional<?> optional) {
+      // Never by its toString(): "Optional[...]" prints its value's own text, unescaped (a list of
+      // "a, b" reads as a list of "a" and "b") or with an identity hash (an array).
+      out.append('?');
+      append(out, path + ".get()", optional.orElse(null), open);
     } else if (value instanceof Path) {
       // A Path is Iterable over its names, each a Path again that iterates over itself: by its text.
       out.append('o');

@@ -180,6 +180,18 @@ class FingerprintTest {
     assertThat(Fingerprint.canonical(Map.of("a", Arrays.asList(shared, shared)))).isEqualTo("{1:1#a[2:[1:s1#x][1:s1#x]]}");
   }
 
+  /** An Optional is taken by its value, never by its toString() ("Optional[...]", unescaped). */
+  @Test
+  void anOptionalIsTakenByItsValue() {
+    assertThat(Fingerprint.ofFields(Map.of("tags", java.util.Optional.of(List.of("a, b")))))
+        .isNotEqualTo(Fingerprint.ofFields(Map.of("tags", java.util.Optional.of(List.of("a", "b")))));
+    assertThat(Fingerprint.ofFields(Map.of("card", java.util.Optional.of(new byte[] {1, 2}))))
+        .isEqualTo(Fingerprint.ofFields(Map.of("card", java.util.Optional.of(new byte[] {1, 2}))));
+    assertThat(Fingerprint.ofFields(Map.of("note", java.util.Optional.empty())))
+        .isNotEqualTo(Fingerprint.ofFields(Map.of("note", java.util.Optional.of("null"))))
+        .isEqualTo(Fingerprint.ofFields(Map.of("note", java.util.Optional.empty())));
+  }
+
   @Test
   void aFingerprintPrintsShort() {
     assertThat(Fingerprint.EMPTY).hasToString("e3b0c44298fc…");
