@@ -80,11 +80,11 @@ public final class TestPostgres {
    */
   public static TestDatabase newDatabase(String hint) {
     Server s = server();
-    String name = ("idem_" + hint.replaceAll("[^A-Za-z0-9]", "_") + "_" + ProcessHandle.current().pid() + "_"
-        + COUNTER.incrementAndGet()).toLowerCase(Locale.ROOT);
-    if (name.length() > 63) {
-      name = name.substring(name.length() - 63);
-    }
+    String suffix = "_" + ProcessHandle.current().pid() + "_" + COUNTER.incrementAndGet();
+    String base = ("idem_" + hint.replaceAll("[^A-Za-z0-9]", "_")).toLowerCase(Locale.ROOT);
+    // Cut the hint, never the prefix: the name must start with a letter (it is unquoted) and stay
+    // recognisable as idem's, and the suffix keeps it unique.
+    String name = base.substring(0, Math.min(base.length(), 63 - suffix.length())) + suffix;
     try (Connection c = DriverManager.getConnection(s.adminUrl()); Statement st = c.createStatement()) {
       st.execute("CREATE DATABASE " + name);
     } catch (SQLException e) {
