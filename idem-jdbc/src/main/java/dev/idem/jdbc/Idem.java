@@ -13,6 +13,7 @@ import dev.idem.jdbc.outbox.Relay;
 import dev.idem.jdbc.sequence.EntitySequences;
 import dev.idem.jdbc.transition.Transitions;
 import java.sql.Connection;
+import java.util.Locale;
 import javax.sql.DataSource;
 import org.flywaydb.core.Flyway;
 import org.jooq.DSLContext;
@@ -37,7 +38,12 @@ import org.jooq.impl.DSL;
  *
  * {@link #inTransaction} and {@link #useTransaction} run work in one transaction on a connection
  * from the {@code DataSource}. A nested call on the same thread joins the open transaction instead
- * of opening another. An exception rolls back and is rethrown as it was (a rollback failure is
+ * of opening another, as in jdbi: it is part of the outer work and sets no savepoint, so its
+ * exception rolls nothing back by itself. Let it propagate; if you catch it and go on, what the
+ * nested work wrote before throwing commits with the outer transaction (idem's own joined calls,
+ * the executor's, the inbox's, {@code applyIfNewer}'s, set savepoints of their own and leave nothing
+ * behind when they fail). An exception out of the outermost call rolls back and is rethrown as it
+ * was (a rollback failure is
  * attached to it with {@code addSuppressed}). A serialization failure or deadlock (SQLSTATE 40001 or
  * 40P01) rolls back and <b>runs the callback again</b>, from the start, up to {@link
  * Builder#serializationRetries} times; then the error is thrown. So a callback must do nothing
@@ -106,8 +112,22 @@ public final class Idem {
   /**
    * Applies idem's migrations to its schema (created if missing), with its own history table.
    * Safe to call on every start and from several processes at once: Flyway takes a lock.
+   *
+   * @throws IllegalArgumentException before anything is created, if the schema name is a
+   *     PostgreSQL keyword that must be quoted (such as {@code order})
    */
   public void migrate() {
+    // The migrations name the schema through Flyway's ${flyway:defaultSchema}, unquoted, so a
+    // reserved word would fail half-way through them as a syntax error. PostgreSQL's quote_ident
+    // knows its own keywords: a name it leaves alone is safe unquoted.
+    boolean plain = OwnTransaction.run(dataSource, c -> dsl(c)
+        .select(DSL.function("quote_ident", String.class, DSL.val(schema)).eq(DSL.val(schema)))
+        .fetchSingle()
+        .value1());
+    if (!plain) {
+      throw new IllegalArgumentException("schema '" + schema + "' is a PostgreSQL keyword, which idem's migrations"
+          + " would have to quote: choose another schema name");
+    }
     Flyway.configure(Idem.class.getClassLoader())
         .dataSource(dataSource)
         .schemas(schema)
@@ -261,7 +281,11 @@ public final class Idem {
       this.dataSource = dataSource;
     }
 
-    /** The schema of idem's tables; default {@value Idem#DEFAULT_SCHEMA}. */
+    /**
+     * The schema of idem's tables; default {@value Idem#DEFAULT_SCHEMA}. Lower-case letters, digits
+     * and underscores, not starting with a digit, at most 63, and not a reserved word of
+     * PostgreSQL's (checked by {@link Idem#migrate()}): the migrations name it unquoted.
+     */
     public Builder schema(String schema) {
       this.schema = schema;
       return this;
@@ -286,6 +310,12 @@ public final class Idem {
 
     public Idem build() {
       Identifiers.check("schema", schema);
+      if (!schema.equals(schema.toLowerCase(Locale.ROOT))) {
+        // Flyway creates the schema quoted, but the migrations name it unquoted, which PostgreSQL
+        // folds to lower case: they would fail with "schema ... does not exist".
+        throw new IllegalArgumentException("schema '" + schema + "' has upper-case letters; idem's migrations name"
+            + " the schema unquoted, so PostgreSQL would fold it to lower case: use a lower-case name");
+      }
       if (listener == null) {
         throw new IllegalArgumentException("listener must not be null (use IdemListener.NONE)");
       }

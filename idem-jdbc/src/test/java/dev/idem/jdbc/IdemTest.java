@@ -52,6 +52,25 @@ class IdemTest {
     assertThat(applied).isGreaterThanOrEqualTo(4);
   }
 
+  /**
+   * The migrations name the schema unquoted: a name PostgreSQL would fold or must quote is refused
+   * with a reason before anything is created, never a Flyway syntax error half-way through.
+   */
+  @Test
+  void aSchemaNameTheMigrationsCannotUseIsRefusedBeforeAnythingIsCreated() {
+    assertThatThrownBy(() -> Idem.builder(ds).schema("Billing").build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'Billing'").hasMessageContaining("lower");
+    Idem reserved = Idem.builder(ds).schema("order").build();
+    assertThatThrownBy(reserved::migrate)
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'order'").hasMessageContaining("keyword");
+    assertThat(db.count("SELECT count(*) FROM pg_namespace WHERE nspname IN ('Billing', 'billing', 'order')")).isZero();
+    // an unreserved keyword needs no quotes, and works
+    Idem unreserved = Idem.builder(ds).schema("action").build();
+    unreserved.migrate();
+    assertThat(unreserved.leases().acquire("r1", "w1", java.time.Duration.ofSeconds(5))).isPresent();
+    assertThat(db.count("SELECT count(*) FROM action.idem_leases")).isEqualTo(1);
+  }
+
   @Test
   void anExceptionRollsBackAndKeepsTheCallersType() {
     assertThatThrownBy(() -> idem.useTransaction(tx -> {
@@ -110,6 +129,21 @@ class IdemTest {
       throw new IllegalStateException("outer fails after inner");
     })).isInstanceOf(IllegalStateException.class);
     assertThat(notes()).isZero();
+
+    // As documented (and as in jdbi): a nested call sets no savepoint, so a caught nested
+    // exception leaves what it wrote to commit with the outer transaction.
+    idem.useTransaction(outer -> {
+      try {
+        idem.useTransaction(inner -> {
+          inner.dsl().execute("INSERT INTO notes VALUES (5)");
+          throw new IOException("inner step failed");
+        });
+      } catch (IOException caught) {
+        // the outer work goes on
+      }
+    });
+    assertThat(notes()).isEqualTo(1);
+    idem.useTransaction(tx -> tx.dsl().execute("DELETE FROM notes"));
   }
 
   @Test
