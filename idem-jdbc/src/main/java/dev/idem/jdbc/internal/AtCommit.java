@@ -3,6 +3,8 @@ package dev.idem.jdbc.internal;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.TxCallback;
 import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The control flow of {@link dev.idem.jdbc.ClaimOrder#AT_COMMIT}, one for the executor and the
@@ -10,7 +12,7 @@ import java.util.function.Supplier;
  * what to answer when that did not commit. Not an API.
  */
 public final class AtCommit {
-  private static final System.Logger LOG = System.getLogger("dev.idem.claims");
+  private static final Logger LOG = LoggerFactory.getLogger("dev.idem.claims");
 
   private AtCommit() {}
 
@@ -68,7 +70,9 @@ public final class AtCommit {
   }
 
   private static void logAnswered(Supplier<String> what, Throwable failure) {
-    LOG.log(System.Logger.Level.DEBUG, () -> what.get() + ": the effect of a copy failed and the claim row answered it"
-        + " (a copy completed or holds the claim); the failure is not thrown", failure);
+    if (LOG.isDebugEnabled()) {
+      LOG.debug(what.get() + ": the effect of a copy failed and the claim row answered it"
+          + " (a copy completed or holds the claim); the failure is not thrown", failure);
+    }
   }
 }

@@ -7,6 +7,8 @@ import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
 import org.postgresql.core.BaseConnection;
 import org.postgresql.core.TransactionState;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A transaction idem begins and ends itself: auto-commit off, the work, commit, or rollback when
@@ -16,7 +18,7 @@ import org.postgresql.core.TransactionState;
  * transaction nor runs the work again. Not an API.
  */
 public final class OwnTransaction {
-  private static final System.Logger LOG = System.getLogger("dev.idem.transactions");
+  private static final Logger LOG = LoggerFactory.getLogger("dev.idem.transactions");
 
   private OwnTransaction() {}
 
@@ -154,7 +156,7 @@ public final class OwnTransaction {
       if (failure != null) {
         failure.addSuppressed(e);
       } else {
-        LOG.log(System.Logger.Level.WARNING, "transaction committed, but could not " + what, e);
+        LOG.warn("transaction committed, but could not " + what, e);
       }
     }
   }

@@ -32,6 +32,8 @@ import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
 import org.postgresql.PGConnection;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Moves outbox messages to a {@link Publisher}: claims a batch of pending messages that are due,
@@ -78,7 +80,7 @@ public final class Relay implements AutoCloseable {
   /** The longest {@linkplain Builder#pollInterval poll interval}: one day. */
   public static final Duration MAX_POLL_INTERVAL = Duration.ofDays(1);
 
-  private static final System.Logger LOG = System.getLogger("dev.idem.relay");
+  private static final Logger LOG = LoggerFactory.getLogger("dev.idem.relay");
   private static final int MAX_ERROR_LENGTH = 2000;
   /** {@code last_error} when the database refused the error's own text. */
   static final String UNSTORABLE_ERROR = "(the publisher's error could not be stored; see the relay's log)";
@@ -236,7 +238,7 @@ public final class Relay implements AutoCloseable {
     for (int i = 0; i < failed.size(); i++) {
       List<Failure> one = List.of(failed.get(i));
       if (!tryMarkFailed(c, one, List.of(errors.get(i))) && !tryMarkFailed(c, one, List.of(UNSTORABLE_ERROR))) {
-        LOG.log(System.Logger.Level.WARNING, "could not record the failed publish of " + failed.get(i).message.id()
+        LOG.warn("could not record the failed publish of " + failed.get(i).message.id()
             + "; it will be tried again without counting this attempt");
       }
     }
@@ -251,7 +253,7 @@ public final class Relay implements AutoCloseable {
       marked = true;
     } catch (SQLException refused) {
       c.rollback(before); // throws on a lost connection: then the batch cannot commit anyway
-      LOG.log(System.Logger.Level.WARNING, "the database refused to mark " + failed.size() + " failed publishes", refused);
+      LOG.warn("the database refused to mark " + failed.size() + " failed publishes", refused);
       marked = false;
     }
     c.releaseSavepoint(before);
@@ -275,9 +277,9 @@ public final class Relay implements AutoCloseable {
   /** Logs a failed publish with its exception; a logger that chokes on the exception must not fail the batch. */
   private static void logFailure(Failure f) {
     try {
-      LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
+      LOG.debug("publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
     } catch (RuntimeException | StackOverflowError e) {
-      LOG.log(System.Logger.Level.DEBUG, "publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + "); its exception could not be logged");
+      LOG.debug("publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + "); its exception could not be logged");
     }
   }
 
@@ -401,14 +403,18 @@ public final class Relay implements AutoCloseable {
           try {
             listener = new Listener();
             if (listenFailing) {
-              LOG.log(System.Logger.Level.INFO, "LISTEN for outbox messages works again");
+              LOG.info("LISTEN for outbox messages works again");
               listenFailing = false;
             }
           } catch (RuntimeException e) {
             nextListen = System.nanoTime() + pollInterval.toNanos();
             // warn once per outage, not every poll interval
-            LOG.log(listenFailing ? System.Logger.Level.DEBUG : System.Logger.Level.WARNING,
-                "could not LISTEN for outbox messages; polling every " + pollInterval + " and trying LISTEN again", e);
+            String cannot = "could not LISTEN for outbox messages; polling every " + pollInterval + " and trying LISTEN again";
+            if (listenFailing) {
+              LOG.debug(cannot, e);
+            } else {
+              LOG.warn(cannot, e);
+            }
             listenFailing = true;
           }
         }
@@ -423,7 +429,7 @@ public final class Relay implements AutoCloseable {
           if (e instanceof VirtualMachineError vme) {
             throw vme;
           }
-          LOG.log(System.Logger.Level.WARNING, "relay batch failed; trying again in " + pollInterval, e);
+          LOG.warn("relay batch failed; trying again in " + pollInterval, e);
         }
         // Wait only after a batch that sent nothing (nothing due, everything failed, or an error).
         // "Not full" is no sign that nothing is left: an ordered batch takes one message per key,
@@ -490,7 +496,7 @@ public final class Relay implements AutoCloseable {
         pg.getNotifications((int) Math.max(1, Math.min(Integer.MAX_VALUE, timeout.toMillis())));
         return true;
       } catch (SQLException e) {
-        LOG.log(System.Logger.Level.WARNING, "LISTEN connection failed; polling", e);
+        LOG.warn("LISTEN connection failed; polling", e);
         return false;
       }
     }
@@ -505,17 +511,17 @@ public final class Relay implements AutoCloseable {
       try (Statement st = connection.createStatement()) {
         st.execute("UNLISTEN *");
       } catch (SQLException e) {
-        LOG.log(System.Logger.Level.DEBUG, "could not UNLISTEN; aborting the LISTEN connection", e);
+        LOG.debug("could not UNLISTEN; aborting the LISTEN connection", e);
         try {
           connection.abort(Runnable::run);
         } catch (SQLException | RuntimeException abortFailed) {
-          LOG.log(System.Logger.Level.WARNING, "could not UNLISTEN nor abort the LISTEN connection; it goes back to the pool listening", abortFailed);
+          LOG.warn("could not UNLISTEN nor abort the LISTEN connection; it goes back to the pool listening", abortFailed);
         }
       }
       try {
         connection.close();
       } catch (SQLException e) {
-        LOG.log(System.Logger.Level.DEBUG, "could not close the LISTEN connection", e);
+        LOG.debug("could not close the LISTEN connection", e);
       }
     }
   }
@@ -560,7 +566,7 @@ public final class Relay implements AutoCloseable {
       }
       st.execute(idem.dsl().render(DSL.select(DSL.function("pg_notify", Object.class, DSL.inline(Outbox.channel(idem)), DSL.inline("")))));
     } catch (SQLException | RuntimeException e) {
-      LOG.log(System.Logger.Level.DEBUG, "could not wake the LISTEN loop; it stops after its poll interval", e);
+      LOG.debug("could not wake the LISTEN loop; it stops after its poll interval", e);
     }
   }
 
