@@ -41,8 +41,18 @@ public record DedupeWindow(Duration length) {
   /** {@link #fractionUsed} at or above this is "near the end of the window". */
   public static final double NEAR_END = 0.8;
 
+  /**
+   * The shortest window: 1 millisecond. A database keeps times to the microsecond, so a window under
+   * one would be stored as zero, and one this short already forgets a key before any repeat can
+   * arrive; the floor only keeps a typo (nanos for millis) from passing as a window.
+   */
+  public static final Duration MIN_LENGTH = Duration.ofMillis(1);
+
   public DedupeWindow {
     Require.positive(length, "dedupe window length");
+    if (length.compareTo(MIN_LENGTH) < 0) {
+      throw new IllegalArgumentException("dedupe window length must be at least " + MIN_LENGTH + ", was " + length);
+    }
   }
 
   /** A window of the given length, with no declared sources to check. */

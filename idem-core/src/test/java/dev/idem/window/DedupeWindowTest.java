@@ -91,6 +91,9 @@ class DedupeWindowTest {
   void badInputIsRefusedNamingIt() {
     assertThatThrownBy(() -> DedupeWindow.of(Duration.ZERO)).isInstanceOf(IllegalArgumentException.class)
         .hasMessage("dedupe window length must be positive, was PT0S");
+    assertThatThrownBy(() -> DedupeWindow.of(Duration.ofNanos(500))).isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("dedupe window length must be at least PT0.001S, was PT0.0000005S");
+    assertThat(DedupeWindow.of(DedupeWindow.MIN_LENGTH).length()).isEqualTo(Duration.ofMillis(1));
     assertThatThrownBy(() -> DedupeWindow.of(null)).hasMessage("dedupe window length must not be null");
     assertThatThrownBy(() -> DedupeWindow.of(Duration.ofDays(-1), RepeatSource.KAFKA_REPLAY))
         .hasMessage("dedupe window length must be positive, was PT-24H");
