@@ -23,6 +23,14 @@ import java.util.List;
  */
 public record DedupeWindow(Duration length) {
 
+  /**
+   * The shortest window: 1 millisecond. A database keeps times to the microsecond, so a window under
+   * one would be stored as zero, and one this short already forgets a key before any repeat can
+   * arrive; the floor only keeps a typo (nanos for millis) from passing as a window. Declared
+   * first: the presets below are checked against it as they are built.
+   */
+  public static final Duration MIN_LENGTH = Duration.ofMillis(1);
+
   /** Covers {@link RepeatSource#CLIENT_RETRY}: 24 hours, online API retries. */
   public static final DedupeWindow CLIENT_RETRY = covering(RepeatSource.CLIENT_RETRY);
 
@@ -40,13 +48,6 @@ public record DedupeWindow(Duration length) {
 
   /** {@link #fractionUsed} at or above this is "near the end of the window". */
   public static final double NEAR_END = 0.8;
-
-  /**
-   * The shortest window: 1 millisecond. A database keeps times to the microsecond, so a window under
-   * one would be stored as zero, and one this short already forgets a key before any repeat can
-   * arrive; the floor only keeps a typo (nanos for millis) from passing as a window.
-   */
-  public static final Duration MIN_LENGTH = Duration.ofMillis(1);
 
   public DedupeWindow {
     Require.positive(length, "dedupe window length");
