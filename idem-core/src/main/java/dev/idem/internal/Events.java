@@ -15,7 +15,8 @@ import java.util.function.Supplier;
  * How idem's guards emit events. With no listener it is a do-nothing object, so the hot path
  * builds no event; with one, each event is delivered and a listener's exception is logged (logger
  * {@code dev.idem.events}, WARNING), never thrown into the call. A {@link VirtualMachineError}
- * (out of memory) is the one thing passed on. Not an API.
+ * other than a stack overflow (out of memory) is the one thing passed on ({@link Failures}). Not
+ * an API.
  */
 public interface Events {
 
@@ -72,9 +73,7 @@ public interface Events {
         event = build.get();
         method.accept(event);
       } catch (Throwable e) { // also a checked exception thrown by a listener in Kotlin or with @SneakyThrows
-        if (e instanceof VirtualMachineError vme) {
-          throw vme;
-        }
+        Failures.rethrowIfFatal(e);
         LOG.log(System.Logger.Level.WARNING, "idem listener " + describe(listener) + " failed on "
             + (event == null ? "an event from " + source : describe(event)) + "; the call goes on", e);
       }
@@ -85,9 +84,7 @@ public interface Events {
       try {
         return String.valueOf(o);
       } catch (Throwable e) {
-        if (e instanceof VirtualMachineError vme) {
-          throw vme;
-        }
+        Failures.rethrowIfFatal(e);
         return o.getClass().getName() + " (its toString failed: " + e + ")";
       }
     }

@@ -198,6 +198,10 @@ class EventsTest {
     assertThat(used.get(3)).isZero();
   }
 
+  private static int recurse(int n) {
+    return recurse(n + 1) + 1;
+  }
+
   @Test
   void aThrowingListenerNeverBreaksTheCall() {
     List<String> reached = new ArrayList<>();
@@ -215,9 +219,15 @@ class EventsTest {
       }
 
       @Override
+      public void onInFlight(IdemEvent.InFlight event) {
+        reached.add("inFlight");
+        recurse(0); // a listener that recursed forever: its bug, the call's outcome stands
+      }
+
+      @Override
       public void onExpired(IdemEvent.Expired event) {
         reached.add("expired");
-        throw new StackOverflowError(); // a VirtualMachineError is the one thing passed on
+        throw new OutOfMemoryError(); // the JVM in trouble: the one kind of failure passed on
       }
     };
     Events events = Events.to(broken, "executor");
@@ -225,10 +235,11 @@ class EventsTest {
       events.applied(KEY);
       events.replayed(KEY, Duration.ofSeconds(1), DedupeWindow.CLIENT_RETRY);
       events.replayed(KEY, null, DedupeWindow.CLIENT_RETRY); // a null age is taken as zero
-      events.inFlight(KEY, Duration.ofSeconds(1)); // not overridden: the default does nothing
+      events.inFlight(KEY, Duration.ofSeconds(1));
+      events.fingerprintMismatch(KEY); // not overridden: the default does nothing
     }).doesNotThrowAnyException();
-    assertThat(reached).containsExactly("applied", "replayed", "replayed");
-    assertThatThrownBy(() -> events.expired(1)).isInstanceOf(StackOverflowError.class);
+    assertThat(reached).containsExactly("applied", "replayed", "replayed", "inFlight");
+    assertThatThrownBy(() -> events.expired(1)).isInstanceOf(OutOfMemoryError.class);
   }
 
   @Test

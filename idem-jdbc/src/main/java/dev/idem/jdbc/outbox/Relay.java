@@ -3,6 +3,7 @@ package dev.idem.jdbc.outbox;
 import static dev.idem.jdbc.outbox.OutboxTable.*;
 
 import dev.idem.internal.Events;
+import dev.idem.internal.Failures;
 import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.internal.DbTime;
@@ -194,12 +195,11 @@ public final class Relay implements AutoCloseable {
       try {
         publisher.publish(m);
         sent.add(m.id());
-      } catch (VirtualMachineError e) {
-        throw e;
       } catch (Throwable e) {
         // An Error from a publisher (an AssertionError, a serializer's StackOverflowError) is a
         // failed publish like any other: escaping here would roll back the batch, republish the
         // messages before it on every poll, and never park the poison message.
+        Failures.rethrowIfFatal(e);
         failed.add(new Failure(m, e));
       }
     }
@@ -342,9 +342,7 @@ public final class Relay implements AutoCloseable {
         s = e.getClass().getName(); // a toString() that returns null
       }
     } catch (Throwable broken) {
-      if (broken instanceof VirtualMachineError && !(broken instanceof StackOverflowError)) {
-        throw (VirtualMachineError) broken; // out of memory: not this message's fault
-      }
+      Failures.rethrowIfFatal(broken); // out of memory: not this message's fault
       s = e.getClass().getName() + " (its toString() threw " + broken.getClass().getName() + ")";
     }
     if (s.indexOf('\0') >= 0) {
@@ -426,9 +424,7 @@ public final class Relay implements AutoCloseable {
             purgeSent();
           }
         } catch (RuntimeException | Error e) {
-          if (e instanceof VirtualMachineError vme) {
-            throw vme;
-          }
+          Failures.rethrowIfFatal(e); // the loop goes on after anything else, a stack overflow too
           LOG.warn("relay batch failed; trying again in " + pollInterval, e);
         }
         // Wait only after a batch that sent nothing (nothing due, everything failed, or an error).

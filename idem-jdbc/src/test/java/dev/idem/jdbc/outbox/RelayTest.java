@@ -379,6 +379,49 @@ class RelayTest {
         + " AND last_error LIKE '%AssertionError: serializer bug%'")).isEqualTo(1);
   }
 
+  /** Unbounded recursion, as a serializer meeting a cyclic object graph does. */
+  static int recurse(int n) {
+    return recurse(n + 1) + 1;
+  }
+
+  /**
+   * A StackOverflowError is a VirtualMachineError, but the stack has unwound when it is caught: a
+   * failed publish of that message, not a reason to roll the batch back (republishing the others)
+   * or to end the relay's loop.
+   */
+  @Test
+  void aPublisherStackOverflowParksThatMessageAndTheLoopGoesOnPublishingEachOtherOnce() throws Exception {
+    UUID before = enqueue(msg("before"));
+    UUID poison = enqueue(msg("poison"));
+    UUID after = enqueue(msg("after"));
+    List<UUID> published = new CopyOnWriteArrayList<>();
+    UUID later;
+    try (Relay relay = idem.relay(m -> {
+      if (m.id().equals(poison)) {
+        recurse(0);
+      }
+      published.add(m.id());
+    }).maxAttempts(1).pollInterval(Duration.ofMillis(50)).build()) {
+      assertThat(relay.runOnce()).isEqualTo(2);
+      assertThat(published).containsExactly(before, after);
+      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + poison + "' AND status = 'X'"
+          + " AND attempts = 1 AND last_error LIKE 'java.lang.StackOverflowError%'")).isEqualTo(1);
+
+      // the same in the background loop, which must still be running for a later message
+      sql("UPDATE idem.idem_outbox SET status = 'P', attempts = 0 WHERE id = '" + poison + "'");
+      relay.start();
+      later = enqueue(msg("later"));
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (!"S".equals(status(later)) || !"X".equals(status(poison))) {
+        assertThat(System.nanoTime()).as("the loop sends a message enqueued after the overflow").isLessThan(deadline);
+        Thread.sleep(10);
+      }
+    }
+    assertThat(published).as("each good message published once").containsExactly(before, after, later);
+    assertThat(status(before)).isEqualTo("S");
+    assertThat(status(after)).isEqualTo("S");
+  }
+
   /** An exception whose {@code toString()} itself throws, as a broken custom exception class can. */
   static final class UnprintableException extends RuntimeException {
     @Override
