@@ -1,6 +1,7 @@
 package dev.idem.jdbc.outbox;
 
 import dev.idem.internal.Require;
+import java.nio.charset.StandardCharsets;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -15,6 +16,13 @@ import java.util.Map;
  * }</pre>
  */
 public final class NewMessage {
+  /**
+   * The longest aggregate key, in UTF-8 bytes: it is a column of the b-tree index that ordered
+   * relays probe, whose entries PostgreSQL caps at about 2,700 bytes (a longer key made the insert,
+   * and with it the caller's transaction, fail).
+   */
+  public static final int MAX_AGGREGATE_KEY_BYTES = 2000;
+
   private final String topic;
   private final byte[] payload;
   private final String aggregateKey;
@@ -30,20 +38,34 @@ public final class NewMessage {
   /**
    * A message for {@code topic} carrying {@code payload} (copied).
    *
-   * @throws IllegalArgumentException if the topic is null or blank, or the payload is null
+   * @throws IllegalArgumentException if the topic is null or blank, or the payload is null; also
+   *     if the topic (as any text of a message: aggregate key, header names and values) holds a NUL
+   *     character, which PostgreSQL refuses in text, or an unpaired surrogate, which the driver
+   *     would write as {@code ?}
    */
   public static NewMessage of(String topic, byte[] payload) {
     if (topic == null || topic.isBlank()) {
       throw new IllegalArgumentException("topic must not be " + (topic == null ? "null" : "blank"));
     }
+    storable(topic, "topic");
     Require.notNull(payload, "payload");
     return new NewMessage(topic, payload.clone(), null, Map.of());
   }
 
-  /** The same message with {@code key} as its aggregate key (the unit of order for an ordered relay). */
+  /**
+   * The same message with {@code key} as its aggregate key (the unit of order for an ordered relay).
+   *
+   * @throws IllegalArgumentException if the key is null, blank, longer than {@value
+   *     #MAX_AGGREGATE_KEY_BYTES} bytes in UTF-8, or not storable text (see {@link #of})
+   */
   public NewMessage withAggregateKey(String key) {
     if (key == null || key.isBlank()) {
       throw new IllegalArgumentException("aggregate key must not be " + (key == null ? "null" : "blank"));
+    }
+    storable(key, "aggregate key");
+    int bytes = key.getBytes(StandardCharsets.UTF_8).length;
+    if (bytes > MAX_AGGREGATE_KEY_BYTES) {
+      throw new IllegalArgumentException("aggregate key is " + bytes + " bytes in UTF-8, longer than " + MAX_AGGREGATE_KEY_BYTES);
     }
     return new NewMessage(topic, payload, key, headers);
   }
@@ -56,9 +78,31 @@ public final class NewMessage {
     if (value == null) {
       throw new IllegalArgumentException("value of header '" + name + "' must not be null");
     }
+    storable(name, "header name");
+    storable(value, "value of header '" + name + "'");
     Map<String, String> copy = new LinkedHashMap<>(headers);
     copy.put(name, value);
     return new NewMessage(topic, payload, aggregateKey, Collections.unmodifiableMap(copy));
+  }
+
+  /**
+   * Refuses text PostgreSQL cannot store as given: a NUL (refused, aborting the caller's
+   * transaction) or an unpaired surrogate (written as {@code ?} by the driver, silently).
+   */
+  private static void storable(String s, String what) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '\0') {
+        throw new IllegalArgumentException(what + " must not contain a NUL character (at index " + i + ")");
+      }
+      if (Character.isSurrogate(c)) {
+        if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+          i++;
+        } else {
+          throw new IllegalArgumentException(what + " has an unpaired surrogate at index " + i);
+        }
+      }
+    }
   }
 
   public String topic() {

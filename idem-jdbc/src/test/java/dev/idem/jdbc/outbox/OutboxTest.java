@@ -376,6 +376,31 @@ class OutboxTest {
     assertThat(rows("true")).isEqualTo(before);
   }
 
+  /**
+   * Text PostgreSQL cannot store as given is refused when the message is built: a NUL would fail the
+   * insert and abort the caller's business transaction with an error that names no field; an
+   * unpaired surrogate would be written as "?" (a message to another topic); an aggregate key past
+   * the index's entry limit would fail the insert. The longest allowed key goes in and out intact.
+   */
+  @Test
+  void textTheDatabaseCannotStoreAsGivenIsRefusedWhenBuilt() throws Exception {
+    byte[] p = {1};
+    assertThatThrownBy(() -> NewMessage.of("orders\0", p)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("topic must not contain a NUL character (at index 6)");
+    assertThatThrownBy(() -> NewMessage.of("ord\uD800ers", p)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("topic has an unpaired surrogate at index 3");
+    assertThatThrownBy(() -> NewMessage.of("t", p).withHeader("tr\0ce", "v")).hasMessageContaining("header name");
+    assertThatThrownBy(() -> NewMessage.of("t", p).withHeader("trace", "a\0b")).hasMessageContaining("value of header 'trace'");
+    assertThatThrownBy(() -> NewMessage.of("t", p).withAggregateKey("order-\uDC00")).hasMessageContaining("aggregate key");
+    assertThatThrownBy(() -> NewMessage.of("t", p).withAggregateKey("k".repeat(NewMessage.MAX_AGGREGATE_KEY_BYTES + 1)))
+        .hasMessageContaining("aggregate key is 2001 bytes");
+
+    String longest = "\u00e9".repeat(NewMessage.MAX_AGGREGATE_KEY_BYTES / 2); // two bytes each in UTF-8
+    String emoji = "orders-\uD83D\uDE00"; // a surrogate pair is fine
+    UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx, NewMessage.of(emoji, p).withAggregateKey(longest)));
+    assertThat(rows("id = '" + id + "' AND topic = '" + emoji + "' AND aggregate_key = '" + longest + "'")).isEqualTo(1);
+  }
+
   @Test
   void thePayloadIsCopied() {
     byte[] bytes = {1, 2, 3};
