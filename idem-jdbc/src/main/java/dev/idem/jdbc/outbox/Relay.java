@@ -524,8 +524,12 @@ public final class Relay implements AutoCloseable {
 
   /**
    * Stops the background loop: the batch in progress finishes and commits, then the loop ends.
-   * Waits for it (up to 30 seconds, then interrupts it). Idempotent; a relay never started closes
-   * at once.
+   * Waits for it up to 30 seconds, then interrupts it and waits 5 seconds more. A publisher that
+   * ignores the interrupt (a blocking socket write) is then left running: this logs a warning and
+   * returns, so an application's shutdown is never held forever by a hung broker. That batch commits
+   * its marks if it finishes later; if the process ends first, its messages stay unsent and are
+   * published again by the next relay (at least once, as after a crash). Idempotent; a relay never
+   * started closes at once.
    */
   @Override
   public void close() {
@@ -548,6 +552,10 @@ public final class Relay implements AutoCloseable {
       if (t.isAlive()) {
         t.interrupt();
         t.join(5_000);
+        if (t.isAlive()) {
+          LOG.warn("relay closed while its batch in progress still runs (a publish ignores the interrupt);"
+              + " unmarked messages of that batch will be published again");
+        }
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
