@@ -6,11 +6,12 @@ import java.sql.Statement;
 import javax.sql.DataSource;
 
 /**
- * What a benchmark runs before every iteration of every method ({@code @Setup(Level.Iteration)}):
- * clears what the previous method's writes left for autovacuum and, where the role may, the dirty
- * buffers a checkpoint would write, so no method pays for the one JMH ran before it (JMH runs a
- * class's methods in alphabetical order). Each method still pays, within its own iterations, for
- * what it writes itself.
+ * What a benchmark runs before every iteration of every method ({@code @Setup(Level.Iteration)},
+ * off the clock): vacuums and analyzes the tables and, where the role may, checkpoints. Under JMH
+ * ({@code @Fork(1)}) each method runs in a JVM of its own, on a pool and a fresh database of its
+ * own (with the embedded default, a server of its own), so no method inherits another's tables;
+ * what this clears is the method's own previous iterations' dead rows and dirty buffers, whose
+ * clean-up is then not measured. Each iteration also starts right after a checkpoint.
  */
 public final class Settle {
   private Settle() {}

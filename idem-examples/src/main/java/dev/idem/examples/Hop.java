@@ -21,7 +21,7 @@ public enum Hop {
       "lb-retry", "the upstream reply is lost; the balancer retries the POST",
       "no-post-retry", "never retry a POST (answer 504)"),
   SERVICE("the payments service and its outbox",
-      "relay-crash", "the relay crashes after publishing, before marking sent",
+      "relay-crash", "the broker's ack is lost after publishing (as if the relay crashed before marking sent)",
       "key-table", "the key table (idempotent executor)"),
   QUEUE("the queue and the worker",
       "redelivery", "the queue redelivers a message the worker already handled",
