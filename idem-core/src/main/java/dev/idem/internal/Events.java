@@ -74,6 +74,9 @@ public interface Events {
         method.accept(event);
       } catch (Throwable e) { // also a checked exception thrown by a listener in Kotlin or with @SneakyThrows
         Failures.rethrowIfFatal(e);
+        if (e instanceof InterruptedException) {
+          Thread.currentThread().interrupt(); // swallowed, but the thread must still know it was asked to stop
+        }
         LOG.log(System.Logger.Level.WARNING, "idem listener " + describe(listener) + " failed on "
             + (event == null ? "an event from " + source : describe(event)) + "; the call goes on", e);
       }

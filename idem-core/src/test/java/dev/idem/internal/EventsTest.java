@@ -286,4 +286,22 @@ class EventsTest {
     assertThatCode(() -> events.applied(IdempotencyKey.of("shop-7", "k1"))).doesNotThrowAnyException();
     assertThat(seen).hasSize(1);
   }
+
+  /**
+   * A listener's InterruptedException (a blocking put in Kotlin) is swallowed like any failure, but
+   * throwing it cleared the thread's interrupt flag: the flag is set again, so the thread still
+   * knows it was asked to stop.
+   */
+  @Test
+  void aListenersInterruptedExceptionLeavesTheThreadInterrupted() {
+    IdemListener kotlinLike = new IdemListener() {
+      @Override
+      public void onApplied(IdemEvent.Applied event) {
+        sneakyThrow(new InterruptedException("queue.put interrupted"));
+      }
+    };
+    assertThatCode(() -> Events.to(kotlinLike, "executor").applied(IdempotencyKey.of("shop-7", "k1")))
+        .doesNotThrowAnyException();
+    assertThat(Thread.interrupted()).as("the interrupt survives the listener").isTrue();
+  }
 }

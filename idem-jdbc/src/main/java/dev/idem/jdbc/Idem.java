@@ -114,18 +114,18 @@ public final class Idem {
    * Safe to call on every start and from several processes at once: Flyway takes a lock.
    *
    * @throws IllegalArgumentException before anything is created, if the schema name is a
-   *     PostgreSQL keyword that must be quoted (such as {@code order})
+   *     reserved word of PostgreSQL's, which must be quoted (such as {@code order} or {@code left})
    */
   public void migrate() {
     // The migrations name the schema through Flyway's ${flyway:defaultSchema}, unquoted, so a
-    // reserved word would fail half-way through them as a syntax error. PostgreSQL's quote_ident
-    // knows its own keywords: a name it leaves alone is safe unquoted.
-    boolean plain = OwnTransaction.run(dataSource, c -> dsl(c)
-        .select(DSL.function("quote_ident", String.class, DSL.val(schema)).eq(DSL.val(schema)))
-        .fetchSingle()
-        .value1());
-    if (!plain) {
-      throw new IllegalArgumentException("schema '" + schema + "' is a PostgreSQL keyword, which idem's migrations"
+    // reserved word would fail half-way through them as a syntax error. Only the reserved and the
+    // type/function-name keywords (catcode R and T) cannot be a schema there; an unreserved or a
+    // column-name keyword (position, time, values) can, and quote_ident would refuse those too.
+    boolean reserved = OwnTransaction.run(dataSource, c -> dsl(c)
+        .fetchExists(DSL.selectOne().from("pg_catalog.pg_get_keywords()")
+            .where(DSL.field("word").eq(DSL.val(schema))).and(DSL.field("catcode::text").in("R", "T"))));
+    if (reserved) {
+      throw new IllegalArgumentException("schema '" + schema + "' is a reserved word of PostgreSQL's, which idem's migrations"
           + " would have to quote: choose another schema name");
     }
     Flyway.configure(Idem.class.getClassLoader())

@@ -62,13 +62,17 @@ class IdemTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'Billing'").hasMessageContaining("lower");
     Idem reserved = Idem.builder(ds).schema("order").build();
     assertThatThrownBy(reserved::migrate)
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'order'").hasMessageContaining("keyword");
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'order'").hasMessageContaining("reserved word");
     assertThat(db.count("SELECT count(*) FROM pg_namespace WHERE nspname IN ('Billing', 'billing', 'order')")).isZero();
-    // an unreserved keyword needs no quotes, and works
-    Idem unreserved = Idem.builder(ds).schema("action").build();
-    unreserved.migrate();
-    assertThat(unreserved.leases().acquire("r1", "w1", java.time.Duration.ofSeconds(5))).isPresent();
-    assertThat(db.count("SELECT count(*) FROM action.idem_leases")).isEqualTo(1);
+    assertThatThrownBy(() -> Idem.builder(ds).schema("left").build().migrate()) // a function-name keyword
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'left'");
+    // an unreserved keyword, or a column-name one, needs no quotes as a schema name, and works
+    for (String keyword : List.of("action", "position")) {
+      Idem works = Idem.builder(ds).schema(keyword).build();
+      works.migrate();
+      assertThat(works.leases().acquire("r1", "w1", java.time.Duration.ofSeconds(5))).isPresent();
+      assertThat(db.count("SELECT count(*) FROM " + keyword + ".idem_leases")).isEqualTo(1);
+    }
   }
 
   @Test
@@ -163,5 +167,40 @@ class IdemTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("schema");
     assertThatThrownBy(() -> Idem.builder(null)).hasMessageContaining("dataSource");
+  }
+
+  /**
+   * A connection wrapper that does not support JDBC's unwrap (a tracing library's, or one from
+   * before JDBC 4) cannot be asked whether PostgreSQL aborted the transaction; idem then commits
+   * as it would without the question, instead of failing every transaction.
+   */
+  @Test
+  void aConnectionThatCannotBeUnwrappedStillCommits() {
+    DataSource opaque = (DataSource) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
+        new Class<?>[] {DataSource.class}, (p, m, args) -> {
+          Object r = invoke(m, ds, args);
+          if (!(r instanceof java.sql.Connection real)) {
+            return r;
+          }
+          return java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
+              new Class<?>[] {java.sql.Connection.class}, (cp, cm, cargs) -> {
+                if (cm.getName().equals("isWrapperFor") || cm.getName().equals("unwrap")) {
+                  throw new java.sql.SQLFeatureNotSupportedException(cm.getName());
+                }
+                return invoke(cm, real, cargs);
+              });
+        });
+    Idem.builder(opaque).schema("idem_custom").build()
+        .useTransaction(tx -> tx.dsl().execute("INSERT INTO notes VALUES (6)"));
+    assertThat(notes()).isEqualTo(1);
+    idem.useTransaction(tx -> tx.dsl().execute("DELETE FROM notes"));
+  }
+
+  private static Object invoke(java.lang.reflect.Method m, Object target, Object[] args) throws Throwable {
+    try {
+      return m.invoke(target, args);
+    } catch (java.lang.reflect.InvocationTargetException e) {
+      throw e.getCause();
+    }
   }
 }

@@ -130,9 +130,13 @@ public final class OwnTransaction {
    * tracks it from the server's answers, with no round trip. False for a connection that is not
    * pgjdbc's underneath: such a driver reports a failed commit itself or not at all.
    */
-  private static boolean aborted(Connection c) throws SQLException {
-    return c.isWrapperFor(BaseConnection.class)
-        && c.unwrap(BaseConnection.class).getTransactionState() == TransactionState.FAILED;
+  private static boolean aborted(Connection c) {
+    try {
+      return c.isWrapperFor(BaseConnection.class)
+          && c.unwrap(BaseConnection.class).getTransactionState() == TransactionState.FAILED;
+    } catch (SQLException | RuntimeException | LinkageError e) {
+      return false; // a wrapper that cannot be probed: COMMIT as before; it reports a broken connection itself
+    }
   }
 
   /** Rolls back after {@code failure}; a failure to roll back is attached to it, never hides it. */

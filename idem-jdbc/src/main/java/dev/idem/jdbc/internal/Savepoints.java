@@ -36,6 +36,7 @@ public final class Savepoints {
     T result;
     try {
       result = work.run();
+      release(c, sp, what); // refused when the work left the transaction aborted: roll back to sp below
     } catch (Throwable t) {
       try {
         // ROLLBACK TO keeps the savepoint: release it too, or every failed call leaves one more
@@ -47,11 +48,14 @@ public final class Savepoints {
       }
       throw t;
     }
+    return result;
+  }
+
+  private static void release(Connection c, Savepoint sp, String what) {
     try {
       c.releaseSavepoint(sp);
     } catch (SQLException e) {
       throw new DataAccessException("could not release the savepoint of " + what + ": " + e.getMessage(), e);
     }
-    return result;
   }
 }

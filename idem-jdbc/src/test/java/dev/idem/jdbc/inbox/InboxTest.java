@@ -233,6 +233,58 @@ class InboxTest {
     assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE message_id LIKE 'm-sp-%'")).isZero();
   }
 
+  /**
+   * An effect that catches an SQL error of its own leaves PostgreSQL's transaction aborted; a joined
+   * call must still undo only its own part: it fails, and the caller's transaction goes on.
+   */
+  @Test
+  void aJoinedCallWhoseEffectSwallowedAnSqlErrorFailsAndLeavesTheCallersTransactionUsable() throws SQLException {
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThatThrownBy(() -> billing.receive(c, "m-swallow", tx -> {
+        charge(tx, "m-swallow");
+        try {
+          tx.dsl().execute("INSERT INTO no_such_table VALUES (1)");
+        } catch (org.jooq.exception.DataAccessException ignored) {
+          // the effect's own mistake, caught
+        }
+      })).isInstanceOf(org.jooq.exception.DataAccessException.class);
+      try (var st = c.createStatement()) {
+        st.execute("INSERT INTO charges VALUES ('caller-goes-on', 10)"); // fails if the transaction were aborted
+      }
+      c.commit();
+      c.setAutoCommit(true);
+    }
+    assertThat(charges("caller-goes-on")).isEqualTo(1);
+    assertThat(charges("m-swallow")).isZero();
+    assertThat(inboxRows("billing", "m-swallow")).isZero();
+  }
+
+  /** The savepoint handling holds under pgjdbc's autosave modes too, which set savepoints of their own. */
+  @ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(strings = {"autosave=always", "autosave=always&cleanupSavepoints=true",
+      "autosave=conservative&cleanupSavepoints=true"})
+  void aFailedJoinedCallLeavesTheCallersTransactionUsableUnderAutosave(String params) throws Exception {
+    try (HikariDataSource autosave = new HikariDataSource()) {
+      autosave.setJdbcUrl(db.jdbcUrl() + (db.jdbcUrl().contains("?") ? "&" : "?") + params);
+      autosave.setMaximumPoolSize(1);
+      try (Connection c = autosave.getConnection()) {
+        c.setAutoCommit(false);
+        assertThatThrownBy(() -> billing.receive(c, "m-auto-1", tx -> {
+          charge(tx, "m-auto-1");
+          throw new IOException("no");
+        })).isInstanceOf(IOException.class).satisfies(e -> assertThat(e.getSuppressed()).isEmpty());
+        assertThat(billing.receive(c, "m-auto-2", tx -> charge(tx, "m-auto-2"))).isEqualTo(Outcome.APPLIED);
+        c.commit();
+        c.setAutoCommit(true);
+      }
+    }
+    assertThat(charges("m-auto-1")).isZero();
+    assertThat(inboxRows("billing", "m-auto-1")).isZero();
+    assertThat(charges("m-auto-2")).isEqualTo(1);
+    assertThat(inboxRows("billing", "m-auto-2")).isEqualTo(1);
+  }
+
   @Test
   void insideAnIdemTransactionItJoins() {
     idem.useTransaction(tx -> {
