@@ -10,10 +10,12 @@ package dev.idem;
 public class IdemException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
+  /** An exception with {@code message}. */
   public IdemException(String message) {
     super(message);
   }
 
+  /** An exception with {@code message}, caused by {@code cause}. */
   public IdemException(String message, Throwable cause) {
     super(message, cause);
   }

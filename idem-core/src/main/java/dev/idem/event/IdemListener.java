@@ -17,16 +17,22 @@ public interface IdemListener {
   /** Listens to nothing. Guards given this one build no events at all. */
   IdemListener NONE = new IdemListener() {};
 
+  /** An effect ran and was recorded with its key (committed, or recorded in the caller's transaction). */
   default void onApplied(IdemEvent.Applied event) {}
 
+  /** A repeat was recognised and answered with the first outcome; its effect did not run. */
   default void onReplayed(IdemEvent.Replayed event) {}
 
+  /** A copy found the first still running and was told to retry later. */
   default void onInFlight(IdemEvent.InFlight event) {}
 
+  /** A key came back with a different request and was refused. */
   default void onFingerprintMismatch(IdemEvent.FingerprintMismatch event) {}
 
+  /** An ended lease was granted again with a higher fencing token. */
   default void onLeaseTakenOver(IdemEvent.LeaseTakenOver event) {}
 
+  /** Records past their window were deleted. */
   default void onExpired(IdemEvent.Expired event) {}
 
   /** A conditional write on a row of your table returned an outcome (applied, already done, conflict). */

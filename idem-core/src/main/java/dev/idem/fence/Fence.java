@@ -15,6 +15,11 @@ public final class Fence {
   private final String resource;
   private long highest;
 
+  /**
+   * A fence for {@code resource} that has seen no token yet.
+   *
+   * @throws IllegalArgumentException if {@code resource} breaks the rules of {@link IdempotencyKey#check}
+   */
   public Fence(String resource) {
     this.resource = IdempotencyKey.check("resource", resource);
   }

@@ -14,6 +14,7 @@ public class StaleFenceException extends IdemException {
   private final long token;
   private final long highest;
 
+  /** {@code token} was refused on {@code resource}, which has seen {@code highest} (0 if unknown). */
   public StaleFenceException(String resource, long token, long highest) {
     super("write to " + resource + " with fencing token " + token + " refused: "
         + (highest > token ? "token " + highest : "a higher token")
@@ -23,6 +24,7 @@ public class StaleFenceException extends IdemException {
     this.highest = highest;
   }
 
+  /** What the refused write was to, e.g. a lease's resource or {@code "<table>/<id>"}. */
   public String resource() {
     return resource;
   }

@@ -1,6 +1,7 @@
 package dev.idem.key;
 
 import dev.idem.IdemException;
+import dev.idem.internal.Require;
 
 /**
  * A key came back with a request that differs from the one it was first used with. The stored
@@ -16,15 +17,19 @@ public class KeyReuseException extends IdemException {
   private final transient Fingerprint stored;
   private final transient Fingerprint given;
 
+  /**
+   * @throws IllegalArgumentException if an argument is null
+   */
   public KeyReuseException(IdempotencyKey key, Fingerprint stored, Fingerprint given) {
-    super("key " + key + " was first used with request fingerprint " + stored.hex()
-        + " and is now reused with a different request (fingerprint " + given.hex()
-        + "); a key names one intent: send a new key for a new request");
+    super("key " + Require.notNull(key, "key") + " was first used with request fingerprint "
+        + Require.notNull(stored, "stored").hex() + " and is now reused with a different request (fingerprint "
+        + Require.notNull(given, "given").hex() + "); a key names one intent: send a new key for a new request");
     this.key = key;
     this.stored = stored;
     this.given = given;
   }
 
+  /** The reused key; null after deserialization (the fields are transient). */
   public IdempotencyKey key() {
     return key;
   }

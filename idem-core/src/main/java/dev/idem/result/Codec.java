@@ -1,7 +1,5 @@
 package dev.idem.result;
 
-import java.nio.charset.StandardCharsets;
-
 /**
  * Turns a result into bytes to store with its key, and back, so a repeat receives the first
  * result. {@link #none()} stores nothing, and lets the store skip the write that would hold it.
@@ -29,66 +27,16 @@ public interface Codec<T> {
   /** Stores nothing; every replay gets {@code null}. For effects whose caller needs only "done". */
   @SuppressWarnings("unchecked")
   static <T> Codec<T> none() {
-    return (Codec<T>) NoResult.INSTANCE;
+    return (Codec<T>) BuiltInCodecs.NoResult.INSTANCE;
   }
 
   /** Strings as UTF-8. */
   static Codec<String> utf8() {
-    return Utf8.INSTANCE;
+    return BuiltInCodecs.Utf8.INSTANCE;
   }
 
   /** Bytes as they are. */
   static Codec<byte[]> bytes() {
-    return Bytes.INSTANCE;
-  }
-
-  /** See {@link Codec#none()}. */
-  enum NoResult implements Codec<Object> {
-    INSTANCE;
-
-    @Override
-    public byte[] encode(Object value) {
-      return null;
-    }
-
-    @Override
-    public Object decode(byte[] bytes) {
-      return null;
-    }
-
-    @Override
-    public boolean storesNothing() {
-      return true;
-    }
-  }
-
-  /** See {@link Codec#utf8()}. */
-  enum Utf8 implements Codec<String> {
-    INSTANCE;
-
-    @Override
-    public byte[] encode(String value) {
-      return value == null ? null : value.getBytes(StandardCharsets.UTF_8);
-    }
-
-    @Override
-    public String decode(byte[] bytes) {
-      return bytes == null ? null : new String(bytes, StandardCharsets.UTF_8);
-    }
-  }
-
-  /** See {@link Codec#bytes()}. */
-  enum Bytes implements Codec<byte[]> {
-    INSTANCE;
-
-    @Override
-    public byte[] encode(byte[] value) {
-      return value == null ? null : value.clone();
-    }
-
-    @Override
-    public byte[] decode(byte[] bytes) {
-      return bytes;
-    }
+    return BuiltInCodecs.Bytes.INSTANCE;
   }
 }

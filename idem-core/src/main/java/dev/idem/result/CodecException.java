@@ -9,6 +9,7 @@ import dev.idem.IdemException;
 public class CodecException extends IdemException {
   private static final long serialVersionUID = 1L;
 
+  /** A codec failure described by {@code message}, caused by what the codec threw. */
   public CodecException(String message, Throwable cause) {
     super(message, cause);
   }

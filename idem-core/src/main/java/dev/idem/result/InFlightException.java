@@ -13,11 +13,13 @@ public class InFlightException extends IdemException {
 
   private final Duration retryAfter;
 
+  /** {@code key} is in flight; retry after {@code retryAfter}. */
   public InFlightException(String key, Duration retryAfter) {
     super("key " + key + " is in flight: another copy is running; retry after " + retryAfter);
     this.retryAfter = retryAfter;
   }
 
+  /** How long to wait before retrying. */
   public Duration retryAfter() {
     return retryAfter;
   }

@@ -111,7 +111,10 @@ public record DedupeWindow(Duration length) {
     return new DedupeWindow(longest);
   }
 
-  /** The declared sources this window is too short for, for a caller that warns instead of refusing. */
+  /**
+   * The declared sources this window is too short for, for a caller that warns instead of refusing;
+   * an unmodifiable list, empty if it covers them all.
+   */
   public List<RepeatSource> shortOf(RepeatSource... declared) {
     List<RepeatSource> missed = new ArrayList<>();
     for (RepeatSource source : Require.notNull(declared, "repeat sources")) {
@@ -120,7 +123,7 @@ public record DedupeWindow(Duration length) {
         missed.add(source);
       }
     }
-    return missed;
+    return List.copyOf(missed);
   }
 
   /**

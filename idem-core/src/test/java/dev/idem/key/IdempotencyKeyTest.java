@@ -115,4 +115,12 @@ class IdempotencyKeyTest {
     assertThat(Keys.child(a, "payment")).isNotEqualTo(Keys.child(b, "payment"));
     assertThat(Keys.child(a, "payment").scope()).isEqualTo("merchant-1");
   }
+
+  @Test
+  void aKeyReuseExceptionNamesAMissingArgument() {
+    IdempotencyKey key = IdempotencyKey.of("shop-7", "k1");
+    assertThatThrownBy(() -> new KeyReuseException(key, null, Fingerprint.EMPTY))
+        .isInstanceOf(IllegalArgumentException.class).hasMessage("stored must not be null");
+    assertThat(new KeyReuseException(key, Fingerprint.of("a"), Fingerprint.of("b")).key()).isEqualTo(key);
+  }
 }

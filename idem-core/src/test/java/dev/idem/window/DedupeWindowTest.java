@@ -64,6 +64,7 @@ class DedupeWindowTest {
         .containsExactly(RepeatSource.MOBILE_OFFLINE_QUEUE, RepeatSource.WEBHOOK_RETRIES,
             RepeatSource.KAFKA_REPLAY, RepeatSource.DEAD_LETTER_REDRIVE);
     assertThat(DedupeWindow.DEAD_LETTER_REDRIVE.shortOf(RepeatSource.values())).isEmpty();
+    assertThatThrownBy(() -> day.shortOf(RepeatSource.values()).clear()).isInstanceOf(UnsupportedOperationException.class);
   }
 
   @Test

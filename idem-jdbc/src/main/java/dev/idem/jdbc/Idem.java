@@ -186,6 +186,7 @@ public final class Idem {
     return schema;
   }
 
+  /** The {@code DataSource} idem takes its connections from, as given to {@link #builder}. */
   public DataSource dataSource() {
     return dataSource;
   }
@@ -257,11 +258,6 @@ public final class Idem {
     });
   }
 
-  /** Rolls back after {@code failure}; a failure to roll back is attached to it, never hides it. */
-  public static void rollback(Connection c, Throwable failure) {
-    OwnTransaction.rollback(c, failure);
-  }
-
   private record OpenTx(Connection connection, DSLContext dsl) implements Tx {}
 
   /**
@@ -308,6 +304,13 @@ public final class Idem {
       return this;
     }
 
+    /**
+     * Checks the settings and builds the {@code Idem}; touches no database (the schema's reserved
+     * words are checked by {@link Idem#migrate()}).
+     *
+     * @throws IllegalArgumentException naming the setting: a schema that is null, not a plain
+     *     lower-case identifier, a null listener, or negative serialization retries
+     */
     public Idem build() {
       Identifiers.check("schema", schema);
       if (!schema.equals(schema.toLowerCase(Locale.ROOT))) {

@@ -9,5 +9,11 @@ package dev.idem.jdbc;
  */
 @FunctionalInterface
 public interface TxCallback<T, X extends Exception> {
+  /**
+   * The work. {@code tx} is valid only until this returns: do not keep it or its connection.
+   *
+   * @return the result, returned by the call that ran the work
+   * @throws X the caller's own failure, rethrown after the transaction (or savepoint) is rolled back
+   */
   T apply(Tx tx) throws X;
 }

@@ -7,5 +7,10 @@ package dev.idem.jdbc;
  */
 @FunctionalInterface
 public interface TxConsumer<X extends Exception> {
+  /**
+   * The work. {@code tx} is valid only until this returns: do not keep it or its connection.
+   *
+   * @throws X the caller's own failure, rethrown after the transaction (or savepoint) is rolled back
+   */
   void accept(Tx tx) throws X;
 }

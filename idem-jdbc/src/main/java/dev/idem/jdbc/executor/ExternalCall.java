@@ -11,5 +11,11 @@ package dev.idem.jdbc.executor;
  */
 @FunctionalInterface
 public interface ExternalCall<T, X extends Exception> {
+  /**
+   * Makes the call. Runs outside any transaction; may run again for the same intent.
+   *
+   * @return the result, stored with the key and replayed (a decline is a result too)
+   * @throws X a failure: the attempt's lease is ended and the next repeat takes over
+   */
   T call(ExternalAttempt attempt) throws X;
 }

@@ -420,7 +420,7 @@ public final class IdempotentExecutor {
       IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call) throws X {
     checkArguments(key, fingerprint, codec, call, "call");
     RunningKeys.refuseNested(idem, key);
-    return external(key, fingerprint, codec, call, null);
+    return this.<T, X, RuntimeException>external(key, fingerprint, codec, call, null);
   }
 
   /**
@@ -428,18 +428,20 @@ public final class IdempotentExecutor {
    * first asks {@code resolver} whether the earlier attempt reached the provider: a result it
    * returns is recorded (fenced, as a call's would be) and answered as {@link Execution.Applied},
    * without calling again; empty means "no record of it" and the call is made.
+   *
+   * @throws Y what the resolver threw (the lease is ended, as for a call that throws)
    */
-  public <T, X extends Exception> Execution<T> executeExternal(
-      IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call, Resolver<T, X> resolver)
-      throws X {
+  public <T, X extends Exception, Y extends Exception> Execution<T> executeExternal(
+      IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call, Resolver<T, Y> resolver)
+      throws X, Y {
     checkArguments(key, fingerprint, codec, call, "call");
     Require.notNull(resolver, "resolver");
     RunningKeys.refuseNested(idem, key);
     return external(key, fingerprint, codec, call, resolver);
   }
 
-  private <T, X extends Exception> Execution<T> external(IdempotencyKey key, Fingerprint fingerprint,
-      Codec<T> codec, ExternalCall<T, X> call, Resolver<T, X> resolver) throws X {
+  private <T, X extends Exception, Y extends Exception> Execution<T> external(IdempotencyKey key,
+      Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call, Resolver<T, Y> resolver) throws X, Y {
     Binds binds = new Binds(key, fingerprint);
     IdempotencyKey callKey = Keys.child(key, "external");
     binds.callKey = callKey.value();
@@ -459,7 +461,7 @@ public final class IdempotentExecutor {
         continue;
       }
       if (row.claimed()) {
-        return callOut(new ExternalAttempt(key, callKey, new FencingToken(row.fence()), false), codec, call, null, binds);
+        return callOut(new ExternalAttempt(key, callKey, new FencingToken(row.fence()), false), codec, call, (Resolver<T, Y>) null, binds);
       }
       if (row.expirable()) {
         // A new life of the key, under the same call key (a provider that still remembers it
@@ -507,8 +509,8 @@ public final class IdempotentExecutor {
   }
 
   /** Phases 2 and 3 for one attempt that holds the claim. */
-  private <T, X extends Exception> Execution<T> callOut(ExternalAttempt attempt, Codec<T> codec,
-      ExternalCall<T, X> call, Resolver<T, X> resolver, Binds binds) throws X {
+  private <T, X extends Exception, Y extends Exception> Execution<T> callOut(ExternalAttempt attempt, Codec<T> codec,
+      ExternalCall<T, X> call, Resolver<T, Y> resolver, Binds binds) throws X, Y {
     long token = attempt.token().value();
     T value;
     byte[] bytes;

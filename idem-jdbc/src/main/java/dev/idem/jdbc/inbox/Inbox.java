@@ -370,8 +370,9 @@ public final class Inbox {
     }
 
     /**
-     * How long a message id is remembered (required). Make it longer than the longest time a copy
-     * can arrive after the first: the broker's retention and redelivery, plus any replay.
+     * How long a message id is remembered (required), by the database clock; at most 100 years.
+     * Make it longer than the longest time a copy can arrive after the first: the broker's
+     * retention and redelivery, plus any replay.
      */
     public Builder window(DedupeWindow window) {
       this.window = window;
@@ -390,13 +391,17 @@ public final class Inbox {
       return this;
     }
 
-    /** @throws IllegalArgumentException if the consumer name is invalid, no window was set, or the claim order is null */
+    /**
+     * @throws IllegalArgumentException if the consumer name is invalid, no window was set, the
+     *     window is longer than 100 years, or the claim order is null
+     */
     public Inbox build() {
       IdempotencyKey.check("consumer", consumer);
       Require.notNull(claimOrder, "claimOrder");
       if (window == null) {
         throw new IllegalArgumentException("window must be set: how long after the first copy can the last copy of a message arrive?");
       }
+      DbTime.bounded(window.length(), "window");
       return new Inbox(this);
     }
   }

@@ -39,10 +39,12 @@ public final class Lease {
     this.previousHolder = previousHolder;
   }
 
+  /** The resource this grant is on. */
   public String resource() {
     return resource;
   }
 
+  /** Who was granted it. */
   public String holder() {
     return holder;
   }

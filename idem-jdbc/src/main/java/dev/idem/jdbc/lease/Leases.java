@@ -94,6 +94,7 @@ public final class Leases {
     this.events = Events.to(idem.listener(), "leases");
   }
 
+  /** The leases of {@code idem}. Prefer {@link Idem#leases()}. */
   public static Leases of(Idem idem) {
     return new Leases(idem);
   }

@@ -105,6 +105,7 @@ public final class NewMessage {
     }
   }
 
+  /** Where the message goes. */
   public String topic() {
     return topic;
   }

@@ -1,6 +1,8 @@
 package dev.idem.jdbc.outbox;
 
 import java.time.Instant;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.UUID;
 
@@ -17,4 +19,17 @@ import java.util.UUID;
  * @param attempt 1 on the first try, 2 on the first retry, and so on
  */
 public record OutboxMessage(
-    UUID id, String topic, String aggregateKey, byte[] payload, Map<String, String> headers, Instant createdAt, int attempt) {}
+    UUID id, String topic, String aggregateKey, byte[] payload, Map<String, String> headers, Instant createdAt, int attempt) {
+
+  /** Copies {@code payload} and {@code headers} (keeping their order), so the message cannot change under anyone. */
+  public OutboxMessage {
+    payload = payload == null ? null : payload.clone();
+    headers = headers == null ? Map.of() : Collections.unmodifiableMap(new LinkedHashMap<>(headers));
+  }
+
+  /** A copy of the payload: a publisher may change what it is given without changing the message. */
+  @Override
+  public byte[] payload() {
+    return payload == null ? null : payload.clone();
+  }
+}

@@ -99,6 +99,7 @@ public final class EntitySequences {
     return new EntitySequences(idem, stream);
   }
 
+  /** The stream these sequences number events of. */
   public String stream() {
     return stream;
   }

@@ -315,6 +315,9 @@ class InboxTest {
     assertThatThrownBy(() -> idem.inbox("bad consumer").window(DedupeWindow.of(Duration.ofDays(1))).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("consumer");
     assertThatThrownBy(() -> idem.inbox("c").build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
+    // a window the database could not add to its clock is refused when built, not at the first receive
+    assertThatThrownBy(() -> idem.inbox("c").window(DedupeWindow.of(Duration.ofDays(200 * 366))).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
     assertThat(count("SELECT count(*) FROM charges")).isZero();
     assertThat(count("SELECT count(*) FROM idem.idem_inbox")).isZero();
   }

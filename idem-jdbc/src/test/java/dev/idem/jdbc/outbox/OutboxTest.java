@@ -409,5 +409,15 @@ class OutboxTest {
     assertThat(m.payload()).containsExactly(1, 2, 3);
     assertThat(m.withHeader("a", "1").headers()).isEqualTo(Map.of("a", "1"));
     assertThat(m.headers()).isEmpty();
+
+    // what a publisher is handed cannot change under it, nor can it change the message
+    byte[] payload = {1, 2, 3};
+    Map<String, String> headers = new java.util.LinkedHashMap<>(Map.of("a", "1"));
+    OutboxMessage sent = new OutboxMessage(UUID.randomUUID(), "t", null, payload, headers, java.time.Instant.EPOCH, 1);
+    payload[0] = 9;
+    headers.put("b", "2");
+    sent.payload()[1] = 9;
+    assertThat(sent.payload()).containsExactly(1, 2, 3);
+    assertThat(sent.headers()).isEqualTo(Map.of("a", "1"));
   }
 }
