@@ -269,39 +269,39 @@ class EventsTest {
   }
 
   /**
-   * A listener written in Kotlin (or with Lombok's @SneakyThrows) can throw a checked exception
-   * from a method that declares none; it must not break the call any more than a runtime one.
+   * A listener that throws {@code thrown} from {@code onApplied}, which declares nothing: Kotlin
+   * code, or Java with Lombok's @SneakyThrows, can throw a checked exception so.
    */
-  @Test
-  void aListenerThrowingACheckedExceptionNeverBreaksTheCall() {
-    List<IdemEvent> seen = new ArrayList<>();
-    IdemListener kotlinLike = new IdemListener() {
+  private static IdemListener throwingOnApplied(Throwable thrown, List<IdemEvent> seen) {
+    return new IdemListener() {
       @Override
       public void onApplied(IdemEvent.Applied event) {
         seen.add(event);
-        sneakyThrow(new java.io.IOException("metrics socket closed"));
+        sneakyThrow(thrown);
       }
     };
-    Events events = Events.to(kotlinLike, "executor");
+  }
+
+  /** A checked exception from a listener breaks the call no more than a runtime one. */
+  @Test
+  void aListenerThrowingACheckedExceptionNeverBreaksTheCall() {
+    List<IdemEvent> seen = new ArrayList<>();
+    Events events = Events.to(throwingOnApplied(new java.io.IOException("metrics socket closed"), seen), "executor");
     assertThatCode(() -> events.applied(IdempotencyKey.of("shop-7", "k1"))).doesNotThrowAnyException();
     assertThat(seen).hasSize(1);
   }
 
   /**
-   * A listener's InterruptedException (a blocking put in Kotlin) is swallowed like any failure, but
-   * throwing it cleared the thread's interrupt flag: the flag is set again, so the thread still
-   * knows it was asked to stop.
+   * A listener's InterruptedException (a blocking put) is swallowed like any failure, but throwing
+   * it cleared the thread's interrupt flag: the flag is set again, so the thread still knows it was
+   * asked to stop.
    */
   @Test
   void aListenersInterruptedExceptionLeavesTheThreadInterrupted() {
-    IdemListener kotlinLike = new IdemListener() {
-      @Override
-      public void onApplied(IdemEvent.Applied event) {
-        sneakyThrow(new InterruptedException("queue.put interrupted"));
-      }
-    };
-    assertThatCode(() -> Events.to(kotlinLike, "executor").applied(IdempotencyKey.of("shop-7", "k1")))
-        .doesNotThrowAnyException();
+    List<IdemEvent> seen = new ArrayList<>();
+    Events events = Events.to(throwingOnApplied(new InterruptedException("queue.put interrupted"), seen), "executor");
+    assertThatCode(() -> events.applied(IdempotencyKey.of("shop-7", "k1"))).doesNotThrowAnyException();
+    assertThat(seen).hasSize(1);
     assertThat(Thread.interrupted()).as("the interrupt survives the listener").isTrue();
   }
 }
