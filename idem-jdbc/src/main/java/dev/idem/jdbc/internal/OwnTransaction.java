@@ -20,6 +20,10 @@ import org.slf4j.LoggerFactory;
 public final class OwnTransaction {
   private static final Logger LOG = LoggerFactory.getLogger("dev.idem.transactions");
 
+  /** Why work that returned normally could not commit: it swallowed the failure of a statement. */
+  static final String ABORTED_BY_CAUGHT_ERROR = "an earlier statement failed and the work caught its error without"
+      + " rethrowing it, so PostgreSQL aborted the transaction";
+
   private OwnTransaction() {}
 
   /** The work, given the transaction's connection. */
@@ -106,8 +110,7 @@ public final class OwnTransaction {
         if (aborted(c)) {
           // pgjdbc sends COMMIT, PostgreSQL answers ROLLBACK, and no error is raised: the caller
           // would be told "done" for work that is gone.
-          throw new DataAccessException("could not commit: an earlier statement failed and the work caught its"
-              + " error without rethrowing it, so PostgreSQL aborted the transaction; nothing of it is committed");
+          throw new DataAccessException("could not commit: " + ABORTED_BY_CAUGHT_ERROR + "; nothing of it is committed");
         }
         c.commit();
       } catch (SQLException e) {

@@ -33,10 +33,10 @@ public final class Savepoints {
     } catch (SQLException e) {
       throw new DataAccessException("could not set a savepoint for " + what + ": " + e.getMessage(), e);
     }
-    T result;
     try {
-      result = work.run();
+      T result = work.run();
       release(c, sp, what); // refused when the work left the transaction aborted: roll back to sp below
+      return result;
     } catch (Throwable t) {
       try {
         // ROLLBACK TO keeps the savepoint: release it too, or every failed call leaves one more
@@ -48,14 +48,15 @@ public final class Savepoints {
       }
       throw t;
     }
-    return result;
   }
 
   private static void release(Connection c, Savepoint sp, String what) {
     try {
       c.releaseSavepoint(sp);
     } catch (SQLException e) {
-      throw new DataAccessException("could not release the savepoint of " + what + ": " + e.getMessage(), e);
+      throw new DataAccessException(SqlStates.is(e, SqlStates.IN_FAILED_SQL_TRANSACTION)
+          ? what + ": " + OwnTransaction.ABORTED_BY_CAUGHT_ERROR + "; its part is rolled back, your transaction goes on"
+          : "could not release the savepoint of " + what + ": " + e.getMessage(), e);
     }
   }
 }

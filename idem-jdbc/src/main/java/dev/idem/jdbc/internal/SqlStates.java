@@ -13,6 +13,8 @@ public final class SqlStates {
   public static final String QUERY_CANCELED = "57014";
   /** SET TRANSACTION after the transaction's first query. */
   public static final String ACTIVE_SQL_TRANSACTION = "25001";
+  /** A statement sent after an earlier one failed: PostgreSQL ignores all until the rollback. */
+  public static final String IN_FAILED_SQL_TRANSACTION = "25P02";
 
   private SqlStates() {}
 

@@ -248,7 +248,7 @@ class InboxTest {
         } catch (org.jooq.exception.DataAccessException ignored) {
           // the effect's own mistake, caught
         }
-      })).isInstanceOf(org.jooq.exception.DataAccessException.class);
+      })).isInstanceOf(org.jooq.exception.DataAccessException.class).hasMessageContaining("caught its error");
       try (var st = c.createStatement()) {
         st.execute("INSERT INTO charges VALUES ('caller-goes-on', 10)"); // fails if the transaction were aborted
       }
