@@ -3,6 +3,7 @@ package dev.idem.jdbc;
 import dev.idem.event.IdemListener;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.OwnTransaction;
 import dev.idem.jdbc.internal.SqlStates;
@@ -121,7 +122,7 @@ public final class Idem {
     // reserved word would fail half-way through them as a syntax error. Only the reserved and the
     // type/function-name keywords (catcode R and T) cannot be a schema there; an unreserved or a
     // column-name keyword (position, time, values) can, and quote_ident would refuse those too.
-    boolean reserved = OwnTransaction.run(dataSource, c -> dsl(c)
+    boolean reserved = AutoCommit.run(dataSource, "idem migrate", c -> dsl(c)
         .fetchExists(DSL.selectOne().from("pg_catalog.pg_get_keywords()")
             .where(DSL.field("word").eq(DSL.val(schema))).and(DSL.field("catcode::text").in("R", "T"))));
     if (reserved) {

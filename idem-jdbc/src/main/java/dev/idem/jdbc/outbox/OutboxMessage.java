@@ -24,7 +24,7 @@ public record OutboxMessage(
   /** Copies {@code payload} and {@code headers} (keeping their order), so the message cannot change under anyone. */
   public OutboxMessage {
     payload = payload == null ? null : payload.clone();
-    headers = headers == null ? Map.of() : Collections.unmodifiableMap(new LinkedHashMap<>(headers));
+    headers = headers == null || headers.isEmpty() ? Map.of() : Collections.unmodifiableMap(new LinkedHashMap<>(headers));
   }
 
   /** A copy of the payload: a publisher may change what it is given without changing the message. */

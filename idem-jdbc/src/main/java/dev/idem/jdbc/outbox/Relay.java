@@ -19,7 +19,6 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -303,6 +302,7 @@ public final class Relay implements AutoCloseable {
     return batch;
   }
 
+  /** The headers in their order; {@link OutboxMessage} makes its own unmodifiable copy. */
   private static Map<String, String> headers(String[] names, String[] values) {
     if (names.length == 0) {
       return Map.of();
@@ -311,7 +311,7 @@ public final class Relay implements AutoCloseable {
     for (int i = 0; i < names.length; i++) {
       h.put(names[i], values[i]);
     }
-    return Collections.unmodifiableMap(h);
+    return h;
   }
 
   /** Exponential back-off from the attempt that failed, with "equal jitter": half fixed, half random. */
