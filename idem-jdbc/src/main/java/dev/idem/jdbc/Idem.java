@@ -249,7 +249,7 @@ public final class Idem {
 
   private <T, X extends Exception> T runOnce(TxCallback<T, X> work) throws X {
     return OwnTransaction.run(dataSource, c -> {
-      Tx tx = new OpenTx(c, dsl(c));
+      Tx tx = new OpenTx(c);
       open.set(tx);
       try {
         return work.apply(tx);
@@ -259,7 +259,33 @@ public final class Idem {
     });
   }
 
-  private record OpenTx(Connection connection, DSLContext dsl) implements Tx {}
+  /**
+   * A transaction of idem's own. Its jOOQ context is made when first asked for: much work on idem's
+   * transactions (its claims, a callback on the JDBC connection) never uses one, and making it
+   * costs a jOOQ configuration per transaction.
+   */
+  private final class OpenTx implements Tx {
+    private final Connection connection;
+    private volatile DSLContext dsl;
+
+    OpenTx(Connection connection) {
+      this.connection = connection;
+    }
+
+    @Override
+    public Connection connection() {
+      return connection;
+    }
+
+    @Override
+    public DSLContext dsl() {
+      DSLContext d = dsl;
+      if (d == null) {
+        dsl = d = Idem.this.dsl(connection);
+      }
+      return d;
+    }
+  }
 
   /**
    * Configures an {@link Idem}. Validates and copies everything in {@link #build()}; the result is
