@@ -14,6 +14,7 @@ import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.Fingerprint;
@@ -31,6 +32,7 @@ import java.time.Duration;
 import java.util.HexFormat;
 import java.util.Optional;
 import org.jooq.DSLContext;
+import org.jooq.Query;
 import org.jooq.exception.DataAccessException;
 
 /**
@@ -146,8 +148,82 @@ public final class IdempotentExecutor {
     RunningKeys.refuseNested(idem, key);
     Tx open = idem.currentTransaction();
     if (open != null) {
-      return joined(open.connection(), open.dsl(), key, fingerprint, codec, effect);
+      return joined(open.connection(), open.dsl(), key, fingerprint, codec, effect, null);
     }
+    return owned(key, fingerprint, codec, effect, null);
+  }
+
+  /**
+   * Runs {@code statements} once for {@code key}, in a transaction of its own on a connection from
+   * the pool: the effect given as jOOQ statements rather than a callback, for an effect that is
+   * only writes (insert the payment row, debit the balance) and whose caller needs no result but
+   * "done". The claim, the statements and {@code COMMIT} go to PostgreSQL as one string, in one
+   * round trip, the claim first: a key that has a row (or gets one while the claim waits for
+   * another copy) fails the claim with a unique violation, PostgreSQL skips the statements, and the
+   * call is answered as {@link #execute(IdempotencyKey, Fingerprint, Codec, TxCallback)} answers a
+   * repeat, with the claim in a round trip of its own. So a recognised repeat never runs a
+   * statement, as with a callback, and a new key costs one round trip where a bare transaction of
+   * the same statements costs two. Called inside {@link Idem#inTransaction} on this thread, it
+   * joins that transaction, as {@link #execute(Connection, IdempotencyKey, Fingerprint, Query...)}
+   * does.
+   *
+   * <p>The statements run in order and the first that fails rolls back everything, the claim
+   * included: the key is free again, and the failure is thrown as jOOQ reports it. Nothing is
+   * stored for replay; a repeat gets {@link Execution.Replayed} with a null value. A serialization
+   * failure or deadlock runs the call again the way {@link #execute(IdempotencyKey, Fingerprint,
+   * Codec, TxCallback)} does, so the statements may be sent more than once, never committed more
+   * than once. What a statement returns (rows of a SELECT or a RETURNING) is discarded.
+   *
+   * <pre>{@code
+   * Execution<Void> e = payments.execute(key, Fingerprint.ofFields(request),
+   *     dsl.insertInto(PAYMENT).set(PAYMENT.REQUEST, request.id()).set(PAYMENT.AMOUNT, request.amount()),
+   *     dsl.update(ACCOUNT).set(ACCOUNT.BALANCE, ACCOUNT.BALANCE.minus(request.amount())).where(ACCOUNT.ID.eq(request.account())));
+   * }</pre>
+   *
+   * @param statements the effect: one or more statements, rendered and bound by idem's jOOQ
+   *     configuration (their own {@code Configuration}, if attached, is not used)
+   * @return {@link Execution.Applied} if the statements committed now (value null), {@link
+   *     Execution.Replayed} if the key completed before (value null, whatever a callback stored
+   *     under it), or {@link Execution.InFlight} if another copy held the key for longer than
+   *     {@link Builder#inFlightWait}
+   * @throws KeyReuseException if the key was first used with another fingerprint
+   * @throws IllegalArgumentException if {@code statements} is null, empty or holds a null
+   * @throws DataAccessException what a statement (or the commit's deferred checks) failed with,
+   *     after rolling it back with the claim
+   */
+  public Execution<Void> execute(IdempotencyKey key, Fingerprint fingerprint, Query... statements) {
+    Query[] effect = checkArguments(key, fingerprint, statements);
+    RunningKeys.refuseNested(idem, key);
+    Tx open = idem.currentTransaction();
+    if (open != null) {
+      return joined(open.connection(), open.dsl(), key, fingerprint, Codec.none(), sent(effect), effect);
+    }
+    return owned(key, fingerprint, Codec.none(), sent(effect), effect);
+  }
+
+  /**
+   * {@link #execute(IdempotencyKey, Fingerprint, Query...)} inside the caller's open transaction on
+   * {@code callerTx}, under a savepoint, as {@link #execute(Connection, IdempotencyKey, Fingerprint,
+   * Codec, TxCallback)} runs a callback: the savepoint, the claim, the statements and the release
+   * of the savepoint go in one round trip. The caller commits or rolls back; an {@link
+   * Execution.Applied} here means "recorded in your transaction".
+   *
+   * @throws IllegalArgumentException if {@code callerTx} is null or in auto-commit mode, or {@code
+   *     statements} is null, empty or holds a null
+   */
+  public Execution<Void> execute(Connection callerTx, IdempotencyKey key, Fingerprint fingerprint, Query... statements) {
+    Require.notNull(callerTx, "callerTx");
+    Query[] effect = checkArguments(key, fingerprint, statements);
+    return execute(callerTx, key, fingerprint, Codec.none(), sent(effect), effect);
+  }
+
+  /**
+   * A call with no transaction open on this thread: a key handled lately is read first (one
+   * auto-commit read answers most repeats); any other is claimed as the claim order, or the
+   * statements ({@code statements} not null), have it.
+   */
+  private <T, X extends Exception> Execution<T> owned(IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec,
+      TxCallback<T, X> effect, Query[] statements) throws X {
     Binds binds = new Binds(key, fingerprint);
     Execution<T> outcome;
     try {
@@ -160,21 +236,75 @@ public final class IdempotentExecutor {
           return reported(key, repeatOf(key, codec, seen, binds));
         }
       }
-      if (seen == null && claimOrder == ClaimOrder.AT_COMMIT) {
+      if (seen != null) {
+        // Only a row read past its window needs the claim-or-read statement, which re-claims it.
+        outcome = claimFirst(table.claimLocal, key, fingerprint, codec, effect);
+      } else if (statements != null) {
+        outcome = sentWithClaim(key, fingerprint, codec, effect, binds, statements);
+      } else if (claimOrder == ClaimOrder.AT_COMMIT) {
         outcome = applyThenClaim(key, fingerprint, codec, effect, binds);
       } else {
         // A key not seen lately (most calls carry a new key) goes straight to the plain claim
         // insert, the cheapest statement for a new key; if another copy's row is there, the claim
-        // loop reads it in a new statement and replays it. Only a row read past its window needs
-        // the claim-or-read statement, which re-claims it.
-        Sql claim = seen == null ? table.claimLocalInsert : table.claimLocal;
-        outcome = ClaimRaced.rerun(idem, tx -> claimThenApply(tx, claim, key, fingerprint, codec, effect));
+        // loop reads it in a new statement and replays it.
+        outcome = claimFirst(table.claimLocalInsert, key, fingerprint, codec, effect);
       }
     } catch (Busy busy) {
       return inFlight(key, busy.retryAfter);
     }
     recent.remember(key.scope(), key.value());
     return reported(key, outcome);
+  }
+
+  /** {@link ClaimOrder#BEFORE_EFFECT} in a transaction of idem's: {@code claim}, then the effect. */
+  private <T, X extends Exception> Execution<T> claimFirst(Sql claim, IdempotencyKey key, Fingerprint fingerprint,
+      Codec<T> codec, TxCallback<T, X> effect) throws X {
+    return ClaimRaced.rerun(idem, tx -> claimThenApply(tx, claim, key, fingerprint, codec, effect));
+  }
+
+  /**
+   * The claim, the statements and {@code COMMIT} in one round trip. If the claim conflicted (or the
+   * transaction raced another), the call is made again with the claim in a round trip of its own:
+   * it reads the row and replays, waits for a copy in flight, or re-claims a row past its window,
+   * and then sends {@code effect}, the same statements.
+   */
+  private <T, X extends Exception> Execution<T> sentWithClaim(IdempotencyKey key, Fingerprint fingerprint,
+      Codec<T> codec, TxCallback<T, X> effect, Binds binds, Query[] statements) throws X {
+    try {
+      return idem.inTransaction(tx -> {
+        sendWithClaim(tx.connection(), table.claimFirst, binds, statements, KeyTable.COMMIT);
+        return new Execution.Applied<>(null);
+      });
+    } catch (ClaimTaken taken) {
+      return claimFirst(table.claimLocal, key, fingerprint, codec, effect);
+    }
+  }
+
+  /**
+   * Sends {@code claim}, {@code statements} and {@code tail} as one string; a wait on another
+   * copy's claim past the bound is {@link Busy}.
+   */
+  private void sendWithClaim(Connection c, Sql claim, Binds binds, Query[] statements, String tail) {
+    try {
+      Pipelined.run(c, idem.dsl(), claim.text(), claim.values(binds), statements, tail, idem.schema(), KeyTable.TABLE);
+    } catch (SQLException e) {
+      if (SqlStates.isLockTimeoutOn(e, KeyTable.PRIMARY_KEY)) {
+        throw new Busy(retryAfter);
+      }
+      throw failed(e);
+    }
+  }
+
+  /** The statements as a callback, for a call whose claim took a round trip of its own. */
+  private TxCallback<Void, RuntimeException> sent(Query[] statements) {
+    return tx -> {
+      try {
+        Pipelined.run(tx.connection(), idem.dsl(), statements);
+      } catch (SQLException e) {
+        throw failed(e);
+      }
+      return null;
+    };
   }
 
   /**
@@ -205,27 +335,47 @@ public final class IdempotentExecutor {
       throws X {
     Require.notNull(callerTx, "callerTx");
     checkArguments(key, fingerprint, codec, effect, "effect");
+    return execute(callerTx, key, fingerprint, codec, effect, null);
+  }
+
+  /**
+   * A joined call on the caller's {@code callerTx}, its arguments checked: {@code effect} after a
+   * claim of its own, or {@code statements} (if not null) sent with the claim.
+   */
+  private <T, X extends Exception> Execution<T> execute(Connection callerTx, IdempotencyKey key,
+      Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect, Query[] statements) throws X {
     RunningKeys.refuseNested(idem, key);
     try {
       if (callerTx.getAutoCommit()) {
         throw new IllegalArgumentException(
             "callerTx is in auto-commit mode: pass a connection with an open transaction, or use"
-                + " execute(key, fingerprint, codec, effect) to let the executor own one");
+                + " the execute method without one to let the executor own the transaction");
       }
     } catch (SQLException e) {
       throw new DataAccessException("could not read callerTx's auto-commit mode: " + e.getMessage(), e);
     }
     Tx open = idem.currentTransaction();
     DSLContext dsl = open != null && open.connection() == callerTx ? open.dsl() : idem.dsl(callerTx);
-    return joined(callerTx, dsl, key, fingerprint, codec, effect);
+    return joined(callerTx, dsl, key, fingerprint, codec, effect, statements);
   }
 
   private <T, X extends Exception> Execution<T> joined(Connection c, DSLContext dsl, IdempotencyKey key,
-      Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
+      Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect, Query[] statements) throws X {
     Tx tx = new JoinedTx(c, dsl);
     Execution<T> outcome;
     try {
-      outcome = claimThenApply(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
+      if (statements == null) {
+        outcome = claimThenApply(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
+      } else {
+        try {
+          sendWithClaim(c, table.claimFirstJoined, new Binds(key, fingerprint), statements, KeyTable.RELEASE);
+          outcome = new Execution.Applied<>(null);
+        } catch (ClaimTaken taken) {
+          // The key has a row: back to before the claim, then the claim in a round trip of its own.
+          rollbackToSavepoint(c, key);
+          outcome = claimThenApply(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
+        }
+      }
     } catch (Busy busy) {
       // InFlight promises a usable transaction: if the rollback fails, that failure is the answer.
       rollbackToSavepoint(c, key);
@@ -602,6 +752,13 @@ public final class IdempotentExecutor {
 
   // ---------------------------------------------------------------------------------------------
   // Shared steps
+
+  /** The statements form's checks; returns the statements copied. */
+  private static Query[] checkArguments(IdempotencyKey key, Fingerprint fingerprint, Query[] statements) {
+    Require.notNull(key, "key");
+    Require.notNull(fingerprint, "fingerprint");
+    return Pipelined.checked(statements, "statements");
+  }
 
   private static void checkArguments(IdempotencyKey key, Fingerprint fingerprint, Codec<?> codec, Object work, String workName) {
     Require.notNull(key, "key");

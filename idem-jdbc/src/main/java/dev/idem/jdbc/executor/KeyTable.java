@@ -97,6 +97,20 @@ final class KeyTable {
   final Sql claimAtCommit;
   /** {@link #claimLocal} behind a savepoint, for a call that joins the caller's transaction. */
   final Sql claimLocalJoined;
+  /**
+   * The claim of a new key sent in one round trip with the caller's statements (see {@link
+   * dev.idem.jdbc.internal.Pipelined}): bounds the wait, inserts the key row completed, and
+   * restores the caller's wait once the row is in. A plain insert, as {@link #claimAtCommit} is: a
+   * row already there (or one committed while this waited) is a unique violation, and PostgreSQL
+   * skips the statements sent after it.
+   */
+  final Sql claimFirst;
+  /** {@link #claimFirst} behind a savepoint, for a call that joins the caller's transaction. */
+  final Sql claimFirstJoined;
+  /** What ends the string of an owned call's {@link #claimFirst}: its transaction commits. */
+  static final String COMMIT = "commit";
+  /** What ends the string of a joined call's {@link #claimFirstJoined}: its savepoint is released. */
+  static final String RELEASE = "release savepoint " + SAVEPOINT;
   /** Index of the claim's result set in {@link #claimLocal} and {@link #claimLocalJoined}. */
   static final int CLAIM_LOCAL_RESULT = 1;
   static final int CLAIM_LOCAL_JOINED_RESULT = 2;
@@ -134,7 +148,7 @@ final class KeyTable {
         inline(waitMillis + "ms"));
     Query restoreWait = DSL.select(RESTORED_WAIT);
     Query savepoint = DSL.query("savepoint " + SAVEPOINT);
-    Query releaseSavepoint = DSL.query("release savepoint " + SAVEPOINT);
+    Query releaseSavepoint = DSL.query(RELEASE);
 
     Select<?> local = claim(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt);
     claimLocal = Sql.of(dsl, saveAndSetWait, local, restoreWait);
@@ -143,14 +157,10 @@ final class KeyTable {
             .onConflictDoNothing()
             .returningResult(inline(true), FENCE),
         restoreWait);
-    claimAtCommit = Sql.of(dsl, saveAndSetWait,
-        insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt,
-            param("result", byte[].class))
-            // RETURNING runs once the row and its index entry are in: the wait is over, and the
-            // caller's setting is back before COMMIT runs the caller's deferred checks.
-            .returningResult(RESTORED_WAIT),
-        DSL.query("commit"));
+    claimAtCommit = Sql.of(dsl, saveAndSetWait, plainClaim(dsl, expiresAt, param("result", byte[].class)), DSL.query(COMMIT));
     claimLocalJoined = Sql.of(dsl, savepoint, saveAndSetWait, local, restoreWait);
+    claimFirst = Sql.of(dsl, saveAndSetWait, plainClaim(dsl, expiresAt, DSL.castNull(SQLDataType.BLOB)));
+    claimFirstJoined = Sql.of(dsl, savepoint, saveAndSetWait, plainClaim(dsl, expiresAt, DSL.castNull(SQLDataType.BLOB)));
     claimExternal = Sql.of(dsl, claim(dsl, inline(IN_FLIGHT), leaseEnds, param("call_key", String.class),
         DSL.castNull(SQLDataType.TIMESTAMPWITHTIMEZONE), expiresAt));
     // A read waits on nothing, so its statement's start is "now": statement_timestamp() is read
@@ -164,7 +174,7 @@ final class KeyTable {
         .set(RESULT, param("result", byte[].class))
         .set(COMPLETED_AT, STAMP)
         .where(THIS_KEY);
-    storeResultAndCommit = Sql.of(dsl, storeResult, DSL.query("commit"));
+    storeResultAndCommit = Sql.of(dsl, storeResult, DSL.query(COMMIT));
     storeResultAndRelease = Sql.of(dsl, storeResult, releaseSavepoint);
     release = Sql.of(dsl, releaseSavepoint);
     rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + SAVEPOINT), releaseSavepoint);
@@ -210,6 +220,18 @@ final class KeyTable {
             DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE))
         .from(inserted)
         .unionAll(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW));
+  }
+
+  /**
+   * A local key row inserted completed, with {@code result}, by a plain insert (no {@code ON
+   * CONFLICT}): a row already there is a unique violation, which ends the string it was sent in.
+   * RETURNING runs once the row and its index entry are in: the wait is over, and the caller's
+   * lock_timeout is back before anything sent after it (the caller's statements, a COMMIT running
+   * the caller's deferred checks).
+   */
+  private static Query plainClaim(DSLContext dsl, Field<OffsetDateTime> expiresAt, Field<byte[]> result) {
+    return insert(dsl, inline(COMPLETED), inline((OffsetDateTime) null), DSL.castNull(SQLDataType.CLOB), STAMP, expiresAt, result)
+        .returningResult(RESTORED_WAIT);
   }
 
   /** The claim's insert under the primary key, with no result yet (callers add {@code ON CONFLICT DO NOTHING}). */

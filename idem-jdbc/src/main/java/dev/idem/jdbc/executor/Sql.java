@@ -80,6 +80,15 @@ record Sql(String text, List<String> names) {
     }
   }
 
+  /** The value of each placeholder, in order: {@code values.apply(name)}. */
+  Object[] values(Function<String, Object> values) {
+    Object[] out = new Object[names.size()];
+    for (int i = 0; i < out.length; i++) {
+      out[i] = values.apply(names.get(i));
+    }
+    return out;
+  }
+
   /**
    * Runs the prepared string and moves to its {@code index}-th result (0-based, counting every
    * statement), which must be a result set.

@@ -12,6 +12,7 @@ import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.jdbc.internal.Savepoints;
 import dev.idem.jdbc.internal.SqlStates;
@@ -22,11 +23,13 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.InsertValuesStep4;
+import org.jooq.Query;
 import org.jooq.Table;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
@@ -67,6 +70,12 @@ public final class Inbox {
   static final Field<OffsetDateTime> RECEIVED_AT = DSL.field(DSL.name("received_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
   static final Field<OffsetDateTime> EXPIRES_AT = DSL.field(DSL.name("expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
 
+  /** The savepoint a joined receive of statements sets in the same string as its claim. */
+  private static final String SAVEPOINT = "idem_inbox_claim";
+  private static final String COMMIT = "commit";
+  private static final String RELEASE = "release savepoint " + SAVEPOINT;
+  private static final String ROLLBACK_TO_SAVEPOINT = "rollback to savepoint " + SAVEPOINT + ";\n" + RELEASE;
+
   /** Rows deleted per expiry batch, and batches per {@link #expire()} call. */
   private static final int EXPIRE_BATCH = 1000;
   private static final int EXPIRE_MAX_BATCHES = 100;
@@ -80,6 +89,10 @@ public final class Inbox {
   private final ClaimOrder claimOrder;
   private final String claimSql;
   private final String claimAtCommitSql;
+  /** The plain insert sent first in one string with the consumer's statements. */
+  private final String claimFirstSql;
+  /** {@link #claimFirstSql} behind a savepoint, for a receive that joins the caller's transaction. */
+  private final String claimFirstJoinedSql;
   private final String ageSql;
   private final RecentKeys recent = new RecentKeys();
 
@@ -98,7 +111,9 @@ public final class Inbox {
     // AT_COMMIT: the plain insert, then COMMIT, in one round trip. A row already there (or one
     // committed while this waited on it) is a unique violation, which makes PostgreSQL skip the
     // COMMIT: the transaction is rolled back, effect and all.
-    this.claimAtCommitSql = d.render(insert(d, expires)) + ";\ncommit";
+    this.claimFirstSql = d.render(insert(d, expires));
+    this.claimAtCommitSql = claimFirstSql + ";\n" + COMMIT;
+    this.claimFirstJoinedSql = "savepoint " + SAVEPOINT + ";\n" + claimFirstSql;
     // The claim: the row exists (and the effect must not run) unless this statement inserted it,
     // or found it expired and took it over. A concurrent claim of the same id waits on the row
     // lock until the first transaction ends, then sees its outcome: this is what runs the effect once.
@@ -154,21 +169,129 @@ public final class Inbox {
     check(messageId, effect);
     Tx open = idem.currentTransaction();
     if (open != null) {
-      return joined(open, messageId, effect);
+      return joined(open, messageId, effect, null);
     }
+    return owned(messageId, effect, null);
+  }
+
+  /**
+   * Applies {@code statements} for {@code messageId} unless this consumer already did: the effect
+   * given as jOOQ statements rather than a callback, for a consumer whose effect is only writes.
+   * The claim of the id, the statements and {@code COMMIT} go to PostgreSQL as one string, in one
+   * round trip, the claim first: an id that has a row (or gets one while the claim waits for
+   * another copy) fails the claim with a unique violation, PostgreSQL skips the statements, and the
+   * receive is answered as {@link #receive(String, TxConsumer)} answers a copy, with the claim in a
+   * round trip of its own. So a copy never runs a statement, and a new message costs one round trip
+   * where a bare transaction of the same statements costs two. Joins the idem transaction open on
+   * this thread, if any, as {@link #receive(Connection, String, Query...)} does.
+   *
+   * <pre>{@code
+   * Outcome o = billing.receive(message.id(),
+   *     dsl.insertInto(CHARGE).set(CHARGE.ORDER_ID, order).set(CHARGE.AMOUNT, amount));
+   * }</pre>
+   *
+   * <p>The statements run in order; the first that fails rolls back everything, the claim included,
+   * and its failure is thrown, so a redelivery runs them again. A serialization failure or deadlock
+   * makes the receive again as {@link #receive(String, TxConsumer)} does, so the statements may be
+   * sent more than once, never committed more than once. What a statement returns is discarded.
+   *
+   * @param statements the effect, rendered and bound by idem's jOOQ configuration
+   * @return {@link Outcome#APPLIED} if the statements committed now, {@link Outcome#ALREADY_DONE}
+   *     if the message was received before (no statement ran)
+   * @throws IllegalArgumentException if {@code messageId} is not a valid id, or {@code statements}
+   *     is null, empty or holds a null
+   * @throws DataAccessException what a statement (or the commit's deferred checks) failed with,
+   *     after rolling it back with the claim
+   */
+  public Outcome receive(String messageId, Query... statements) {
+    IdempotencyKey.check("message id", messageId);
+    Query[] effect = Pipelined.checked(statements, "statements");
+    Tx open = idem.currentTransaction();
+    if (open != null) {
+      return joined(open, messageId, sent(effect), effect);
+    }
+    return owned(messageId, sent(effect), effect);
+  }
+
+  /**
+   * {@link #receive(String, Query...)} inside the caller's transaction on {@code callerTx}, which
+   * stays open, under a savepoint: the savepoint, the claim, the statements and the release of the
+   * savepoint go in one round trip. APPLIED means "applied in your transaction".
+   *
+   * @throws IllegalArgumentException also if {@code callerTx} is null or in auto-commit mode
+   */
+  public Outcome receive(Connection callerTx, String messageId, Query... statements) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    IdempotencyKey.check("message id", messageId);
+    Query[] effect = Pipelined.checked(statements, "statements");
+    return joined(callerTx, messageId, sent(effect), effect);
+  }
+
+  /**
+   * A receive with no transaction open on this thread: an id handled lately is read first (one
+   * auto-commit read answers most redeliveries); any other is claimed as the claim order, or the
+   * statements ({@code statements} not null), have it.
+   */
+  private <X extends Exception> Outcome owned(String messageId, TxConsumer<X> effect, Query[] statements) throws X {
     Duration[] age = new Duration[1];
     Outcome outcome;
     if (recent.mightContain(consumer, messageId) && (age[0] = autocommit(c -> age(c, messageId))) != null) {
       // An id this inbox handled lately, most likely a redelivery: one auto-commit read answers it.
       outcome = Outcome.ALREADY_DONE;
+    } else if (statements != null) {
+      outcome = sentWithClaim(messageId, effect, statements, age);
     } else if (claimOrder == ClaimOrder.AT_COMMIT) {
       outcome = applyThenClaim(messageId, effect, age);
     } else {
-      outcome = ClaimRaced.rerun(idem, tx -> claimThenApply(tx, messageId, effect, age, true));
+      outcome = claimFirst(messageId, effect, age);
     }
     recent.remember(consumer, messageId);
     report(outcome, messageId, age[0]);
     return outcome;
+  }
+
+  /** {@link ClaimOrder#BEFORE_EFFECT} in a transaction of idem's: the claim, then the effect. */
+  private <X extends Exception> Outcome claimFirst(String messageId, TxConsumer<X> effect, Duration[] age) throws X {
+    return ClaimRaced.rerun(idem, tx -> claimThenApply(tx, messageId, effect, age, true));
+  }
+
+  /**
+   * The claim, the statements and {@code COMMIT} in one round trip. If the claim conflicted (or
+   * the transaction raced another), the receive is made again with the claim in a round trip of
+   * its own: it finds the id done, waits for a copy still running, or takes over a row past its
+   * window, and then sends {@code effect}, the same statements.
+   */
+  private <X extends Exception> Outcome sentWithClaim(String messageId, TxConsumer<X> effect, Query[] statements,
+      Duration[] age) throws X {
+    try {
+      return idem.inTransaction(tx -> {
+        sendWithClaim(tx.connection(), claimFirstSql, messageId, statements, COMMIT);
+        return Outcome.APPLIED;
+      });
+    } catch (ClaimTaken taken) {
+      return claimFirst(messageId, effect, age);
+    }
+  }
+
+  private void sendWithClaim(Connection c, String claim, String messageId, Query[] statements, String tail) {
+    try {
+      Pipelined.run(c, idem.dsl(), claim, new Object[] {consumer, messageId, windowMicros}, statements, tail, idem.schema(), TABLE);
+    } catch (SQLException e) {
+      throw new DataAccessException("inbox " + consumer + ", message " + messageId + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** The statements as a callback, for a receive whose claim took a round trip of its own. */
+  private TxConsumer<RuntimeException> sent(Query[] statements) {
+    return tx -> {
+      try {
+        Pipelined.run(tx.connection(), idem.dsl(), statements);
+      } catch (SQLException e) {
+        throw new DataAccessException("inbox " + consumer + ": " + e.getMessage(), e);
+      }
+    };
   }
 
   /**
@@ -220,6 +343,12 @@ public final class Inbox {
       throw new IllegalArgumentException("callerTx must not be null");
     }
     check(messageId, effect);
+    return joined(callerTx, messageId, effect, null);
+  }
+
+  /** A joined receive on {@code callerTx}, its arguments checked. */
+  private <X extends Exception> Outcome joined(Connection callerTx, String messageId, TxConsumer<X> effect,
+      Query[] statements) throws X {
     try {
       if (callerTx.getAutoCommit()) {
         throw new IllegalArgumentException("callerTx is in auto-commit mode: open a transaction first (setAutoCommit(false))");
@@ -229,14 +358,54 @@ public final class Inbox {
     }
     Tx open = idem.currentTransaction();
     Tx tx = open != null && open.connection() == callerTx ? open : new JoinedTx(callerTx, idem.dsl(callerTx));
-    return joined(tx, messageId, effect);
+    return joined(tx, messageId, effect, statements);
   }
 
-  private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect) throws X {
+  /**
+   * The claim and the effect under a savepoint of the caller's transaction: {@code statements} (if
+   * not null) sent with the claim first; if the id has a row, or there is no statement to send,
+   * the claim in a round trip of its own, then {@code effect}.
+   */
+  private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect, Query[] statements) throws X {
     Duration[] age = new Duration[1];
-    Outcome outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> claimThenApply(tx, messageId, effect, age, false));
+    Outcome outcome = statements == null ? null : sentWithClaimJoined(tx, messageId, statements);
+    if (outcome == null) {
+      outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> claimThenApply(tx, messageId, effect, age, false));
+    }
     report(outcome, messageId, age[0]);
     return outcome;
+  }
+
+  /**
+   * The savepoint, the claim, the statements and the release in one round trip: APPLIED, or null if
+   * the id has a row (then the caller's transaction is back where it was). On any other failure it
+   * is rolled back to the savepoint and the failure thrown.
+   */
+  private Outcome sentWithClaimJoined(Tx tx, String messageId, Query[] statements) {
+    Connection c = tx.connection();
+    try {
+      sendWithClaim(c, claimFirstJoinedSql, messageId, statements, RELEASE);
+      return Outcome.APPLIED;
+    } catch (ClaimTaken taken) {
+      rollbackToSavepoint(c, messageId);
+      return null;
+    } catch (RuntimeException e) {
+      try {
+        rollbackToSavepoint(c, messageId);
+      } catch (RuntimeException again) {
+        e.addSuppressed(again);
+      }
+      throw e;
+    }
+  }
+
+  private void rollbackToSavepoint(Connection c, String messageId) {
+    try (Statement st = c.createStatement()) {
+      st.execute(ROLLBACK_TO_SAVEPOINT);
+    } catch (SQLException e) {
+      throw new DataAccessException("inbox " + consumer + ": could not roll back to the savepoint before the claim of"
+          + " message " + messageId + ", so your transaction may hold it or be aborted; roll it back: " + e.getMessage(), e);
+    }
   }
 
   /**

@@ -307,7 +307,7 @@ class InboxTest {
       assertThatThrownBy(() -> billing.receive(bad, tx -> charge(tx, "bad")))
           .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message id");
     }
-    assertThatThrownBy(() -> billing.receive("ok", null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("effect");
+    assertThatThrownBy(() -> billing.receive("ok", (dev.idem.jdbc.TxConsumer<RuntimeException>) null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("effect");
     try (Connection c = ds.getConnection()) {
       assertThatThrownBy(() -> billing.receive(c, "ok", tx -> charge(tx, "bad")))
           .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
