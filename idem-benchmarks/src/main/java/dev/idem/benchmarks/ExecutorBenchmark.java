@@ -18,6 +18,11 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import org.jooq.Field;
+import org.jooq.Record;
+import org.jooq.Table;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -64,6 +69,9 @@ public class ExecutorBenchmark {
   static final int READ_ROWS = 10_000;
   static final int REPLAY_KEYS = 2_000;
   static final String INSERT = "INSERT INTO payments (request, amount) VALUES (?, ?) RETURNING id";
+  static final Table<Record> PAYMENTS = DSL.table(DSL.name("payments"));
+  static final Field<String> REQUEST = DSL.field(DSL.name("request"), SQLDataType.CLOB);
+  static final Field<Integer> AMOUNT = DSL.field(DSL.name("amount"), SQLDataType.INTEGER);
 
   /** One database, one pool, one executor, shared by every thread. */
   @State(Scope.Benchmark)
@@ -184,6 +192,18 @@ public class ExecutorBenchmark {
     String request = l.prefix + "-" + l.n++;
     return s.executor.execute(IdempotencyKey.of("bench/none", request), Fingerprint.EMPTY, Codec.none(),
         (Tx tx) -> pay(tx.connection(), request));
+  }
+
+  /**
+   * (b3) The same effect through the executor as a statement, with a new key each time: the
+   * claim, the insert and COMMIT in one round trip, the claim first (the default order). Nothing
+   * is stored for replay.
+   */
+  @Benchmark
+  public Execution<Void> executorNewKeyStatement(Shared s, Local l) {
+    String request = l.prefix + "-" + l.n++;
+    return s.executor.execute(IdempotencyKey.of("bench/statement", request), Fingerprint.EMPTY,
+        DSL.insertInto(PAYMENTS, REQUEST, AMOUNT).values(request, 100));
   }
 
   /** (c) A repeat of a completed key: the stored result, replayed. */

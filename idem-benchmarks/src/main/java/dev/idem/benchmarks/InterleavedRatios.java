@@ -68,12 +68,14 @@ public final class InterleavedRatios {
       ops.put("executorNewKey", () -> executorOp(l -> bench.executorNewKey(shared, l)));
       ops.put("executorNewKeyAtCommit", () -> executorOp(l -> bench.executorNewKeyAtCommit(shared, l)));
       ops.put("executorNewKeyNoResult", () -> executorOp(l -> bench.executorNewKeyNoResult(shared, l)));
+      ops.put("executorNewKeyStatement", () -> executorOp(l -> bench.executorNewKeyStatement(shared, l)));
       ops.put("executorReplay", () -> executorOp(l -> bench.executorReplay(shared, l)));
       ops.put("barePkRead", () -> executorOp(l -> bench.barePkRead(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("b/a ", mean, "executorNewKey", "bareEffect");
       ratio("b2/a", mean, "executorNewKeyAtCommit", "bareEffect");
       ratio("b'/a", mean, "executorNewKeyNoResult", "bareEffect");
+      ratio("b3/a", mean, "executorNewKeyStatement", "bareEffect");
       ratio("c/d ", mean, "executorReplay", "barePkRead");
     } finally {
       shared.stop();
@@ -89,9 +91,11 @@ public final class InterleavedRatios {
       ops.put("bareEffect", () -> inboxOp(l -> bench.bareEffect(shared, l)));
       ops.put("inboxReceive", () -> inboxOp(l -> bench.inboxReceive(shared, l)));
       ops.put("inboxReceiveAtCommit", () -> inboxOp(l -> bench.inboxReceiveAtCommit(shared, l)));
+      ops.put("inboxReceiveStatement", () -> inboxOp(l -> bench.inboxReceiveStatement(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("inbox/bare         ", mean, "inboxReceive", "bareEffect");
       ratio("inboxAtCommit/bare ", mean, "inboxReceiveAtCommit", "bareEffect");
+      ratio("inboxStatement/bare", mean, "inboxReceiveStatement", "bareEffect");
     } finally {
       shared.stop();
     }

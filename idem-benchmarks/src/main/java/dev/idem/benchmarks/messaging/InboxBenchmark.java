@@ -16,6 +16,11 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import org.jooq.Field;
+import org.jooq.Record;
+import org.jooq.Table;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -34,7 +39,9 @@ import org.openjdk.jmh.annotations.Warmup;
  * The inbox's cost: {@link #inboxReceive} applies a new message (claim + one INSERT, one
  * transaction) through {@link Inbox#receive} with the default {@link ClaimOrder#BEFORE_EFFECT};
  * {@link #inboxReceiveAtCommit} does the same with {@link ClaimOrder#AT_COMMIT} (the id's row
- * written with the commit); {@link #bareEffect} does the same INSERT in a bare JDBC transaction.
+ * written with the commit); {@link #inboxReceiveStatement} gives the INSERT as a jOOQ statement
+ * ({@link Inbox#receive(String, org.jooq.Query...)}: claim, insert and COMMIT in one round trip,
+ * the claim first); {@link #bareEffect} does the same INSERT in a bare JDBC transaction.
  * The target is inbox / bare >= 0.8.
  *
  * <p>Run: {@code java -jar idem-benchmarks/target/benchmarks.jar InboxBenchmark -t 8}.
@@ -47,6 +54,9 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 3, time = 10)
 public class InboxBenchmark {
   static final String INSERT = "INSERT INTO charges (message_id, amount) VALUES (?, ?)";
+  static final Table<Record> CHARGES = DSL.table(DSL.name("charges"));
+  static final Field<String> MESSAGE_ID = DSL.field(DSL.name("message_id"), SQLDataType.CLOB);
+  static final Field<Integer> AMOUNT = DSL.field(DSL.name("amount"), SQLDataType.INTEGER);
 
   @State(Scope.Benchmark)
   public static class Shared {
@@ -121,6 +131,13 @@ public class InboxBenchmark {
   public Outcome inboxReceive(Shared s, Local l) throws SQLException {
     String id = l.prefix + "-" + l.n++;
     return s.inbox.receive(id, tx -> charge(tx.connection(), id));
+  }
+
+  /** The same INSERT as a statement: the claim, the insert and COMMIT in one round trip, the claim first. */
+  @Benchmark
+  public Outcome inboxReceiveStatement(Shared s, Local l) {
+    String id = l.prefix + "-" + l.n++;
+    return s.inbox.receive(id, DSL.insertInto(CHARGES, MESSAGE_ID, AMOUNT).values(id, 10));
   }
 
   @Benchmark
