@@ -1,4 +1,4 @@
--- (b) executorNewKey as the executor sends it (the default ClaimOrder.BEFORE_EFFECT): BEGIN, the wait
+-- (b1) executorNewKeyCallback as the executor sends it (the default ClaimOrder.BEFORE_EFFECT): BEGIN, the wait
 -- bound saved and set, the key claimed, the bound restored; then the effect; then the result and COMMIT.
 \set n random(1, 9000000000000000000)
 \startpipeline

@@ -16,11 +16,11 @@ migrations=$(ls ../../idem-jdbc/src/main/resources/dev/idem/jdbc/migration/V*__*
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 grep -v -- '-- wait bound$' at-commit.sql > "$work/at-commit-no-bound.sql"
 declare -A tps
-for s in bare before-effect lock-first at-commit at-commit-no-bound pk-read key-read; do
+for s in bare statements before-effect lock-first at-commit at-commit-no-bound pk-read key-read; do
   f=$s.sql; [ -f "$f" ] || f=$work/$s.sql
   tps[$s]=$(pgbench -n -M prepared -c 8 -j 2 -T "$secs" -f "$f" 2>/dev/null | awk '/^tps/ {print int($3)}')
   echo "$s: ${tps[$s]} tps"
 done
-awk -v a="${tps[bare]}" -v be="${tps[before-effect]}" -v lf="${tps[lock-first]}" -v b="${tps[at-commit]}" -v b0="${tps[at-commit-no-bound]}" -v c="${tps[key-read]}" -v d="${tps[pk-read]}" \
-  'BEGIN { printf "before-effect/bare = %.2f\nlock-first/bare = %.2f\nat-commit/bare = %.2f\nat-commit-no-bound/bare = %.2f\nkey-read/pk-read = %.2f\n", be/a, lf/a, b/a, b0/a, c/d }'
+awk -v a="${tps[bare]}" -v st="${tps[statements]}" -v be="${tps[before-effect]}" -v lf="${tps[lock-first]}" -v b="${tps[at-commit]}" -v b0="${tps[at-commit-no-bound]}" -v c="${tps[key-read]}" -v d="${tps[pk-read]}" \
+  'BEGIN { printf "statements/bare = %.2f\nbefore-effect/bare = %.2f\nlock-first/bare = %.2f\nat-commit/bare = %.2f\nat-commit-no-bound/bare = %.2f\nkey-read/pk-read = %.2f\n", st/a, be/a, lf/a, b/a, b0/a, c/d }'
 psql -q -c "DROP SCHEMA idem_pgbench CASCADE" >/dev/null

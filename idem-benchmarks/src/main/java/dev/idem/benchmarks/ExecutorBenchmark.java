@@ -44,18 +44,22 @@ import org.openjdk.jmh.annotations.Warmup;
  * <ul>
  *   <li>{@link #bareEffect} (a): a transaction inserting one payment row, plain JDBC;
  *   <li>{@link #executorNewKey} (b): the same effect through the executor, a new key each time,
- *       its result (the payment id) stored for replay; the default {@link ClaimOrder#BEFORE_EFFECT};
- *   <li>{@link #executorNewKeyAtCommit} (b2): as (b) with {@link ClaimOrder#AT_COMMIT}, the key row
- *       written with the commit;
- *   <li>{@link #executorNewKeyNoResult} (b'): as (b) with {@code Codec.none()}, which skips the
- *       result UPDATE (for information; not one of the target ratios);
+ *       the insert given as a jOOQ statement: the claim, the insert and COMMIT in one round trip,
+ *       the claim first (the default {@link ClaimOrder#BEFORE_EFFECT}); nothing stored;
+ *   <li>{@link #executorNewKeyCallback} (b1): the same effect as a callback, its result (the
+ *       payment id) stored for replay; the default order: claim, effect, result with COMMIT;
+ *   <li>{@link #executorNewKeyAtCommit} (b2): as (b1) with {@link ClaimOrder#AT_COMMIT}, the key
+ *       row written with the commit;
+ *   <li>{@link #executorNewKeyNoResult} (b'): as (b1) with {@code Codec.none()}, which skips the
+ *       result UPDATE;
  *   <li>{@link #executorReplay} (c): a repeat of a completed key, answered from the key table by
  *       one auto-commit read; the key is one its executor handled lately (a repeat it does not
  *       remember takes the claim path, three round trips);
  *   <li>{@link #barePkRead} (d): a primary-key SELECT of one payment row.
  * </ul>
  *
- * The ratios b/a and c/d are the executor's overhead; see docs/benchmarks.md. Run with {@code java
+ * The ratios b/a and c/d are the executor's overhead (b1/a, b2/a and b'/a that of the callback
+ * forms, for information); see docs/benchmarks.md. Run with {@code java
  * -jar idem-benchmarks/target/benchmarks.jar ExecutorBenchmark -t 8 -rf json}.
  */
 @BenchmarkMode(Mode.Throughput)
@@ -170,15 +174,27 @@ public class ExecutorBenchmark {
     }
   }
 
-  /** (b) The same effect through the executor, with a new key each time. */
+  /**
+   * (b) The same effect through the executor, with a new key each time: the insert as a
+   * statement, sent with the claim (first) and COMMIT in one round trip. Nothing is stored for
+   * replay.
+   */
   @Benchmark
-  public Execution<String> executorNewKey(Shared s, Local l) throws SQLException {
+  public Execution<Void> executorNewKey(Shared s, Local l) {
     String request = l.prefix + "-" + l.n++;
-    return s.executor.execute(IdempotencyKey.of("bench/new", request), Fingerprint.EMPTY, Codec.utf8(),
+    return s.executor.execute(IdempotencyKey.of("bench/new", request), Fingerprint.EMPTY,
+        DSL.insertInto(PAYMENTS, REQUEST, AMOUNT).values(request, 100));
+  }
+
+  /** (b1) The same effect as a callback, its result stored: claim, effect, result with COMMIT. */
+  @Benchmark
+  public Execution<String> executorNewKeyCallback(Shared s, Local l) throws SQLException {
+    String request = l.prefix + "-" + l.n++;
+    return s.executor.execute(IdempotencyKey.of("bench/callback", request), Fingerprint.EMPTY, Codec.utf8(),
         (Tx tx) -> pay(tx.connection(), request));
   }
 
-  /** (b2) As (b), the key row written completed, with its result, in the commit's round trip. */
+  /** (b2) As (b1), the key row written completed, with its result, in the commit's round trip. */
   @Benchmark
   public Execution<String> executorNewKeyAtCommit(Shared s, Local l) throws SQLException {
     String request = l.prefix + "-" + l.n++;
@@ -186,24 +202,12 @@ public class ExecutorBenchmark {
         (Tx tx) -> pay(tx.connection(), request));
   }
 
-  /** (b') As (b), with a codec that stores nothing: no result UPDATE at all. */
+  /** (b') As (b1), with a codec that stores nothing: no result UPDATE at all. */
   @Benchmark
   public Execution<Object> executorNewKeyNoResult(Shared s, Local l) throws SQLException {
     String request = l.prefix + "-" + l.n++;
     return s.executor.execute(IdempotencyKey.of("bench/none", request), Fingerprint.EMPTY, Codec.none(),
         (Tx tx) -> pay(tx.connection(), request));
-  }
-
-  /**
-   * (b3) The same effect through the executor as a statement, with a new key each time: the
-   * claim, the insert and COMMIT in one round trip, the claim first (the default order). Nothing
-   * is stored for replay.
-   */
-  @Benchmark
-  public Execution<Void> executorNewKeyStatement(Shared s, Local l) {
-    String request = l.prefix + "-" + l.n++;
-    return s.executor.execute(IdempotencyKey.of("bench/statement", request), Fingerprint.EMPTY,
-        DSL.insertInto(PAYMENTS, REQUEST, AMOUNT).values(request, 100));
   }
 
   /** (c) A repeat of a completed key: the stored result, replayed. */

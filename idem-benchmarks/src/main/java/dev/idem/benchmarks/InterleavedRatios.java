@@ -66,16 +66,16 @@ public final class InterleavedRatios {
       Map<String, PerThread> ops = new LinkedHashMap<>();
       ops.put("bareEffect", () -> executorOp(l -> bench.bareEffect(shared, l)));
       ops.put("executorNewKey", () -> executorOp(l -> bench.executorNewKey(shared, l)));
+      ops.put("executorNewKeyCallback", () -> executorOp(l -> bench.executorNewKeyCallback(shared, l)));
       ops.put("executorNewKeyAtCommit", () -> executorOp(l -> bench.executorNewKeyAtCommit(shared, l)));
       ops.put("executorNewKeyNoResult", () -> executorOp(l -> bench.executorNewKeyNoResult(shared, l)));
-      ops.put("executorNewKeyStatement", () -> executorOp(l -> bench.executorNewKeyStatement(shared, l)));
       ops.put("executorReplay", () -> executorOp(l -> bench.executorReplay(shared, l)));
       ops.put("barePkRead", () -> executorOp(l -> bench.barePkRead(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("b/a ", mean, "executorNewKey", "bareEffect");
+      ratio("b1/a", mean, "executorNewKeyCallback", "bareEffect");
       ratio("b2/a", mean, "executorNewKeyAtCommit", "bareEffect");
       ratio("b'/a", mean, "executorNewKeyNoResult", "bareEffect");
-      ratio("b3/a", mean, "executorNewKeyStatement", "bareEffect");
       ratio("c/d ", mean, "executorReplay", "barePkRead");
     } finally {
       shared.stop();
