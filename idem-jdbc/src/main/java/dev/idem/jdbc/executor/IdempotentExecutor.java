@@ -170,9 +170,12 @@ public final class IdempotentExecutor {
    * <p>The statements run in order and the first that fails rolls back everything, the claim
    * included: the key is free again, and the failure is thrown as jOOQ reports it. Nothing is
    * stored for replay; a repeat gets {@link Execution.Replayed} with a null value. A serialization
-   * failure or deadlock runs the call again the way {@link #execute(IdempotencyKey, Fingerprint,
-   * Codec, TxCallback)} does, so the statements may be sent more than once, never committed more
-   * than once. What a statement returns (rows of a SELECT or a RETURNING) is discarded.
+   * failure or deadlock makes the call again with the claim in a round trip of its own, which
+   * retries as {@link #execute(IdempotencyKey, Fingerprint, Codec, TxCallback)} does (one run more
+   * than {@link Idem.Builder#serializationRetries} allows a callback), so the statements may be
+   * sent more than once, never committed more than once. What a statement returns (rows of a
+   * SELECT or a RETURNING) is discarded. A statement must not end or split the transaction
+   * ({@code COMMIT}, {@code ROLLBACK}, {@code SAVEPOINT}).
    *
    * <pre>{@code
    * Execution<Void> e = payments.execute(key, Fingerprint.ofFields(request),
@@ -187,7 +190,8 @@ public final class IdempotentExecutor {
    *     under it), or {@link Execution.InFlight} if another copy held the key for longer than
    *     {@link Builder#inFlightWait}
    * @throws KeyReuseException if the key was first used with another fingerprint
-   * @throws IllegalArgumentException if {@code statements} is null, empty or holds a null
+   * @throws IllegalArgumentException if {@code statements} is null, empty or holds a null, or
+   *     jOOQ cannot render or bind one of them; nothing is sent
    * @throws DataAccessException what a statement (or the commit's deferred checks) failed with,
    *     after rolling it back with the claim
    */
@@ -264,7 +268,7 @@ public final class IdempotentExecutor {
 
   /**
    * The claim, the statements and {@code COMMIT} in one round trip. If the claim conflicted (or the
-   * transaction raced another), the call is made again with the claim in a round trip of its own:
+   * transaction failed with 40001 or 40P01), the call is made again with the claim in a round trip of its own:
    * it reads the row and replays, waits for a copy in flight, or re-claims a row past its window,
    * and then sends {@code effect}, the same statements.
    */
@@ -272,7 +276,7 @@ public final class IdempotentExecutor {
       Codec<T> codec, TxCallback<T, X> effect, Binds binds, Query[] statements) throws X {
     try {
       return idem.inTransaction(tx -> {
-        sendWithClaim(tx.connection(), table.claimFirst, binds, statements, KeyTable.COMMIT);
+        send(prepared(tx.connection(), table.claimFirst, binds, statements, KeyTable.COMMIT), true);
         return new Execution.Applied<>(null);
       });
     } catch (ClaimTaken taken) {
@@ -281,15 +285,33 @@ public final class IdempotentExecutor {
   }
 
   /**
-   * Sends {@code claim}, {@code statements} and {@code tail} as one string; a wait on another
-   * copy's claim past the bound is {@link Busy}.
+   * {@code claim}, {@code statements} and {@code tail}, rendered and bound, not sent: a statement
+   * jOOQ cannot render or bind is an {@link IllegalArgumentException} here, before any SQL.
    */
-  private void sendWithClaim(Connection c, Sql claim, Binds binds, Query[] statements, String tail) {
+  private Pipelined prepared(Connection c, Sql claim, Binds binds, Query[] statements, String tail) {
     try {
-      Pipelined.run(c, idem.dsl(), claim.text(), claim.values(binds), statements, tail, idem.schema(), KeyTable.TABLE);
+      return Pipelined.prepare(c, idem.dsl(), claim.text(), claim.values(binds), statements, tail);
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  /**
+   * Sends {@code string} and closes it. A wait on another copy's claim past the bound is {@link
+   * Busy}; in idem's own transaction ({@code owned}) a serialization failure or deadlock is {@link
+   * ClaimTaken}, so the call is made again with the claim in a round trip of its own, which
+   * retries as a callback's claim does. In the caller's transaction it is thrown: only the caller
+   * can retry its transaction.
+   */
+  private void send(Pipelined string, boolean owned) {
+    try (string) {
+      string.send(idem.schema(), KeyTable.TABLE);
     } catch (SQLException e) {
       if (SqlStates.isLockTimeoutOn(e, KeyTable.PRIMARY_KEY)) {
         throw new Busy(retryAfter);
+      }
+      if (owned && SqlStates.isRetryable(e)) {
+        throw new ClaimTaken();
       }
       throw failed(e);
     }
@@ -362,13 +384,18 @@ public final class IdempotentExecutor {
   private <T, X extends Exception> Execution<T> joined(Connection c, DSLContext dsl, IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect, Query[] statements) throws X {
     Tx tx = new JoinedTx(c, dsl);
+    // Rendered and bound before the try below: a statement refused here sent nothing, not even the
+    // savepoint, so there is nothing to roll back to (and a savepoint of the same name, an outer
+    // call's, must not be rolled back instead).
+    Pipelined string = statements == null ? null
+        : prepared(c, table.claimFirstJoined, new Binds(key, fingerprint), statements, KeyTable.RELEASE);
     Execution<T> outcome;
     try {
-      if (statements == null) {
+      if (string == null) {
         outcome = claimThenApply(tx, table.claimLocalJoined, key, fingerprint, codec, effect);
       } else {
         try {
-          sendWithClaim(c, table.claimFirstJoined, new Binds(key, fingerprint), statements, KeyTable.RELEASE);
+          send(string, false);
           outcome = new Execution.Applied<>(null);
         } catch (ClaimTaken taken) {
           // The key has a row: back to before the claim, then the claim in a round trip of its own.

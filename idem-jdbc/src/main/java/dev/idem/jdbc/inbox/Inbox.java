@@ -192,14 +192,16 @@ public final class Inbox {
    *
    * <p>The statements run in order; the first that fails rolls back everything, the claim included,
    * and its failure is thrown, so a redelivery runs them again. A serialization failure or deadlock
-   * makes the receive again as {@link #receive(String, TxConsumer)} does, so the statements may be
-   * sent more than once, never committed more than once. What a statement returns is discarded.
+   * makes the receive again with the claim in a round trip of its own, which retries as {@link
+   * #receive(String, TxConsumer)} does, so the statements may be sent more than once, never
+   * committed more than once. What a statement returns is discarded. A statement must not end
+   * or split the transaction ({@code COMMIT}, {@code ROLLBACK}, {@code SAVEPOINT}).
    *
    * @param statements the effect, rendered and bound by idem's jOOQ configuration
    * @return {@link Outcome#APPLIED} if the statements committed now, {@link Outcome#ALREADY_DONE}
    *     if the message was received before (no statement ran)
    * @throws IllegalArgumentException if {@code messageId} is not a valid id, or {@code statements}
-   *     is null, empty or holds a null
+   *     is null, empty or holds a null, or jOOQ cannot render or bind one of them; nothing is sent
    * @throws DataAccessException what a statement (or the commit's deferred checks) failed with,
    *     after rolling it back with the claim
    */
@@ -259,7 +261,7 @@ public final class Inbox {
 
   /**
    * The claim, the statements and {@code COMMIT} in one round trip. If the claim conflicted (or
-   * the transaction raced another), the receive is made again with the claim in a round trip of
+   * the transaction failed with 40001 or 40P01), the receive is made again with the claim in a round trip of
    * its own: it finds the id done, waits for a copy still running, or takes over a row past its
    * window, and then sends {@code effect}, the same statements.
    */
@@ -267,7 +269,7 @@ public final class Inbox {
       Duration[] age) throws X {
     try {
       return idem.inTransaction(tx -> {
-        sendWithClaim(tx.connection(), claimFirstSql, messageId, statements, COMMIT);
+        send(prepared(tx.connection(), claimFirstSql, messageId, statements, COMMIT), messageId, true);
         return Outcome.APPLIED;
       });
     } catch (ClaimTaken taken) {
@@ -275,10 +277,31 @@ public final class Inbox {
     }
   }
 
-  private void sendWithClaim(Connection c, String claim, String messageId, Query[] statements, String tail) {
+  /**
+   * The claim, {@code statements} and {@code tail}, rendered and bound, not sent: a statement
+   * jOOQ cannot render or bind is an {@link IllegalArgumentException} here, before any SQL.
+   */
+  private Pipelined prepared(Connection c, String claim, String messageId, Query[] statements, String tail) {
     try {
-      Pipelined.run(c, idem.dsl(), claim, new Object[] {consumer, messageId, windowMicros}, statements, tail, idem.schema(), TABLE);
+      return Pipelined.prepare(c, idem.dsl(), claim, new Object[] {consumer, messageId, windowMicros}, statements, tail);
     } catch (SQLException e) {
+      throw new DataAccessException("inbox " + consumer + ", message " + messageId + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Sends {@code string} and closes it. In idem's own transaction ({@code owned}) a serialization
+   * failure or deadlock is {@link ClaimTaken}: the receive is made again with the claim in a round
+   * trip of its own, which retries as a callback's claim does. In the caller's transaction it is
+   * thrown: only the caller can retry its transaction.
+   */
+  private void send(Pipelined string, String messageId, boolean owned) {
+    try (string) {
+      string.send(idem.schema(), TABLE);
+    } catch (SQLException e) {
+      if (owned && SqlStates.isRetryable(e)) {
+        throw new ClaimTaken();
+      }
       throw new DataAccessException("inbox " + consumer + ", message " + messageId + ": " + e.getMessage(), e);
     }
   }
@@ -368,7 +391,13 @@ public final class Inbox {
    */
   private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect, Query[] statements) throws X {
     Duration[] age = new Duration[1];
-    Outcome outcome = statements == null ? null : sentWithClaimJoined(tx, messageId, statements);
+    Outcome outcome = null;
+    if (statements != null) {
+      // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
+      // so there is nothing to roll back to.
+      outcome = sentWithClaimJoined(tx.connection(), messageId,
+          prepared(tx.connection(), claimFirstJoinedSql, messageId, statements, RELEASE));
+    }
     if (outcome == null) {
       outcome = Savepoints.around(tx.connection(), "message " + messageId, () -> claimThenApply(tx, messageId, effect, age, false));
     }
@@ -377,14 +406,13 @@ public final class Inbox {
   }
 
   /**
-   * The savepoint, the claim, the statements and the release in one round trip: APPLIED, or null if
-   * the id has a row (then the caller's transaction is back where it was). On any other failure it
-   * is rolled back to the savepoint and the failure thrown.
+   * Sends the savepoint, the claim, the statements and the release, in one round trip: APPLIED, or
+   * null if the id has a row (then the caller's transaction is back where it was). On any other
+   * failure it is rolled back to the savepoint and the failure thrown.
    */
-  private Outcome sentWithClaimJoined(Tx tx, String messageId, Query[] statements) {
-    Connection c = tx.connection();
+  private Outcome sentWithClaimJoined(Connection c, String messageId, Pipelined string) {
     try {
-      sendWithClaim(c, claimFirstJoinedSql, messageId, statements, RELEASE);
+      send(string, messageId, false);
       return Outcome.APPLIED;
     } catch (ClaimTaken taken) {
       rollbackToSavepoint(c, messageId);

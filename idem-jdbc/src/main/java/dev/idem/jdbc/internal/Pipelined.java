@@ -18,30 +18,126 @@ import org.jooq.impl.DSL;
  * copy that then commits, fails with a unique violation and the statements never run; a statement
  * that fails leaves the tail unrun. Either way the transaction is left aborted, for the caller to
  * roll back. jOOQ renders and binds the caller's statements (their own types, converters and
- * bindings). Not an API.
+ * bindings), all of them before anything is sent: {@link #prepare} refuses a statement jOOQ cannot
+ * render or bind while nothing is sent yet, and {@link #send} sends. Not an API.
  */
-public final class Pipelined {
-  private Pipelined() {}
+public final class Pipelined implements AutoCloseable {
+  /**
+   * Bind values past which the statements are sent with their values inlined: jOOQ does the same
+   * for a statement of its own past this many, and pgjdbc refuses a string with more than 65,535,
+   * counting every statement's.
+   */
+  static final int MAX_BIND_VALUES = 32_767;
+  /**
+   * What ends each statement of the string: a newline first, so a statement ending in a {@code --}
+   * comment cannot swallow the semicolon and run into the next one.
+   */
+  private static final String END = "\n;\n";
+
+  private final PreparedStatement ps;
+
+  private Pipelined(PreparedStatement ps) {
+    this.ps = ps;
+  }
 
   /**
-   * Runs {@code claim} (SQL with a {@code ?} for each of {@code claimValues}), then {@code
-   * statements}, then {@code tail}, on {@code c}, in one round trip. Each statement is rendered
-   * once by {@code dsl} and its values bound by jOOQ's own bindings, in the order it rendered them.
+   * Renders and binds, on {@code c}, {@code claim} (SQL with a {@code ?} for each of {@code
+   * claimValues}; or null), then {@code statements}, then {@code tail} (or null), and sends
+   * nothing. Each statement is rendered once by {@code dsl} and its values bound by jOOQ's own
+   * bindings, in the order it rendered them.
    *
-   * @throws ClaimTaken if the claim conflicted on {@code schema.table} (the key or id has a row:
-   *     committed, or committed while the claim waited for it), or the transaction failed with
-   *     40001 or 40P01 (at REPEATABLE READ or SERIALIZABLE the claim waited for another copy's
-   *     row, or the statements raced another transaction). Either way nothing of this string
-   *     counts; the caller rolls back and makes the call again with the claim in a round trip of
-   *     its own, which reads the row, waits for it, or re-runs as the failure calls for.
-   * @throws SQLException whatever else failed (a statement, the tail, or the claim's wait)
+   * @throws IllegalArgumentException if jOOQ could not render or bind a statement: nothing was
+   *     sent, so there is nothing to undo
+   * @throws SQLException if the connection could not make a statement
    */
-  public static void run(Connection c, DSLContext dsl, String claim, Object[] claimValues, Query[] statements,
-      String tail, String schema, String table) throws SQLException {
+  public static Pipelined prepare(Connection c, DSLContext dsl, String claim, Object[] claimValues, Query[] statements,
+      String tail) throws SQLException {
+    String[] rendered = new String[statements.length];
+    int length = 0;
+    for (int i = 0; i < statements.length; i++) {
+      rendered[i] = render(dsl, statements[i], false);
+      length += rendered[i].length();
+    }
+    // Each bind value is at least one character of the SQL, so only a long string can hold too
+    // many; only then are they counted (a second walk over the statements).
+    if (length > MAX_BIND_VALUES && bindValues(dsl, claimValues, statements) > MAX_BIND_VALUES) {
+      for (int i = 0; i < statements.length; i++) {
+        rendered[i] = render(dsl, statements[i], true);
+      }
+      return prepare(c, dsl, claim, claimValues, statements, rendered, tail, false);
+    }
+    return prepare(c, dsl, claim, claimValues, statements, rendered, tail, true);
+  }
+
+  private static int bindValues(DSLContext dsl, Object[] claimValues, Query[] statements) {
+    int n = claimValues == null ? 0 : claimValues.length;
+    for (Query statement : statements) {
+      n += dsl.extractBindValues(statement).size();
+    }
+    return n;
+  }
+
+  /** The string of {@code rendered} statements, prepared; their values bound if {@code bindStatements}. */
+  private static Pipelined prepare(Connection c, DSLContext dsl, String claim, Object[] claimValues, Query[] statements,
+      String[] rendered, String tail, boolean bindStatements) throws SQLException {
+    StringBuilder sql = new StringBuilder(512);
+    if (claim != null) {
+      sql.append(claim).append(END);
+    }
+    for (String statement : rendered) {
+      sql.append(statement).append(END);
+    }
+    if (tail != null) {
+      sql.append(tail);
+    }
+    PreparedStatement ps = c.prepareStatement(sql.toString());
     try {
-      send(c, dsl, claim, claimValues, statements, tail);
+      BindContext bind = dsl.bindContext(ps);
+      if (claimValues != null) {
+        for (Object value : claimValues) {
+          bind.bindValue(value, DSL.val(value));
+        }
+      }
+      if (bindStatements) {
+        for (Query statement : statements) {
+          bind.visit(statement);
+        }
+      }
+      return new Pipelined(ps);
+    } catch (RuntimeException e) {
+      try {
+        ps.close();
+      } catch (SQLException closing) {
+        e.addSuppressed(closing);
+      }
+      // jOOQ reports a value it cannot bind as a DataAccessException, though nothing was sent
+      throw new IllegalArgumentException("statements: jOOQ could not bind the values of a statement: " + e.getMessage(), e);
+    }
+  }
+
+  private static String render(DSLContext dsl, Query statement, boolean inlined) {
+    try {
+      return inlined ? dsl.renderInlined(statement) : dsl.render(statement);
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("statements: jOOQ could not render " + statement.getClass().getName() + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * Sends the string, in one round trip.
+   *
+   * @throws ClaimTaken if the claim conflicted on {@code schema.table}: the key or id has a row
+   *     (committed, or committed while the claim waited for it). Nothing after the claim ran; the
+   *     transaction is aborted, for the caller to roll back before it makes the call again with
+   *     the claim in a round trip of its own, which reads the row or waits for it.
+   * @throws SQLException whatever else failed (a statement, the tail, the claim's wait, a
+   *     serialization failure), with the transaction aborted or, if the tail's COMMIT failed, over
+   */
+  public void send(String schema, String table) throws SQLException {
+    try {
+      ps.execute();
     } catch (SQLException e) {
-      if (SqlStates.isUniqueViolationOn(e, schema, table) || SqlStates.isRetryable(e)) {
+      if (SqlStates.isUniqueViolationOn(e, schema, table)) {
         throw new ClaimTaken();
       }
       throw e;
@@ -50,39 +146,14 @@ public final class Pipelined {
 
   /** Runs {@code statements} on {@code c} in one round trip, each in turn; the first failure ends it. */
   public static void run(Connection c, DSLContext dsl, Query[] statements) throws SQLException {
-    send(c, dsl, null, null, statements, null);
+    try (Pipelined p = prepare(c, dsl, null, null, statements, null)) {
+      p.ps.execute();
+    }
   }
 
-  private static void send(Connection c, DSLContext dsl, String claim, Object[] claimValues, Query[] statements,
-      String tail) throws SQLException {
-    // Rendered and bound directly rather than as one jOOQ plain-SQL query: jOOQ renders a plain
-    // SQL query twice per execution (once to tell its kind), and on a two-core machine that
-    // client time cost more than the round trip this saves.
-    StringBuilder sql = new StringBuilder(512);
-    if (claim != null) {
-      sql.append(claim).append(";\n");
-    }
-    for (Query statement : statements) {
-      sql.append(dsl.render(statement)).append(";\n");
-    }
-    if (tail != null) {
-      sql.append(tail);
-    }
-    try (PreparedStatement ps = c.prepareStatement(sql.toString())) {
-      BindContext bind = dsl.bindContext(ps);
-      if (claimValues != null) {
-        for (Object value : claimValues) {
-          bind.bindValue(value, DSL.val(value));
-        }
-      }
-      for (Query statement : statements) {
-        bind.visit(statement);
-      }
-      ps.execute();
-    } catch (org.jooq.exception.DataAccessException e) {
-      // a value jOOQ could not bind: the caller's statement, before anything was sent
-      throw new IllegalArgumentException("statements: could not bind the values of a statement: " + e.getMessage(), e);
-    }
+  @Override
+  public void close() throws SQLException {
+    ps.close();
   }
 
   /**

@@ -372,6 +372,110 @@ class StatementEffectTest {
         + " AND note = 'it''s; \"quoted\" -- not a comment'")).isEqualTo(1);
   }
 
+  /** A statement jOOQ renders but cannot bind: a value of a type it has no binding for. */
+  static final Query UNBINDABLE = DSL.query("insert into payments (request, amount) values ({0}, 1)", DSL.val(new Object()));
+
+  @Test
+  void aStatementJooqCannotBindIsRefusedBeforeAnySqlAndTheCallersTransactionGoesOn() throws Exception {
+    String order = UUID.randomUUID().toString();
+    IdempotencyKey owned = newKey();
+    assertThatThrownBy(() -> executor.execute(owned, Fingerprint.EMPTY, pay(owned.value(), 1), UNBINDABLE))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("statements");
+    IdempotencyKey outer = newKey();
+    IdempotencyKey inner = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      try (Statement st = c.createStatement()) {
+        st.execute("INSERT INTO payments (request, amount) VALUES ('" + order + "', 1)");
+      }
+      assertThatThrownBy(() -> executor.execute(c, inner, Fingerprint.EMPTY, UNBINDABLE))
+          .isInstanceOf(IllegalArgumentException.class);
+      // Nested in a joined call, whose savepoint has the same name: that call's work stays.
+      Execution<Object> e = executor.execute(c, outer, Fingerprint.EMPTY, Codec.none(), tx -> {
+        ExecutorFixture.pay(tx, outer.value(), 1);
+        assertThatThrownBy(() -> executor.execute(c, inner, Fingerprint.EMPTY, pay(inner.value(), 1), UNBINDABLE))
+            .isInstanceOf(IllegalArgumentException.class);
+        return null;
+      });
+      assertThat(e).isInstanceOf(Execution.Applied.class);
+      try (Statement st = c.createStatement()) {
+        st.execute("INSERT INTO payments (request, amount) VALUES ('" + order + "', 2)");
+      }
+      c.commit();
+    }
+    assertThat(f.payments(order)).isEqualTo(2);
+    assertThat(f.payments(outer.value())).isEqualTo(1);
+    assertThat(f.keyRows(outer)).isEqualTo(1);
+    assertThat(f.keyRows(inner)).isZero();
+    assertThat(f.payments(inner.value())).isZero();
+    assertThat(f.keyRows(owned)).isZero();
+  }
+
+  @Test
+  void aStatementEndingInALineCommentIsAppliedAndDoesNotSwallowWhatFollows() {
+    IdempotencyKey key = newKey();
+    Query commented = DSL.query("insert into payments (request, amount) values (?, 1) -- the charge", key.value());
+    assertThat(executor.execute(key, Fingerprint.EMPTY, commented, pay(key.value(), 2))).isInstanceOf(Execution.Applied.class);
+    assertThat(f.payments(key.value())).isEqualTo(2);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+  }
+
+  @Test
+  void statementsWithMoreValuesThanOneStringMayBindAreSentWithTheirValuesInlined() {
+    IdempotencyKey key = newKey();
+    Query[] thirds = new Query[3];
+    for (int t = 0; t < 3; t++) {
+      var insert = DSL.insertInto(DSL.table("payments"), DSL.field("request", SQLDataType.CLOB), DSL.field("amount", SQLDataType.INTEGER))
+          .values(key.value(), t * 12_000);
+      for (int i = 1; i < 12_000; i++) {
+        insert = insert.values(key.value(), t * 12_000 + i);
+      }
+      thirds[t] = insert;
+    }
+    // 72,000 values: each statement within what PostgreSQL binds, the three beyond what one string may carry
+    assertThat(executor.execute(key, Fingerprint.EMPTY, thirds)).isInstanceOf(Execution.Applied.class);
+    assertThat(f.payments(key.value())).isEqualTo(36_000);
+    assertThat(f.count("SELECT sum(amount) FROM payments WHERE request = '" + key.value() + "'")).isEqualTo(647_982_000L);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+  }
+
+  @Test
+  void joinedUnderRepeatableReadALoserGetsTheSerializationFailureWithoutSendingItsStatements() throws Exception {
+    IdempotencyKey key = newKey();
+    IdempotentExecutor patient = f.idem.executor().inFlightWait(Duration.ofSeconds(10)).build();
+    long before = sends();
+    try (Connection winner = f.ds.getConnection(); Connection loser = f.ds.getConnection()) {
+      winner.setAutoCommit(false);
+      loser.setAutoCommit(false);
+      loser.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+      try (Statement st = loser.createStatement()) {
+        st.execute("SELECT 1"); // the loser's snapshot starts here, before the winner commits
+      }
+      patient.execute(winner, key, Fingerprint.EMPTY, pay(key.value(), 1));
+      CompletableFuture<Throwable> lost = CompletableFuture.supplyAsync(() -> {
+        try {
+          patient.execute(loser, key, Fingerprint.EMPTY, counted(), pay(key.value(), 1));
+          return null;
+        } catch (Throwable t) {
+          return t;
+        }
+      });
+      Thread.sleep(200); // the loser blocks on the winner's key
+      winner.commit();
+      Throwable t = lost.get(10, TimeUnit.SECONDS);
+      assertThat(t).isNotNull();
+      assertThat(dev.idem.jdbc.internal.SqlStates.of(t)).isEqualTo(dev.idem.jdbc.internal.SqlStates.SERIALIZATION_FAILURE);
+      try (Statement st = loser.createStatement()) { // rolled back to the savepoint: still usable
+        st.execute("INSERT INTO payments (request, amount) VALUES ('" + key.value() + "-order', 1)");
+      }
+      loser.commit();
+      loser.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
+    }
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.payments(key.value() + "-order")).isEqualTo(1);
+    assertThat(sends()).isEqualTo(before);
+  }
+
   @ParameterizedTest
   @CsvSource(delimiter = '|', value = {
       "null   | statements must not be null",

@@ -185,6 +185,29 @@ class InboxStatementsTest {
   }
 
   @Test
+  void aStatementJooqCannotBindIsRefusedBeforeAnySqlAndTheCallersTransactionGoesOn() throws Exception {
+    Query unbindable = DSL.query("insert into charges values ({0}, 1)", DSL.val(new Object()));
+    String order = newId();
+    String id = newId();
+    assertThatThrownBy(() -> billing.receive(id, charge(id, 1), unbindable))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("statements");
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      try (Statement st = c.createStatement()) {
+        st.execute("INSERT INTO charges VALUES ('" + order + "', 1)");
+      }
+      assertThatThrownBy(() -> billing.receive(c, id, charge(id, 1), unbindable)).isInstanceOf(IllegalArgumentException.class);
+      try (Statement st = c.createStatement()) {
+        st.execute("INSERT INTO charges VALUES ('" + order + "', 2)");
+      }
+      c.commit();
+    }
+    assertThat(charges(order)).isEqualTo(2);
+    assertThat(charges(id)).isZero();
+    assertThat(inboxRows("billing", id)).isZero();
+  }
+
+  @Test
   void insideIdemInTransactionTheStatementsJoinAndGoWithTheCallersRollback() {
     String id = newId();
     assertThatThrownBy(() -> idem.useTransaction(tx -> {
