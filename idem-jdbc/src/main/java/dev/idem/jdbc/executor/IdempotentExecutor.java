@@ -13,6 +13,7 @@ import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.DbTime;
+import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.internal.RecentKeys;
@@ -168,7 +169,8 @@ public final class IdempotentExecutor {
    * does.
    *
    * <p>The statements run in order and the first that fails rolls back everything, the claim
-   * included: the key is free again, and the failure is thrown as jOOQ reports it. Nothing is
+   * included: the key is free again, and the failure is thrown as a {@link DataAccessException}
+   * wrapping the driver's error. Nothing is
    * stored for replay; a repeat gets {@link Execution.Replayed} with a null value. A serialization
    * failure or deadlock makes the call again with the claim in a round trip of its own, which
    * retries as {@link #execute(IdempotencyKey, Fingerprint, Codec, TxCallback)} does (one run more
@@ -191,7 +193,8 @@ public final class IdempotentExecutor {
    *     {@link Builder#inFlightWait}
    * @throws KeyReuseException if the key was first used with another fingerprint
    * @throws IllegalArgumentException if {@code statements} is null, empty or holds a null, or
-   *     jOOQ cannot render or bind one of them; nothing is sent
+   *     jOOQ cannot render or bind one of them (the statements are not sent; nothing of the call
+   *     commits)
    * @throws DataAccessException what a statement (or the commit's deferred checks) failed with,
    *     after rolling it back with the claim
    */
@@ -212,7 +215,7 @@ public final class IdempotentExecutor {
    * of the savepoint go in one round trip. The caller commits or rolls back; an {@link
    * Execution.Applied} here means "recorded in your transaction".
    *
-   * @throws IllegalArgumentException if {@code callerTx} is null or in auto-commit mode, or {@code
+   * @throws IllegalArgumentException if {@code callerTx} is null, in auto-commit mode or aborted, or {@code
    *     statements} is null, empty or holds a null
    */
   public Execution<Void> execute(Connection callerTx, IdempotencyKey key, Fingerprint fingerprint, Query... statements) {
@@ -346,7 +349,8 @@ public final class IdempotentExecutor {
    * retry its transaction. {@link Idem#inTransaction} does so on its own.
    *
    * @param callerTx a connection with an open transaction (auto-commit off)
-   * @throws IllegalArgumentException if {@code callerTx} is null or in auto-commit mode
+   * @throws IllegalArgumentException if {@code callerTx} is null, in auto-commit mode or aborted (a
+   *     statement in it failed), before any SQL
    * @throws IllegalStateException if called from the effect of the same key on this thread
    * @throws DataAccessException if the rollback to the savepoint failed (the connection broke):
    *     then the caller's transaction is not usable and must be rolled back
@@ -384,6 +388,12 @@ public final class IdempotentExecutor {
   private <T, X extends Exception> Execution<T> joined(Connection c, DSLContext dsl, IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect, Query[] statements) throws X {
     Tx tx = new JoinedTx(c, dsl);
+    if (Driver.aborted(c)) {
+      // Nothing idem sends would run; and a rollback to the savepoint's name, after the savepoint
+      // itself failed, could find an outer call's savepoint of that name and undo its work.
+      throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
+          + " was caught); roll it back: nothing of key " + key + " was sent");
+    }
     // Rendered and bound before the try below: a statement refused here sent nothing, not even the
     // savepoint, so there is nothing to roll back to (and a savepoint of the same name, an outer
     // call's, must not be rolled back instead).
@@ -1012,7 +1022,9 @@ public final class IdempotentExecutor {
      * ClaimOrder#BEFORE_EFFECT} (default; a recognised repeat never runs the callback) or {@link
      * ClaimOrder#AT_COMMIT} (one round trip fewer per new key; a repeat not recognised beforehand
      * runs the callback and is rolled back). Either way at most one effect per key is committed.
-     * Calls that join a caller's transaction, and external effects, always claim first.
+     * Calls that join a caller's transaction, effects given as statements ({@link
+     * IdempotentExecutor#execute(IdempotencyKey, Fingerprint, Query...)}: claim, statements and
+     * COMMIT in one round trip) and external effects always claim first.
      */
     public Builder claimOrder(ClaimOrder order) {
       this.claimOrder = order;

@@ -11,6 +11,7 @@ import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.ClaimRaced;
 import dev.idem.jdbc.internal.ClaimTaken;
 import dev.idem.jdbc.internal.DbTime;
+import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.internal.RecentKeys;
@@ -201,7 +202,8 @@ public final class Inbox {
    * @return {@link Outcome#APPLIED} if the statements committed now, {@link Outcome#ALREADY_DONE}
    *     if the message was received before (no statement ran)
    * @throws IllegalArgumentException if {@code messageId} is not a valid id, or {@code statements}
-   *     is null, empty or holds a null, or jOOQ cannot render or bind one of them; nothing is sent
+   *     is null, empty or holds a null, or jOOQ cannot render or bind one of them (the statements
+   *     are not sent; nothing of the receive commits)
    * @throws DataAccessException what a statement (or the commit's deferred checks) failed with,
    *     after rolling it back with the claim
    */
@@ -220,7 +222,7 @@ public final class Inbox {
    * stays open, under a savepoint: the savepoint, the claim, the statements and the release of the
    * savepoint go in one round trip. APPLIED means "applied in your transaction".
    *
-   * @throws IllegalArgumentException also if {@code callerTx} is null or in auto-commit mode
+   * @throws IllegalArgumentException also if {@code callerTx} is null, in auto-commit mode or aborted
    */
   public Outcome receive(Connection callerTx, String messageId, Query... statements) {
     if (callerTx == null) {
@@ -359,7 +361,7 @@ public final class Inbox {
    * <p>An APPLIED outcome here means "applied in your transaction": it counts only if the caller
    * commits.
    *
-   * @throws IllegalArgumentException also if {@code callerTx} is null or in auto-commit mode
+   * @throws IllegalArgumentException also if {@code callerTx} is null, in auto-commit mode or aborted
    */
   public <X extends Exception> Outcome receive(Connection callerTx, String messageId, TxConsumer<X> effect) throws X {
     if (callerTx == null) {
@@ -391,6 +393,10 @@ public final class Inbox {
    */
   private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect, Query[] statements) throws X {
     Duration[] age = new Duration[1];
+    if (Driver.aborted(tx.connection())) {
+      throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
+          + " was caught); roll it back: nothing of message " + messageId + " was sent");
+    }
     Outcome outcome = null;
     if (statements != null) {
       // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
@@ -581,7 +587,8 @@ public final class Inbox {
      * ClaimOrder#BEFORE_EFFECT} (default; a copy never runs the effect) or {@link
      * ClaimOrder#AT_COMMIT} (one round trip fewer per new message; a copy this inbox did not
      * handle lately runs the effect, which is rolled back). Either way the effect's writes commit
-     * once per id. A receive that joins a caller's transaction always claims first.
+     * once per id. A receive that joins a caller's transaction, and one given statements ({@link
+     * Inbox#receive(String, Query...)}), always claims first.
      */
     public Builder claimOrder(ClaimOrder order) {
       this.claimOrder = order;

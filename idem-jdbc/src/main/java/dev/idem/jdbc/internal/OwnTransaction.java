@@ -5,8 +5,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
-import org.postgresql.core.BaseConnection;
-import org.postgresql.core.TransactionState;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -107,7 +105,7 @@ public final class OwnTransaction {
     try {
       T result = work.run(c);
       try {
-        if (aborted(c)) {
+        if (Driver.aborted(c)) {
           // pgjdbc sends COMMIT, PostgreSQL answers ROLLBACK, and no error is raised: the caller
           // would be told "done" for work that is gone.
           throw new DataAccessException("could not commit: " + ABORTED_BY_CAUGHT_ERROR + "; nothing of it is committed");
@@ -125,20 +123,6 @@ public final class OwnTransaction {
       if (autoCommit) {
         cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);
       }
-    }
-  }
-
-  /**
-   * Whether PostgreSQL has aborted the transaction on {@code c} (a statement in it failed), as pgjdbc
-   * tracks it from the server's answers, with no round trip. False for a connection that is not
-   * pgjdbc's underneath: such a driver reports a failed commit itself or not at all.
-   */
-  private static boolean aborted(Connection c) {
-    try {
-      return c.isWrapperFor(BaseConnection.class)
-          && c.unwrap(BaseConnection.class).getTransactionState() == TransactionState.FAILED;
-    } catch (SQLException | RuntimeException | LinkageError e) {
-      return false; // a wrapper that cannot be probed: COMMIT as before; it reports a broken connection itself
     }
   }
 

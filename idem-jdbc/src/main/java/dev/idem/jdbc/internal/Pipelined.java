@@ -8,6 +8,8 @@ import org.jooq.BindContext;
 import org.jooq.DSLContext;
 import org.jooq.Query;
 import org.jooq.impl.DSL;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A claim and the caller's statements sent to PostgreSQL as one string, in one round trip: the
@@ -33,6 +35,8 @@ public final class Pipelined implements AutoCloseable {
    * comment cannot swallow the semicolon and run into the next one.
    */
   private static final String END = "\n;\n";
+
+  private static final Logger LOG = LoggerFactory.getLogger("dev.idem.statements");
 
   private final PreparedStatement ps;
 
@@ -92,6 +96,10 @@ public final class Pipelined implements AutoCloseable {
     }
     PreparedStatement ps = c.prepareStatement(sql.toString());
     try {
+      // jOOQ 3.19 marks bindContext deprecated (for removal) and internal, yet it is the one way to
+      // bind a query's values into a statement of one's own with jOOQ's bindings (converters,
+      // JSONB, arrays), in the order jOOQ renders them. jOOQ 3.20 needs Java 21; when idem moves
+      // to it, this is the line to replace, and StatementEffectTest's typed values will tell.
       BindContext bind = dsl.bindContext(ps);
       if (claimValues != null) {
         for (Object value : claimValues) {
@@ -151,9 +159,18 @@ public final class Pipelined implements AutoCloseable {
     }
   }
 
+  /**
+   * Closes the statement. A failure to close is logged, never thrown: it comes after the string's
+   * outcome (possibly its COMMIT), which it must not replace; the pool finds a broken connection
+   * on its own.
+   */
   @Override
-  public void close() throws SQLException {
-    ps.close();
+  public void close() {
+    try {
+      ps.close();
+    } catch (SQLException | RuntimeException e) {
+      LOG.warn("could not close a statement string after it ran; its outcome stands", e);
+    }
   }
 
   /**

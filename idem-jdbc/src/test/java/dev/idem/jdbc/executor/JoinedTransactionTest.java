@@ -19,6 +19,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.jooq.impl.DSL;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -34,6 +35,7 @@ class JoinedTransactionTest {
   static void start() {
     f = new ExecutorFixture("executor_joined", 6);
     f.sql("CREATE TABLE orders (id text PRIMARY KEY)");
+    f.sql("CREATE SEQUENCE sends");
     executor = f.idem.executor().inFlightWait(Duration.ofMillis(200)).build();
   }
 
@@ -228,10 +230,23 @@ class JoinedTransactionTest {
     assertThat(f.keyRows(key)).isZero();
   }
 
-  @Test
-  void underRepeatableReadALoserSeesSerializationFailureAndItsTransactionRemainsUsable() throws Exception {
+  /** A joined call on {@code c} of {@code key}'s effect, as a callback or as a statement. */
+  @FunctionalInterface
+  interface JoinedCall {
+    void run(IdempotentExecutor executor, Connection c, IdempotencyKey key) throws Exception;
+  }
+
+  /**
+   * Under REPEATABLE READ a loser of the race sees a serialization failure, in either form (a
+   * statement's loser sends none: its claim, first in the string, fails), and its transaction
+   * remains usable.
+   */
+  @ParameterizedTest
+  @EnumSource(Form.class)
+  void underRepeatableReadALoserSeesSerializationFailureAndItsTransactionRemainsUsable(Form form) throws Exception {
     IdempotencyKey key = newKey();
     IdempotentExecutor patient = f.idem.executor().inFlightWait(Duration.ofSeconds(10)).build();
+    long sent = sends();
     try (Connection winner = f.ds.getConnection(); Connection loser = f.ds.getConnection()) {
       winner.setAutoCommit(false);
       loser.setAutoCommit(false);
@@ -239,10 +254,11 @@ class JoinedTransactionTest {
       try (Statement st = loser.createStatement()) {
         st.execute("SELECT 1"); // the loser's snapshot starts here, before the winner commits
       }
-      patient.execute(winner, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+      form.call.run(patient, winner, key);
+      long sentByWinner = sends() - sent;
       CompletableFuture<Throwable> lost = CompletableFuture.supplyAsync(() -> {
         try {
-          patient.execute(loser, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+          form.call.run(patient, loser, key);
           return null;
         } catch (Throwable t) {
           return t;
@@ -253,11 +269,32 @@ class JoinedTransactionTest {
       Throwable t = lost.get(10, TimeUnit.SECONDS);
       assertThat(t).isNotNull();
       assertThat(SqlStates.of(t)).isEqualTo(SqlStates.SERIALIZATION_FAILURE);
+      assertThat(sends() - sent).as("the loser's effect never ran").isEqualTo(sentByWinner);
       order(loser, key.value()); // rolled back to the savepoint: still usable
       loser.commit();
       loser.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
     }
     assertThat(f.payments(key.value())).isEqualTo(1);
     assertThat(orders(key.value())).isEqualTo(1);
+  }
+
+  /** The effect's two forms; each advances the sequence {@code sends} when it runs. */
+  enum Form {
+    CALLBACK((executor, c, key) -> executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      tx.dsl().execute("select nextval('sends')");
+      return ExecutorFixture.pay(tx, key.value(), 1);
+    })),
+    STATEMENTS((executor, c, key) -> executor.execute(c, key, Fingerprint.EMPTY, DSL.query("select nextval('sends')"),
+        DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", key.value())));
+
+    final JoinedCall call;
+
+    Form(JoinedCall call) {
+      this.call = call;
+    }
+  }
+
+  static long sends() {
+    return f.count("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sends");
   }
 }

@@ -439,41 +439,80 @@ class StatementEffectTest {
     assertThat(f.keyRows(key)).isEqualTo(1);
   }
 
-  @Test
-  void joinedUnderRepeatableReadALoserGetsTheSerializationFailureWithoutSendingItsStatements() throws Exception {
-    IdempotencyKey key = newKey();
-    IdempotentExecutor patient = f.idem.executor().inFlightWait(Duration.ofSeconds(10)).build();
+  /**
+   * pgjdbc's autosave rolls a failed string back to a savepoint of its own, set before the string:
+   * a savepoint set inside the string goes with it. Joined calls still answer repeats, copies in
+   * flight and failures as without it, in both forms, and the caller's transaction goes on.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"autosave=always", "autosave=always&cleanupSavepoints=true", "autosave=conservative"})
+  void underAutosaveJoinedCallsAnswerRepeatsCopiesInFlightAndFailuresAndTheCallerGoesOn(String params) throws Exception {
+    IdempotencyKey done = newKey();
+    IdempotencyKey failing = newKey();
+    IdempotencyKey held = newKey();
+    IdempotencyKey fresh = newKey();
+    String order = UUID.randomUUID().toString();
+    executor.execute(done, Fingerprint.EMPTY, pay(done.value(), 1));
     long before = sends();
-    try (Connection winner = f.ds.getConnection(); Connection loser = f.ds.getConnection()) {
-      winner.setAutoCommit(false);
-      loser.setAutoCommit(false);
-      loser.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
-      try (Statement st = loser.createStatement()) {
-        st.execute("SELECT 1"); // the loser's snapshot starts here, before the winner commits
-      }
-      patient.execute(winner, key, Fingerprint.EMPTY, pay(key.value(), 1));
-      CompletableFuture<Throwable> lost = CompletableFuture.supplyAsync(() -> {
-        try {
-          patient.execute(loser, key, Fingerprint.EMPTY, counted(), pay(key.value(), 1));
-          return null;
-        } catch (Throwable t) {
-          return t;
+    try (HikariDataSource autosave = new HikariDataSource(); Connection holder = f.ds.getConnection()) {
+      autosave.setJdbcUrl(f.db.jdbcUrl() + (f.db.jdbcUrl().contains("?") ? "&" : "?") + params);
+      autosave.setMaximumPoolSize(1);
+      holder.setAutoCommit(false);
+      executor.execute(holder, held, Fingerprint.EMPTY, pay(held.value(), 1)); // held, uncommitted
+      try (Connection c = autosave.getConnection()) {
+        c.setAutoCommit(false);
+        try (Statement st = c.createStatement()) {
+          st.execute("INSERT INTO payments (request, amount) VALUES ('" + order + "', 1)");
         }
-      });
-      Thread.sleep(200); // the loser blocks on the winner's key
-      winner.commit();
-      Throwable t = lost.get(10, TimeUnit.SECONDS);
-      assertThat(t).isNotNull();
-      assertThat(dev.idem.jdbc.internal.SqlStates.of(t)).isEqualTo(dev.idem.jdbc.internal.SqlStates.SERIALIZATION_FAILURE);
-      try (Statement st = loser.createStatement()) { // rolled back to the savepoint: still usable
-        st.execute("INSERT INTO payments (request, amount) VALUES ('" + key.value() + "-order', 1)");
+        IdempotentExecutor forgetful = f.idem.executor().inFlightWait(Duration.ofMillis(200)).build();
+        assertThat(forgetful.execute(c, done, Fingerprint.EMPTY, counted(), pay(done.value(), 1)))
+            .isInstanceOf(Execution.Replayed.class);
+        assertThat(forgetful.execute(c, held, Fingerprint.EMPTY, counted(), pay(held.value(), 1)))
+            .isInstanceOf(Execution.InFlight.class);
+        assertThat(forgetful.execute(c, held, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, held.value(), 1)))
+            .isInstanceOf(Execution.InFlight.class);
+        assertThatThrownBy(() -> forgetful.execute(c, failing, Fingerprint.EMPTY, pay(failing.value(), 1), DSL.query("select 1 / 0")))
+            .isInstanceOf(DataAccessException.class).hasMessageContaining("division by zero")
+            .satisfies(e -> assertThat(e.getSuppressed()).isEmpty());
+        assertThat(forgetful.execute(c, fresh, Fingerprint.EMPTY, pay(fresh.value(), 1))).isInstanceOf(Execution.Applied.class);
+        try (Statement st = c.createStatement()) {
+          st.execute("INSERT INTO payments (request, amount) VALUES ('" + order + "', 2)");
+        }
+        c.commit();
+        c.setAutoCommit(true);
       }
-      loser.commit();
-      loser.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
+      holder.rollback();
+      holder.setAutoCommit(true);
     }
-    assertThat(f.payments(key.value())).isEqualTo(1);
-    assertThat(f.payments(key.value() + "-order")).isEqualTo(1);
+    assertThat(f.payments(order)).isEqualTo(2);
+    assertThat(f.payments(done.value())).isEqualTo(1);
+    assertThat(f.payments(failing.value())).isZero();
+    assertThat(f.keyRows(failing)).isZero();
+    assertThat(f.payments(held.value())).isZero();
+    assertThat(f.payments(fresh.value())).isEqualTo(1);
+    assertThat(f.keyRows(fresh)).isEqualTo(1);
     assertThat(sends()).isEqualTo(before);
+  }
+
+  @Test
+  void inAnAbortedTransactionAJoinedCallIsRefusedAndSendsNothing() throws Exception {
+    IdempotencyKey key = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      try (Statement st = c.createStatement()) {
+        st.execute("select 1 / 0");
+      } catch (java.sql.SQLException swallowed) {
+        // the caller's transaction is aborted now
+      }
+      assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.EMPTY, pay(key.value(), 1)))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx").hasMessageContaining("aborted");
+      assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("aborted");
+      c.rollback();
+      c.setAutoCommit(true);
+    }
+    assertThat(f.keyRows(key)).isZero();
+    assertThat(f.payments(key.value())).isZero();
   }
 
   @ParameterizedTest

@@ -207,6 +207,40 @@ class InboxStatementsTest {
     assertThat(inboxRows("billing", id)).isZero();
   }
 
+  /** Under pgjdbc's autosave a joined copy is still ALREADY_DONE, and a failure leaves the caller going. */
+  @ParameterizedTest
+  @ValueSource(strings = {"autosave=always", "autosave=always&cleanupSavepoints=true", "autosave=conservative"})
+  void underAutosaveAJoinedCopyIsAlreadyDoneAndAFailureLeavesTheCallerGoing(String params) throws Exception {
+    String done = newId();
+    String failing = newId();
+    String fresh = newId();
+    String order = newId();
+    billing.receive(done, charge(done, 10));
+    long before = sends();
+    try (HikariDataSource autosave = new HikariDataSource()) {
+      autosave.setJdbcUrl(db.jdbcUrl() + (db.jdbcUrl().contains("?") ? "&" : "?") + params);
+      autosave.setMaximumPoolSize(1);
+      try (Connection c = autosave.getConnection()) {
+        c.setAutoCommit(false);
+        try (Statement st = c.createStatement()) {
+          st.execute("INSERT INTO charges VALUES ('" + order + "', 1)");
+        }
+        assertThat(forgetful("billing").receive(c, done, counted(), charge(done, 10))).isEqualTo(Outcome.ALREADY_DONE);
+        assertThatThrownBy(() -> billing.receive(c, failing, charge(failing, 10), charge(failing, 0)))
+            .isInstanceOf(DataAccessException.class).satisfies(e -> assertThat(e.getSuppressed()).isEmpty());
+        assertThat(billing.receive(c, fresh, charge(fresh, 10))).isEqualTo(Outcome.APPLIED);
+        c.commit();
+        c.setAutoCommit(true);
+      }
+    }
+    assertThat(charges(order)).isEqualTo(1);
+    assertThat(charges(done)).isEqualTo(1);
+    assertThat(charges(failing)).isZero();
+    assertThat(inboxRows("billing", failing)).isZero();
+    assertThat(charges(fresh)).isEqualTo(1);
+    assertThat(sends()).isEqualTo(before);
+  }
+
   @Test
   void insideIdemInTransactionTheStatementsJoinAndGoWithTheCallersRollback() {
     String id = newId();

@@ -1,0 +1,30 @@
+package dev.idem.jdbc.internal;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import org.postgresql.core.BaseConnection;
+import org.postgresql.core.TransactionState;
+
+/**
+ * What pgjdbc knows of a connection, asked without a round trip. A connection that cannot be
+ * unwrapped to pgjdbc's (a wrapper that hides it) answers false: idem then acts as it would on a
+ * connection in the default state. Not an API.
+ */
+public final class Driver {
+  private Driver() {}
+
+  /**
+   * True if pgjdbc reports the connection's transaction aborted: a statement failed and its error
+   * was caught, so PostgreSQL ignores everything until the rollback (a COMMIT then rolls back).
+   * pgjdbc tracks this from the server's answers. False for a connection that is not pgjdbc's
+   * underneath: such a driver reports a failed commit itself or not at all.
+   */
+  public static boolean aborted(Connection c) {
+    try {
+      return c.isWrapperFor(BaseConnection.class)
+          && c.unwrap(BaseConnection.class).getTransactionState() == TransactionState.FAILED;
+    } catch (SQLException | RuntimeException | LinkageError e) {
+      return false;
+    }
+  }
+}
