@@ -56,6 +56,16 @@ public final class TestDatabase implements AutoCloseable {
   }
 
   /**
+   * A new HikariCP pool of at most {@code maxPoolSize} connections whose URL carries pgjdbc's
+   * {@code driverParams} as well (e.g. {@code "autosave=always&cleanupSavepoints=true"}; empty for
+   * none).
+   */
+  public HikariDataSource dataSourceWithDriverParams(int maxPoolSize, String driverParams) {
+    String url = driverParams.isEmpty() ? jdbcUrl : jdbcUrl + (jdbcUrl.contains("?") ? "&" : "?") + driverParams;
+    return pool(url, maxPoolSize, 0, null);
+  }
+
+  /**
    * A new HikariCP pool that opens all {@code size} connections up front and keeps them, so a
    * benchmark never measures a connection being opened.
    */
@@ -63,9 +73,13 @@ public final class TestDatabase implements AutoCloseable {
     return pool(size, size, null);
   }
 
-  private synchronized HikariDataSource pool(int maxPoolSize, int minimumIdle, String isolation) {
+  private HikariDataSource pool(int maxPoolSize, int minimumIdle, String isolation) {
+    return pool(jdbcUrl, maxPoolSize, minimumIdle, isolation);
+  }
+
+  private synchronized HikariDataSource pool(String url, int maxPoolSize, int minimumIdle, String isolation) {
     HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(jdbcUrl);
+    config.setJdbcUrl(url);
     config.setMaximumPoolSize(maxPoolSize);
     config.setMinimumIdle(minimumIdle);
     config.setTransactionIsolation(isolation);
@@ -91,6 +105,15 @@ public final class TestDatabase implements AutoCloseable {
    * The number a query returns in its first column of its first row (e.g. {@code SELECT count(*)
    * FROM payments WHERE order_id = ?}): how tests read what was committed.
    */
+  /**
+   * How many values {@code sequence} has handed out ({@code nextval} calls, from its start at 1):
+   * a count of how often a statement calling it reached the server, committed or not, because
+   * PostgreSQL never rolls a sequence back.
+   */
+  public long nextvalCalls(String sequence) {
+    return count("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM " + sequence);
+  }
+
   public long count(String query, Object... params) {
     try (Connection c = helpers().getConnection(); PreparedStatement ps = c.prepareStatement(query)) {
       for (int i = 0; i < params.length; i++) {

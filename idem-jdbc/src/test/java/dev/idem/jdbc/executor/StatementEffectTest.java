@@ -72,7 +72,7 @@ class StatementEffectTest {
   }
 
   static long sends() {
-    return f.count("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sends");
+    return f.db.nextvalCalls("sends");
   }
 
   @Test
@@ -454,9 +454,7 @@ class StatementEffectTest {
     String order = UUID.randomUUID().toString();
     executor.execute(done, Fingerprint.EMPTY, pay(done.value(), 1));
     long before = sends();
-    try (HikariDataSource autosave = new HikariDataSource(); Connection holder = f.ds.getConnection()) {
-      autosave.setJdbcUrl(f.db.jdbcUrl() + (f.db.jdbcUrl().contains("?") ? "&" : "?") + params);
-      autosave.setMaximumPoolSize(1);
+    try (HikariDataSource autosave = f.db.dataSourceWithDriverParams(1, params); Connection holder = f.ds.getConnection()) {
       holder.setAutoCommit(false);
       executor.execute(holder, held, Fingerprint.EMPTY, pay(held.value(), 1)); // held, uncommitted
       try (Connection c = autosave.getConnection()) {

@@ -265,9 +265,7 @@ class InboxTest {
   @org.junit.jupiter.params.provider.ValueSource(strings = {"autosave=always", "autosave=always&cleanupSavepoints=true",
       "autosave=conservative&cleanupSavepoints=true"})
   void aFailedJoinedCallLeavesTheCallersTransactionUsableUnderAutosave(String params) throws Exception {
-    try (HikariDataSource autosave = new HikariDataSource()) {
-      autosave.setJdbcUrl(db.jdbcUrl() + (db.jdbcUrl().contains("?") ? "&" : "?") + params);
-      autosave.setMaximumPoolSize(1);
+    try (HikariDataSource autosave = db.dataSourceWithDriverParams(1, params)) {
       try (Connection c = autosave.getConnection()) {
         c.setAutoCommit(false);
         assertThatThrownBy(() -> billing.receive(c, "m-auto-1", tx -> {
