@@ -170,8 +170,8 @@ public final class IdempotentExecutor {
    *
    * <p>The statements run in order and the first that fails rolls back everything, the claim
    * included: the key is free again, and the failure is thrown as a {@link DataAccessException}
-   * wrapping the driver's error. Nothing is
-   * stored for replay; a repeat gets {@link Execution.Replayed} with a null value. A serialization
+   * wrapping the driver's error. Nothing is stored for replay; a repeat gets {@link
+   * Execution.Replayed} with a null value. A serialization
    * failure or deadlock makes the call again with the claim in a round trip of its own, which
    * retries as {@link #execute(IdempotencyKey, Fingerprint, Codec, TxCallback)} does (one run more
    * than {@link Idem.Builder#serializationRetries} allows a callback), so the statements may be
@@ -215,8 +215,8 @@ public final class IdempotentExecutor {
    * of the savepoint go in one round trip. The caller commits or rolls back; an {@link
    * Execution.Applied} here means "recorded in your transaction".
    *
-   * @throws IllegalArgumentException if {@code callerTx} is null, in auto-commit mode or aborted, or {@code
-   *     statements} is null, empty or holds a null
+   * @throws IllegalArgumentException if {@code callerTx} is null, in auto-commit mode or aborted,
+   *     or {@code statements} is null, empty or holds a null
    */
   public Execution<Void> execute(Connection callerTx, IdempotencyKey key, Fingerprint fingerprint, Query... statements) {
     Require.notNull(callerTx, "callerTx");
@@ -271,9 +271,9 @@ public final class IdempotentExecutor {
 
   /**
    * The claim, the statements and {@code COMMIT} in one round trip. If the claim conflicted (or the
-   * transaction failed with 40001 or 40P01), the call is made again with the claim in a round trip of its own:
-   * it reads the row and replays, waits for a copy in flight, or re-claims a row past its window,
-   * and then sends {@code effect}, the same statements.
+   * transaction failed with 40001 or 40P01), the call is made again with the claim in a round trip
+   * of its own: it reads the row and replays, waits for a copy in flight, or re-claims a row past
+   * its window, and then sends {@code effect}, the same statements.
    */
   private <T, X extends Exception> Execution<T> sentWithClaim(IdempotencyKey key, Fingerprint fingerprint,
       Codec<T> codec, TxCallback<T, X> effect, Binds binds, Query[] statements) throws X {

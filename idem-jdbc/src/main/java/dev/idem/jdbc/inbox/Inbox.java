@@ -263,9 +263,9 @@ public final class Inbox {
 
   /**
    * The claim, the statements and {@code COMMIT} in one round trip. If the claim conflicted (or
-   * the transaction failed with 40001 or 40P01), the receive is made again with the claim in a round trip of
-   * its own: it finds the id done, waits for a copy still running, or takes over a row past its
-   * window, and then sends {@code effect}, the same statements.
+   * the transaction failed with 40001 or 40P01), the receive is made again with the claim in a
+   * round trip of its own: it finds the id done, waits for a copy still running, or takes over a
+   * row past its window, and then sends {@code effect}, the same statements.
    */
   private <X extends Exception> Outcome sentWithClaim(String messageId, TxConsumer<X> effect, Query[] statements,
       Duration[] age) throws X {
