@@ -388,12 +388,7 @@ public final class IdempotentExecutor {
   private <T, X extends Exception> Execution<T> joined(Connection c, DSLContext dsl, IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect, Query[] statements) throws X {
     Tx tx = new JoinedTx(c, dsl);
-    if (Driver.aborted(c)) {
-      // Nothing idem sends would run; and a rollback to the savepoint's name, after the savepoint
-      // itself failed, could find an outer call's savepoint of that name and undo its work.
-      throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
-          + " was caught); roll it back: nothing of key " + key + " was sent");
-    }
+    Driver.refuseAborted(c, "key", key);
     // Rendered and bound before the try below: a statement refused here sent nothing, not even the
     // savepoint, so there is nothing to roll back to (and a savepoint of the same name, an outer
     // call's, must not be rolled back instead).

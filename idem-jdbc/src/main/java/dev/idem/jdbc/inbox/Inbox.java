@@ -393,10 +393,7 @@ public final class Inbox {
    */
   private <X extends Exception> Outcome joined(Tx tx, String messageId, TxConsumer<X> effect, Query[] statements) throws X {
     Duration[] age = new Duration[1];
-    if (Driver.aborted(tx.connection())) {
-      throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
-          + " was caught); roll it back: nothing of message " + messageId + " was sent");
-    }
+    Driver.refuseAborted(tx.connection(), "message", messageId);
     Outcome outcome = null;
     if (statements != null) {
       // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,

@@ -27,4 +27,19 @@ public final class Driver {
       return false;
     }
   }
+
+  /**
+   * Refuses a caller's transaction that is {@link #aborted}, before a joined call sends anything
+   * into it: nothing would run there, and a rollback to a savepoint's name after the savepoint
+   * itself failed could find an outer call's savepoint of that name and undo its work. {@code
+   * kind} and {@code id} name the call's key or message in the message (joined only on failure).
+   *
+   * @throws IllegalArgumentException if the transaction on {@code callerTx} is aborted
+   */
+  public static void refuseAborted(Connection callerTx, String kind, Object id) {
+    if (aborted(callerTx)) {
+      throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
+          + " was caught); roll it back: nothing of " + kind + " " + id + " was sent");
+    }
+  }
 }
