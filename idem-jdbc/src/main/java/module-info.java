@@ -12,6 +12,7 @@ module dev.idem.jdbc {
   requires org.slf4j;
 
   exports dev.idem.jdbc;
+  exports dev.idem.jdbc.tx;
   exports dev.idem.jdbc.executor;
   exports dev.idem.jdbc.inbox;
   exports dev.idem.jdbc.outbox;

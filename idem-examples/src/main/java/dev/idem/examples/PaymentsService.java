@@ -2,7 +2,7 @@ package dev.idem.examples;
 
 import com.sun.net.httpserver.HttpExchange;
 import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.NewMessage;
@@ -11,7 +11,6 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
-import dev.idem.transition.Outcome;
 import dev.idem.window.DedupeWindow;
 import dev.idem.window.RepeatSource;
 import java.io.IOException;
@@ -99,12 +98,12 @@ final class PaymentsService implements AutoCloseable {
     Http.respond(exchange, 201, Map.of(), Map.of("payment_id", run.value()));
   }
 
-  /** The local effect: one payment row and its outbox message, in the caller's transaction. */
+  /** The local effect: one payment row and its outbox message, in the transaction open on this thread (the executor's). */
   private String createPayment(Tx tx, String orderId, int amount, IdempotencyKey key) {
     String paymentId = "pay_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     tx.dsl().execute("INSERT INTO shop.payments (id, order_id, amount_cents, idempotency_key) VALUES (?, ?, ?, ?)",
         paymentId, orderId, amount, key.value());
-    idem.outbox().enqueue(tx, NewMessage.of("payment.created", paymentId.getBytes(StandardCharsets.UTF_8))
+    idem.outbox().enqueue(NewMessage.of("payment.created", paymentId.getBytes(StandardCharsets.UTF_8))
         .withAggregateKey(orderId)
         .withHeader("amount_cents", Integer.toString(amount)));
     tally.note(Hop.SERVICE, "payment row " + paymentId + " written (order " + orderId + ")");
@@ -123,8 +122,8 @@ final class PaymentsService implements AutoCloseable {
     if (tally.setup().guarded(Hop.WEBHOOK)) {
       // The receipt is one row: given as a statement, the inbox sends its claim of the event id,
       // the row and COMMIT in one round trip, and a copy of the event never writes it.
-      Outcome outcome = webhooks.receive(eventId, DSL.query(RECEIPT, paymentRef, chargeId, eventId));
-      if (outcome == Outcome.ALREADY_DONE) {
+      Execution<Void> outcome = webhooks.receive(eventId, DSL.query(RECEIPT, paymentRef, chargeId, eventId));
+      if (outcome.replayed()) {
         tally.caught(Hop.WEBHOOK, "webhook inbox drops event " + eventId + ": already handled");
       } else {
         noteReceipt(eventId, paymentRef);

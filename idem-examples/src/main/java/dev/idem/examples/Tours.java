@@ -118,23 +118,23 @@ public final class Tours {
       Transitions shipments = idem.transitions("shop.shipments").idColumn("id").statusColumn("status")
           .versionColumn("version").path(SHIPMENT).build();
 
-      Outcome first = idem.inTransaction(tx -> shipments.advance(tx, "s1", "PLACED", "PACKED"));
-      Outcome repeat = idem.inTransaction(tx -> shipments.advance(tx, "s1", "PLACED", "PACKED"));
+      Outcome first = shipments.advance("s1", "PLACED", "PACKED");
+      Outcome repeat = shipments.advance("s1", "PLACED", "PACKED");
       out.add("s1 PLACED->PACKED: " + first + "; the same message again: " + repeat);
       for (String[] step : new String[][] {{"PACKED", "SHIPPED"}, {"SHIPPED", "DELIVERED"}}) {
-        idem.inTransaction(tx -> shipments.advance(tx, "s1", step[0], step[1]));
+        shipments.advance("s1", step[0], step[1]);
       }
-      Outcome late = idem.inTransaction(tx -> shipments.advance(tx, "s1", "PLACED", "PACKED"));
+      Outcome late = shipments.advance("s1", "PLACED", "PACKED");
       out.add("s1 delivered, then the late PLACED->PACKED arrives: " + late + "; s1 is " + status(ds, "s1"));
       sql(ds, "UPDATE shop.shipments SET status = 'DELIVERED' WHERE id = 's2'");
       sql(ds, "UPDATE shop.shipments SET status = 'PACKED' WHERE id = 's2'"); // the same late message, written blind
       out.add("s2 delivered, the same late message written blind (SET status = 'PACKED'): s2 is " + status(ds, "s2")
           + ", a repeat that was \"idempotent\" and still wrong");
-      Outcome cancelled = idem.inTransaction(tx -> shipments.advance(tx, "s3", "PLACED", "PACKED"));
+      Outcome cancelled = shipments.advance("s3", "PLACED", "PACKED");
       out.add("s3 CANCELLED, PLACED->PACKED arrives: " + cancelled + " (a side state is not success)");
 
       // Two workers hold the same message for s4 and both read PLACED: the database picks one.
-      List<Outcome> race = race(2, () -> idem.inTransaction(tx -> shipments.advance(tx, "s4", "PLACED", "PACKED")));
+      List<Outcome> race = race(2, () -> shipments.advance("s4", "PLACED", "PACKED"));
       long applied = race.stream().filter(o -> o == Outcome.APPLIED).count();
       long done = race.stream().filter(o -> o == Outcome.ALREADY_DONE).count();
       out.add("s4, two workers race PLACED->PACKED: " + race + "; s4 is " + status(ds, "s4") + " at version "

@@ -1,11 +1,11 @@
 package dev.idem.examples;
 
 import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
-import dev.idem.transition.Outcome;
+import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import dev.idem.window.RepeatSource;
 import java.io.IOException;
@@ -75,8 +75,8 @@ final class Worker {
     String paymentId = new String(d.payload(), StandardCharsets.UTF_8);
     int amount = Integer.parseInt(d.headers().getOrDefault("amount_cents", "0"));
     if (tally.setup().guarded(Hop.QUEUE)) {
-      Outcome outcome = inbox.receive(d.messageId(), tx -> charge(tx, paymentId, amount));
-      if (outcome == Outcome.ALREADY_DONE) {
+      Execution<Void> outcome = inbox.receive(d.messageId(), tx -> charge(tx, paymentId, amount));
+      if (outcome.replayed()) {
         tally.caught(Hop.QUEUE, "inbox acknowledges message " + short8(d.messageId()) + " (delivery " + d.delivery() + "): already done");
       }
     } else {

@@ -19,31 +19,6 @@ public final class AutoCommit {
     R run(Connection c) throws SQLException;
   }
 
-  /** How often {@link #runAgainOnSerializationFailure} runs a statement in all. */
-  public static final int SERIALIZATION_ATTEMPTS = 10;
-
-  /**
-   * {@link #run}, run again while it fails with a serialization failure or deadlock (SQLSTATE
-   * 40001 / 40P01), at most {@link #SERIALIZATION_ATTEMPTS} times in all. An auto-commit statement
-   * runs at the pool's isolation level; at REPEATABLE READ or SERIALIZABLE one that waited for
-   * another transaction's write to a row fails with 40001 once that write commits, having written
-   * nothing. Run again, it is its own transaction with a new snapshot that sees the other write,
-   * and answers as under READ COMMITTED. Only for work whose statements may run again as a whole.
-   *
-   * @throws DataAccessException the last failure, if every attempt failed so, or any other failure
-   */
-  public static <R> R runAgainOnSerializationFailure(DataSource dataSource, String what, Work<R> work) {
-    for (int attempt = 1; ; attempt++) {
-      try {
-        return run(dataSource, what, work);
-      } catch (DataAccessException e) {
-        if (attempt >= SERIALIZATION_ATTEMPTS || !SqlStates.isRetryable(e)) {
-          throw e;
-        }
-      }
-    }
-  }
-
   /**
    * Runs {@code work} on a connection from {@code dataSource} in auto-commit mode, and gives the
    * connection back in the mode it came in.

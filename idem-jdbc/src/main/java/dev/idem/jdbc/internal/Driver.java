@@ -32,14 +32,29 @@ public final class Driver {
    * Refuses a caller's transaction that is {@link #aborted}, before a joined call sends anything
    * into it: nothing would run there, and a rollback to a savepoint's name after the savepoint
    * itself failed could find an outer call's savepoint of that name and undo its work. {@code
-   * kind} and {@code id} name the call's key or message in the message (joined only on failure).
+   * what} names the call's key or message in the message.
    *
    * @throws IllegalArgumentException if the transaction on {@code callerTx} is aborted
    */
-  public static void refuseAborted(Connection callerTx, String kind, Object id) {
+  public static void refuseAborted(Connection callerTx, String what) {
     if (aborted(callerTx)) {
       throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
-          + " was caught); roll it back: nothing of " + kind + " " + id + " was sent");
+          + " was caught); roll it back: nothing of " + what + " was sent");
+    }
+  }
+
+  /**
+   * True if pgjdbc reports a transaction open (or aborted) on a connection a {@code DataSource} just
+   * handed out: the DataSource gives out the thread's current transaction (Spring's {@code
+   * TransactionAwareDataSourceProxy}, say), and a transaction idem began and committed there would
+   * commit the caller's work with it. False when it cannot tell (not pgjdbc's underneath).
+   */
+  public static boolean inTransaction(Connection c) {
+    try {
+      return c.isWrapperFor(BaseConnection.class)
+          && c.unwrap(BaseConnection.class).getTransactionState() != TransactionState.IDLE;
+    } catch (SQLException | RuntimeException | LinkageError e) {
+      return false;
     }
   }
 }

@@ -1,6 +1,5 @@
 package dev.idem.jdbc.internal;
 
-import dev.idem.jdbc.Idem;
 import java.time.OffsetDateTime;
 import org.jooq.Condition;
 import org.jooq.Field;
@@ -24,7 +23,7 @@ public final class Expiry {
    *
    * @return the number of rows deleted
    */
-  public static long deleteInBatches(Idem idem, Table<?> table, Condition condition, int batchSize, int maxBatches) {
+  public static long deleteInBatches(Context idem, Table<?> table, Condition condition, int batchSize, int maxBatches) {
     long total = 0;
     for (int batch = 0; batch < maxBatches; batch++) {
       // One short transaction per batch, on a connection of its own, even when called inside the

@@ -19,7 +19,7 @@ public final class OwnTransaction {
   private static final Logger LOG = LoggerFactory.getLogger("dev.idem.transactions");
 
   /** Why work that returned normally could not commit: it swallowed the failure of a statement. */
-  static final String ABORTED_BY_CAUGHT_ERROR = "an earlier statement failed and the work caught its error without"
+  public static final String ABORTED_BY_CAUGHT_ERROR = "an earlier statement failed and the work caught its error without"
       + " rethrowing it, so PostgreSQL aborted the transaction";
 
   private OwnTransaction() {}
@@ -37,6 +37,39 @@ public final class OwnTransaction {
 
   /** Runs {@code work} in a transaction on a connection from {@code dataSource}, then returns the connection. */
   public static <T, X extends Exception> T run(DataSource dataSource, Work<T, X> work) throws X {
+    return run(dataSource, null, work);
+  }
+
+  /**
+   * A connection handed out inside a transaction: if that transaction has written nothing (a pool
+   * in manual commit that ran its test query on it), it is rolled back and true returned; if it
+   * has written (a transaction-aware DataSource handing out the caller's), false: it is not idem's
+   * to end.
+   */
+  private static boolean endUnwritten(Connection c) {
+    try (Statement st = c.createStatement();
+        java.sql.ResultSet rs = st.executeQuery("select txid_current_if_assigned() is null")) {
+      if (rs.next() && rs.getBoolean(1)) {
+        if (c.getAutoCommit()) {
+          st.execute("rollback");
+        } else {
+          c.rollback();
+        }
+        return true;
+      }
+      return false;
+    } catch (SQLException e) {
+      throw new DataAccessException("could not inspect the transaction the DataSource handed out: " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * {@link #run}, the transaction begun by {@code begin} (or, if null, as usual): statements run on
+   * the connection in auto-commit mode that end in {@code BEGIN}, so that what they did is part of
+   * the transaction, or that throw, having rolled back their round trip: then {@code work} does not
+   * run and the failure is thrown.
+   */
+  public static <T, X extends Exception> T run(DataSource dataSource, AutoCommit.Work<?> begin, Work<T, X> work) throws X {
     Connection c;
     try {
       c = dataSource.getConnection();
@@ -45,12 +78,69 @@ public final class OwnTransaction {
     }
     Throwable failure = null;
     try {
+      if (Driver.inTransaction(c) && !endUnwritten(c)) {
+        // Committing here would commit the caller's work too, behind its back.
+        throw new IllegalStateException("the DataSource handed idem a connection inside an open transaction (is it"
+            + " transaction-aware, such as Spring's TransactionAwareDataSourceProxy?); idem would commit that"
+            + " transaction: give idem the pool itself, and join a framework's transaction through"
+            + " Idem.builder(...).transactionBinding(...) or by passing its connection");
+      }
+      if (begin != null && begin(c, begin)) {
+        try {
+          return on(c, work);
+        } finally {
+          // on() found manual commit, set by begin(): give the connection back as it came
+          cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);
+        }
+      }
       return on(c, work);
     } catch (Throwable t) {
       failure = t;
       throw t;
     } finally {
       cleanUp(c::close, "close its connection", failure);
+    }
+  }
+
+  /**
+   * Runs {@code begin} in auto-commit mode and leaves the connection in manual commit inside the
+   * transaction it opened: pgjdbc sees the transaction open and sends no {@code BEGIN} of its own.
+   * If {@code begin} throws, the connection is put back as it came and nothing is open.
+   */
+  private static boolean begin(Connection c, AutoCommit.Work<?> begin) {
+    boolean autoCommit;
+    try {
+      autoCommit = c.getAutoCommit();
+      if (!autoCommit) {
+        c.setAutoCommit(true); // no transaction is open (checked above), so this sends nothing
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not begin a transaction: " + e.getMessage(), e);
+    }
+    try {
+      begin.run(c);
+      c.setAutoCommit(false);
+      return autoCommit;
+    } catch (SQLException | RuntimeException | Error e) {
+      try {
+        if (Driver.inTransaction(c)) {
+          try (Statement st = c.createStatement()) {
+            st.execute("rollback");
+          }
+        }
+        if (!autoCommit) {
+          c.setAutoCommit(false);
+        }
+      } catch (SQLException | RuntimeException restore) {
+        e.addSuppressed(restore);
+      }
+      if (e instanceof SQLException sql) {
+        throw new DataAccessException("could not begin a transaction: " + sql.getMessage(), sql);
+      }
+      if (e instanceof RuntimeException r) {
+        throw r;
+      }
+      throw (Error) e;
     }
   }
 

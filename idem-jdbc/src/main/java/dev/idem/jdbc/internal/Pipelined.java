@@ -131,25 +131,9 @@ public final class Pipelined implements AutoCloseable {
     }
   }
 
-  /**
-   * Sends the string, in one round trip.
-   *
-   * @throws ClaimTaken if the claim conflicted on {@code schema.table}: the key or id has a row
-   *     (committed, or committed while the claim waited for it). Nothing after the claim ran; the
-   *     transaction is aborted, for the caller to roll back before it makes the call again with
-   *     the claim in a round trip of its own, which reads the row or waits for it.
-   * @throws SQLException whatever else failed (a statement, the tail, the claim's wait, a
-   *     serialization failure), with the transaction aborted or, if the tail's COMMIT failed, over
-   */
-  public void send(String schema, String table) throws SQLException {
-    try {
-      ps.execute();
-    } catch (SQLException e) {
-      if (SqlStates.isUniqueViolationOn(e, schema, table)) {
-        throw new ClaimTaken();
-      }
-      throw e;
-    }
+  /** Sends the string, in one round trip; the first statement that fails ends it, and is thrown. */
+  public void send() throws SQLException {
+    ps.execute();
   }
 
   /** Runs {@code statements} on {@code c} in one round trip, each in turn; the first failure ends it. */

@@ -11,6 +11,10 @@ public final class SqlStates {
   public static final String UNIQUE_VIOLATION = "23505";
   public static final String LOCK_NOT_AVAILABLE = "55P03";
   public static final String QUERY_CANCELED = "57014";
+  /** The server ran out of memory: a new attempt may find it. */
+  public static final String OUT_OF_MEMORY = "53200";
+  /** idem's own signal, raised by its claim when the key already has a row (see the migrations). */
+  public static final String REPEAT = "IDEM1";
   /** SET TRANSACTION after the transaction's first query. */
   public static final String ACTIVE_SQL_TRANSACTION = "25001";
   /** A statement sent after an earlier one failed: PostgreSQL ignores all until the rollback. */
@@ -31,10 +35,19 @@ public final class SqlStates {
     return null;
   }
 
-  /** 40001 or 40P01: the transaction may succeed if run again from the start. */
+  /** 40001, 40P01 or 53200: the transaction may succeed if run again from the start. */
   public static boolean isRetryable(Throwable t) {
     String state = of(t);
-    return SERIALIZATION_FAILURE.equals(state) || DEADLOCK_DETECTED.equals(state);
+    return SERIALIZATION_FAILURE.equals(state) || DEADLOCK_DETECTED.equals(state) || OUT_OF_MEMORY.equals(state);
+  }
+
+  /**
+   * True if {@code t} says the connection failed (SQLSTATE class 08, or pgjdbc's I/O error with no
+   * server answer): the statement may or may not have run, and a new connection may succeed.
+   */
+  public static boolean isConnectionFailure(Throwable t) {
+    String state = of(t);
+    return state != null && state.startsWith("08");
   }
 
   public static boolean is(Throwable t, String state) {

@@ -2,7 +2,7 @@ package dev.idem.jdbc.lease;
 
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
-import dev.idem.jdbc.TxCallback;
+import dev.idem.jdbc.tx.TxCallback;
 import java.sql.Connection;
 import java.time.Duration;
 import java.time.Instant;

@@ -4,10 +4,12 @@ import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
-import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
-import dev.idem.jdbc.TxCallback;
-import dev.idem.jdbc.internal.AutoCommit;
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.jdbc.tx.TxCallback;
+import dev.idem.jdbc.internal.OwnTransaction;
+import dev.idem.jdbc.internal.SqlStates;
+import java.sql.Statement;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.key.IdempotencyKey;
@@ -74,7 +76,7 @@ public final class Leases {
   /** The shortest lease granted: the database clock counts in microseconds. */
   public static final Duration MIN_TTL = Duration.ofMillis(1);
 
-  private static final Table<?> LEASES = DSL.table(DSL.name(Idem.DEFAULT_SCHEMA, "idem_leases"));
+  private static final Table<?> LEASES = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_leases"));
   private static final Table<?> L = LEASES.as("l");
   private static final Field<String> RESOURCE = DSL.field(DSL.name("resource"), String.class);
   private static final Field<String> HOLDER = DSL.field(DSL.name("holder"), String.class);
@@ -86,16 +88,23 @@ public final class Leases {
   private static final Field<Long> L_TOKEN = DSL.field(DSL.name("l", "token"), Long.class);
   private static final Field<OffsetDateTime> L_EXPIRES_AT = DSL.field(DSL.name("l", "expires_at"), OffsetDateTime.class);
 
-  private final Idem idem;
+  /**
+   * The longest a grant, renewal or release waits for the lease's row while a holder writes under
+   * its fence ({@link #fenced}, which locks the row until its transaction ends): then acquire
+   * answers empty (the resource is held), renew and release throw, and nothing changes.
+   */
+  public static final Duration LOCK_WAIT = Duration.ofSeconds(2);
+
+  private final Context idem;
   private final Events events;
 
-  private Leases(Idem idem) {
+  private Leases(Context idem) {
     this.idem = Require.notNull(idem, "idem");
     this.events = Events.to(idem.listener(), "leases");
   }
 
-  /** The leases of {@code idem}. Prefer {@link Idem#leases()}. */
-  public static Leases of(Idem idem) {
+  /** For {@code Idem.leases()}: the way to get the leases. Not an API. */
+  public static Leases of(Context idem) {
     return new Leases(idem);
   }
 
@@ -113,7 +122,7 @@ public final class Leases {
     IdempotencyKey.check("resource", resource);
     IdempotencyKey.check("holder", holder);
     Field<OffsetDateTime> until = until(ttl);
-    Optional<Record3<Long, OffsetDateTime, String>> granted = autoCommit(dsl -> dsl
+    Optional<Record3<Long, OffsetDateTime, String>> granted = bounded(Optional.empty(), dsl -> dsl
         .insertInto(L, RESOURCE, HOLDER, TOKEN, EXPIRES_AT)
         .values(DSL.val(resource), DSL.val(holder), DSL.inline(1L), until)
         .onConflict(RESOURCE)
@@ -154,7 +163,7 @@ public final class Leases {
     Field<OffsetDateTime> until = until(ttl);
     // Only the latest grant, only while it lasts: a lapsed holder must acquire again and get a new
     // token, so it can never carry an old token into a time after someone else could have held it.
-    return autoCommit(dsl -> dsl.update(LEASES)
+    return bounded(null, dsl -> dsl.update(LEASES)
         .set(EXPIRES_AT, until)
         .where(RESOURCE.eq(resource))
         .and(HOLDER.eq(holder))
@@ -173,7 +182,7 @@ public final class Leases {
     IdempotencyKey.check("resource", resource);
     IdempotencyKey.check("holder", holder);
     Require.notNull(token, "token");
-    return autoCommit(dsl -> dsl.update(LEASES)
+    return bounded(null, dsl -> dsl.update(LEASES)
         .setNull(HOLDER)
         .set(EXPIRES_AT, Expiry.dbNow())
         .where(RESOURCE.eq(resource))
@@ -223,11 +232,6 @@ public final class Leases {
     }
   }
 
-  /** {@link #checkFence(Connection, String, FencingToken)} in an open {@link Tx}. */
-  public void checkFence(Tx tx, String resource, FencingToken token) {
-    checkFence(Require.notNull(tx, "tx").connection(), resource, token);
-  }
-
   /**
    * Runs {@code write} in a transaction (joining the one open on this thread) after {@link
    * #checkFence}; a stale token throws before {@code write} runs.
@@ -250,11 +254,10 @@ public final class Leases {
   public <T, X extends Exception> T fenced(Connection tx, String resource, FencingToken token, TxCallback<T, X> write)
       throws X {
     Require.notNull(write, "write");
+    Tx joined = idem.joined(tx, "the fenced write on " + resource);
     checkFence(tx, resource, token);
-    return write.apply(new JoinedTx(tx, idem.dsl(tx)));
+    return write.apply(joined);
   }
-
-  private record JoinedTx(Connection connection, DSLContext dsl) implements Tx {}
 
   private static Field<OffsetDateTime> until(Duration ttl) {
     Require.positive(ttl, "ttl");
@@ -265,12 +268,35 @@ public final class Leases {
   }
 
   /**
-   * One statement on a connection of its own, committed at once, whatever this thread has open; run
-   * again if it waited for a competing grant and failed with 40001 (a pool at REPEATABLE READ or
-   * SERIALIZABLE), so a lost race answers as under READ COMMITTED: empty or false, never an error.
+   * One statement in a transaction of its own, committed at once, whatever this thread has open,
+   * waiting at most {@link #LOCK_WAIT} for the lease's row (a holder inside {@link #fenced} keeps it
+   * locked until its write commits); {@code whenBusy} if that wait runs out. Run again within the
+   * retry budget if it waited for a competing grant and failed with 40001 (a pool at REPEATABLE
+   * READ or SERIALIZABLE), so a lost race answers as under READ COMMITTED: empty or false.
    */
-  private <T> T autoCommit(java.util.function.Function<DSLContext, T> statement) {
-    return AutoCommit.runAgainOnSerializationFailure(idem.dataSource(), "lease statement failed",
-        c -> statement.apply(idem.dsl(c)));
+  private <T> T bounded(T whenBusy, java.util.function.Function<DSLContext, T> statement) {
+    for (int run = 1; ; run++) {
+      try {
+        return OwnTransaction.run(idem.dataSource(), c -> {
+          try (Statement st = c.createStatement()) {
+            st.execute("set local lock_timeout = '" + LOCK_WAIT.toMillis() + "ms'");
+          } catch (SQLException e) {
+            throw new DataAccessException("lease statement failed: " + e.getMessage(), e);
+          }
+          return statement.apply(idem.dsl(c));
+        });
+      } catch (DataAccessException e) {
+        if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
+          if (whenBusy == null) {
+            throw new IllegalStateException("the lease's row stayed locked for " + LOCK_WAIT + " by a write under its"
+                + " fence (Leases.fenced) that has not committed; nothing changed: try again", e);
+          }
+          return whenBusy;
+        }
+        if (!idem.retryAfter(run, e)) {
+          throw e;
+        }
+      }
+    }
   }
 }

@@ -3,8 +3,8 @@ package dev.idem.jdbc.outbox;
 import static dev.idem.jdbc.outbox.OutboxTable.*;
 
 import dev.idem.internal.Sha256;
-import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.OwnTransaction;
 import java.sql.Connection;
@@ -54,7 +54,7 @@ public final class Outbox {
   /** PostgreSQL's longest identifier, and so channel name, in bytes (NAMEDATALEN - 1). */
   private static final int MAX_CHANNEL_LENGTH = 63;
 
-  private final Idem idem;
+  private final Context idem;
   private final boolean notifying;
   /** The {@code INSERT} of n messages at index n, rendered on first use; enqueue sits on the caller's hot path. */
   private final AtomicReferenceArray<String> insertByRows = new AtomicReferenceArray<>(MAX_ROWS_PER_INSERT + 1);
@@ -62,7 +62,7 @@ public final class Outbox {
   private final String redriveAllSql;
   private volatile Outbox notifyingTwin;
 
-  private Outbox(Idem idem, boolean notifying) {
+  private Outbox(Context idem, boolean notifying) {
     this.idem = idem;
     this.notifying = notifying;
     DSLContext d = idem.dsl();
@@ -81,7 +81,7 @@ public final class Outbox {
     var insert = d.insertInto(T, ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES).valuesOfRows(Collections.nCopies(rows, row));
     // The notification rides on the insert itself (no extra round trip); PostgreSQL delivers it at
     // commit, once per transaction and channel however many messages (and rows) called it.
-    Field<Object> notify = DSL.function("pg_notify", Object.class, DSL.inline(channel(idem)), DSL.inline(""));
+    Field<Object> notify = DSL.function("pg_notify", Object.class, DSL.inline(channel(idem.schema())), DSL.inline(""));
     return notifying ? d.render(insert.returningResult(notify)) : d.render(insert);
   }
 
@@ -111,16 +111,16 @@ public final class Outbox {
    * which ends in {@code .idem_outbox}. Schema names are checked to be ASCII, so characters are
    * bytes.
    */
-  static String channel(Idem idem) {
-    String plain = idem.schema() + ".idem_outbox";
+  static String channel(String schema) {
+    String plain = schema + ".idem_outbox";
     if (plain.length() <= MAX_CHANNEL_LENGTH) {
       return plain;
     }
-    return "idem_outbox." + Sha256.hex(idem.schema()).substring(0, 32);
+    return "idem_outbox." + Sha256.hex(schema).substring(0, 32);
   }
 
-  /** The outbox of {@code idem}. Prefer {@link Idem#outbox()}. */
-  public static Outbox of(Idem idem) {
+  /** For {@code Idem.outbox()}: the way to get the outbox. Not an API. */
+  public static Outbox of(Context idem) {
     if (idem == null) {
       throw new IllegalArgumentException("idem must not be null");
     }
@@ -147,19 +147,17 @@ public final class Outbox {
 
   /**
    * Writes {@code message} in the transaction open on {@code callerTx} and returns its new id. It
-   * commits or rolls back with the caller's transaction; nothing is sent before that commits. (On
-   * a connection in auto-commit mode it commits at once, alone.)
+   * commits or rolls back with the caller's transaction; nothing is sent before that commits.
    *
    * @return the id minted for the message, a UUIDv7 (time-ordered, strictly increasing within
    *     this JVM)
-   * @throws IllegalArgumentException if {@code callerTx} or {@code message} is null
+   * @throws IllegalArgumentException if {@code callerTx} is null, in auto-commit mode (the message
+   *     would commit alone) or aborted, or {@code message} is null
    * @throws DataAccessException if the database refused the row; PostgreSQL then aborted the
    *     caller's transaction, which can only be rolled back
    */
   public UUID enqueue(Connection callerTx, NewMessage message) {
-    if (callerTx == null) {
-      throw new IllegalArgumentException("callerTx must not be null");
-    }
+    idem.joined(callerTx, "the message");
     if (message == null) {
       throw new IllegalArgumentException("message must not be null");
     }
@@ -181,10 +179,7 @@ public final class Outbox {
    *
    * <p>All or nothing: the input is checked before anything is written, and a failure while
    * writing (the database refusing a row) aborts the caller's transaction in PostgreSQL, so no
-   * part of the batch can commit; roll back and retry the whole business transaction. On a
-   * connection in auto-commit mode the batch commits at once, in one transaction of its own (a
-   * batch larger than {@value #MAX_ROWS_PER_INSERT} is wrapped in one and auto-commit restored).
-   * Not covered: pgjdbc's {@code autosave=always}, which rolls a failed statement back and keeps
+   * part of the batch can commit; roll back and retry the whole business transaction. Not covered: pgjdbc's {@code autosave=always}, which rolls a failed statement back and keeps
    * the transaction usable, could then leave the statements before the failed one written in a
    * batch larger than {@value #MAX_ROWS_PER_INSERT}; roll back on any exception.
    *
@@ -201,9 +196,7 @@ public final class Outbox {
    * @throws DataAccessException if the database refused a row; nothing of the batch can commit
    */
   public List<UUID> enqueueAll(Connection callerTx, List<NewMessage> messages) {
-    if (callerTx == null) {
-      throw new IllegalArgumentException("callerTx must not be null");
-    }
+    idem.joined(callerTx, "the messages");
     NewMessage[] batch = checked(messages);
     if (batch.length == 0) {
       return List.of();
@@ -213,16 +206,7 @@ public final class Outbox {
       ids[i] = UuidV7.next();
     }
     try {
-      if (batch.length <= MAX_ROWS_PER_INSERT) {
-        insert(callerTx, batch, ids, 0, batch.length); // one statement: atomic even in auto-commit
-      } else if (callerTx.getAutoCommit()) {
-        OwnTransaction.on(callerTx, c -> {
-          insertInChunks(c, batch, ids);
-          return null;
-        });
-      } else {
-        insertInChunks(callerTx, batch, ids);
-      }
+      insertInChunks(callerTx, batch, ids);
     } catch (SQLException e) {
       throw new DataAccessException("could not enqueue a batch of " + batch.length + " messages: " + e.getMessage(), e);
     }
@@ -272,40 +256,30 @@ public final class Outbox {
     return p + 6;
   }
 
-  /** {@link #enqueue(Connection, NewMessage)} on the connection of a jOOQ context. */
-  public UUID enqueue(DSLContext callerTx, NewMessage message) {
-    if (callerTx == null) {
-      throw new IllegalArgumentException("callerTx must not be null");
-    }
-    if (message == null) {
-      throw new IllegalArgumentException("message must not be null");
-    }
-    return callerTx.connectionResult(c -> enqueue(c, message));
+  /**
+   * {@link #enqueue(Connection, NewMessage)} in the transaction open on this thread: {@code
+   * Idem.inTransaction}'s, or a framework's found through the transaction binding.
+   *
+   * @throws IllegalStateException if no transaction is open on this thread: a message written
+   *     alone would not commit with the work it announces; open one, or pass its connection
+   */
+  public UUID enqueue(NewMessage message) {
+    return enqueue(open("message"), message);
   }
 
-  /** {@link #enqueue(Connection, NewMessage)} in an idem transaction. */
-  public UUID enqueue(Tx callerTx, NewMessage message) {
-    if (callerTx == null) {
-      throw new IllegalArgumentException("callerTx must not be null");
-    }
-    return enqueue(callerTx.connection(), message);
+  /** {@link #enqueueAll(Connection, List)} in the transaction open on this thread; see {@link #enqueue(NewMessage)}. */
+  public List<UUID> enqueueAll(List<NewMessage> messages) {
+    return enqueueAll(open("messages"), messages);
   }
 
-  /** {@link #enqueueAll(Connection, List)} on the connection of a jOOQ context. */
-  public List<UUID> enqueueAll(DSLContext callerTx, List<NewMessage> messages) {
-    if (callerTx == null) {
-      throw new IllegalArgumentException("callerTx must not be null");
+  private Connection open(String what) {
+    Tx tx = idem.current();
+    if (tx == null) {
+      throw new IllegalStateException("no transaction is open on this thread, so the " + what + " would commit alone,"
+          + " apart from the work it announces: call enqueue inside Idem.inTransaction or your framework's"
+          + " transaction (with its TransactionBinding), or pass the transaction's connection");
     }
-    checked(messages);
-    return callerTx.connectionResult(c -> enqueueAll(c, messages));
-  }
-
-  /** {@link #enqueueAll(Connection, List)} in an idem transaction. */
-  public List<UUID> enqueueAll(Tx callerTx, List<NewMessage> messages) {
-    if (callerTx == null) {
-      throw new IllegalArgumentException("callerTx must not be null");
-    }
-    return enqueueAll(callerTx.connection(), messages);
+    return tx.connection();
   }
 
   /**

@@ -5,7 +5,7 @@ import static dev.idem.jdbc.outbox.OutboxTable.*;
 import dev.idem.internal.Events;
 import dev.idem.internal.Failures;
 import dev.idem.internal.Require;
-import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.OwnTransaction;
@@ -89,7 +89,7 @@ public final class Relay implements AutoCloseable {
   /** How often the background loop deletes sent messages past their retention. */
   private static final Duration PURGE_EVERY = Duration.ofMinutes(1);
 
-  private final Idem idem;
+  private final Context idem;
   private final Publisher publisher;
   private final int batchSize;
   private final Duration pollInterval;
@@ -163,7 +163,7 @@ public final class Relay implements AutoCloseable {
   }
 
   /** Starts the configuration of a relay. Prefer {@link Idem#relay(Publisher)}. */
-  public static Builder builder(Idem idem, Publisher publisher) {
+  public static Builder builder(Context idem, Publisher publisher) {
     return new Builder(idem, publisher);
   }
 
@@ -478,7 +478,7 @@ public final class Relay implements AutoCloseable {
         connection.setAutoCommit(true);
         pg = connection.unwrap(PGConnection.class);
         try (Statement st = connection.createStatement()) {
-          st.execute(idem.dsl().render(DSL.query("LISTEN {0}", DSL.name(Outbox.channel(idem)))));
+          st.execute(idem.dsl().render(DSL.query("LISTEN {0}", DSL.name(Outbox.channel(idem.schema())))));
         }
       } catch (SQLException e) {
         close();
@@ -568,7 +568,7 @@ public final class Relay implements AutoCloseable {
       if (!c.getAutoCommit()) {
         c.setAutoCommit(true);
       }
-      st.execute(idem.dsl().render(DSL.select(DSL.function("pg_notify", Object.class, DSL.inline(Outbox.channel(idem)), DSL.inline("")))));
+      st.execute(idem.dsl().render(DSL.select(DSL.function("pg_notify", Object.class, DSL.inline(Outbox.channel(idem.schema())), DSL.inline("")))));
     } catch (SQLException | RuntimeException e) {
       LOG.debug("could not wake the LISTEN loop; it stops after its poll interval", e);
     }
@@ -578,7 +578,7 @@ public final class Relay implements AutoCloseable {
 
   /** Configures a {@link Relay}; validated and copied in {@link #build()}. */
   public static final class Builder {
-    private final Idem idem;
+    private final Context idem;
     private final Publisher publisher;
     private int batchSize = 100;
     private Duration pollInterval = Duration.ofMillis(500);
@@ -589,7 +589,7 @@ public final class Relay implements AutoCloseable {
     private Duration retention = Duration.ofDays(7);
     private boolean listen;
 
-    private Builder(Idem idem, Publisher publisher) {
+    private Builder(Context idem, Publisher publisher) {
       if (idem == null) {
         throw new IllegalArgumentException("idem must not be null");
       }

@@ -2,10 +2,9 @@ package dev.idem.jdbc.sequence;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
-import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
-import dev.idem.jdbc.TxConsumer;
-import dev.idem.jdbc.internal.ClaimRaced;
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.jdbc.internal.Savepoints;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.transition.Outcome;
@@ -66,19 +65,19 @@ import org.jooq.impl.DSL;
  * <p>Thread-safe and immutable.
  */
 public final class EntitySequences {
-  private static final Table<?> SEQUENCES = DSL.table(DSL.name(Idem.DEFAULT_SCHEMA, "idem_sequences")).as("s");
+  private static final Table<?> SEQUENCES = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_sequences")).as("s");
   private static final Field<String> STREAM = DSL.field(DSL.name("stream"), String.class);
   private static final Field<String> ENTITY = DSL.field(DSL.name("entity"), String.class);
   private static final Field<Long> LAST_APPLIED = DSL.field(DSL.name("last_applied"), Long.class);
   private static final Field<Long> S_LAST_APPLIED = DSL.field(DSL.name("s", "last_applied"), Long.class);
 
-  private final Idem idem;
+  private final Context idem;
   private final String stream;
   private final Events events;
   // Rendered once (binds: stream, entity, seq): the hot path runs it as a plain PreparedStatement.
   private final String claim;
 
-  private EntitySequences(Idem idem, String stream) {
+  private EntitySequences(Context idem, String stream) {
     this.idem = Require.notNull(idem, "idem");
     this.stream = IdempotencyKey.check("stream", stream);
     this.events = Events.to(idem.listener(), "sequences:" + stream);
@@ -92,10 +91,8 @@ public final class EntitySequences {
         .returning(LAST_APPLIED));
   }
 
-  /**
-   * The sequences of {@code stream}, checked like an idempotency key (visible ASCII, 1 to 255).
-   */
-  public static EntitySequences of(Idem idem, String stream) {
+  /** For {@code Idem.sequences(stream)}: the way to get them. Not an API. */
+  public static EntitySequences of(Context idem, String stream) {
     return new EntitySequences(idem, stream);
   }
 
@@ -117,9 +114,9 @@ public final class EntitySequences {
    */
   public <X extends Exception> Outcome applyIfNewer(String entity, long seq, TxConsumer<X> effect) throws X {
     check(entity, seq, effect);
-    boolean joining = idem.currentTransaction() != null;
-    Outcome outcome = joining ? idem.inTransaction(tx -> applyInSavepoint(tx, entity, seq, effect))
-        : ClaimRaced.rerun(idem, tx -> apply(tx, entity, seq, effect, true));
+    Tx open = idem.current();
+    Outcome outcome = open != null ? applyInSavepoint(open, entity, seq, effect)
+        : idem.owned(tx -> apply(tx, entity, seq, effect));
     events.sequence(stream, entity, seq, outcome); // owned: after commit; joined: recorded, not committed
     return outcome;
   }
@@ -138,25 +135,10 @@ public final class EntitySequences {
    */
   public <X extends Exception> Outcome applyIfNewer(Connection tx, String entity, long seq, TxConsumer<X> effect)
       throws X {
-    Require.notNull(tx, "tx");
     check(entity, seq, effect);
-    try {
-      if (tx.getAutoCommit()) {
-        throw new IllegalArgumentException("tx is in auto-commit mode: the sequence record and the effect must be"
-            + " one transaction");
-      }
-    } catch (SQLException e) {
-      throw new DataAccessException("could not read the connection's auto-commit mode", e);
-    }
-    Outcome outcome = applyInSavepoint(new JoinedTx(tx, idem.dsl(tx)), entity, seq, effect);
+    Outcome outcome = applyInSavepoint(idem.joined(tx, "sequence " + seq + " of " + stream + "/" + entity), entity, seq, effect);
     events.sequence(stream, entity, seq, outcome);
     return outcome;
-  }
-
-  /** {@link #applyIfNewer(Connection, String, long, TxConsumer)} in an open {@link Tx}. */
-  public <X extends Exception> Outcome applyIfNewer(Tx tx, String entity, long seq, TxConsumer<X> effect) throws X {
-    Require.notNull(tx, "tx");
-    return applyIfNewer(tx.connection(), entity, seq, effect);
   }
 
   /** The highest sequence number applied for {@code entity}, or 0 if none. */
@@ -178,16 +160,15 @@ public final class EntitySequences {
   private <X extends Exception> Outcome applyInSavepoint(Tx tx, String entity, long seq, TxConsumer<X> effect)
       throws X {
     return Savepoints.around(tx.connection(), "sequence " + seq + " of " + stream + "/" + entity,
-        () -> apply(tx, entity, seq, effect, false));
+        () -> apply(tx, entity, seq, effect));
   }
 
   /**
-   * Records {@code seq} if newer, then runs {@code effect}. {@code owned}: the transaction is this
-   * call's, so a claim that raced another copy's (40001 at REPEATABLE READ or SERIALIZABLE, before
-   * the effect ran) is {@link ClaimRaced}, and the call runs again.
+   * Records {@code seq} if newer, then runs {@code effect}. In a transaction of idem's own, a claim
+   * that raced another copy's (40001 at REPEATABLE READ or SERIALIZABLE) runs again within the
+   * retry budget and then finds the raised number.
    */
-  private <X extends Exception> Outcome apply(Tx tx, String entity, long seq, TxConsumer<X> effect, boolean owned)
-      throws X {
+  private <X extends Exception> Outcome apply(Tx tx, String entity, long seq, TxConsumer<X> effect) throws X {
     boolean newer;
     // The upsert raises last_applied only when seq is greater (SequenceRule.shouldApply); a copy
     // racing on the same entity waits for the first one's row lock and then finds the raised value.
@@ -199,8 +180,8 @@ public final class EntitySequences {
         newer = rs.next();
       }
     } catch (SQLException e) {
-      throw ClaimRaced.orFailure(owned, new DataAccessException("recording sequence " + seq + " of " + stream + "/"
-          + entity + " failed: " + e.getMessage(), e));
+      throw new DataAccessException("recording sequence " + seq + " of " + stream + "/" + entity + " failed: "
+          + e.getMessage(), e);
     }
     if (!newer) {
       return Outcome.ALREADY_DONE;
@@ -217,5 +198,4 @@ public final class EntitySequences {
     Require.notNull(effect, "effect");
   }
 
-  private record JoinedTx(Connection connection, DSLContext dsl) implements Tx {}
 }

@@ -4,8 +4,7 @@ import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
-import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.StatePath;
@@ -108,8 +107,10 @@ public final class Transitions {
   private final Rendered advance;
   private final Rendered advanceFenced;
   private final Rendered read;
+  private final Context idem;
 
   private Transitions(Builder b, Table<?> table) {
+    this.idem = b.idem;
     this.tableName = b.table;
     this.table = table;
     this.idColumn = b.idColumn;
@@ -135,7 +136,7 @@ public final class Transitions {
   }
 
   /** Starts the configuration of transitions on {@code table} ({@code "orders"} or {@code "shop.orders"}). */
-  public static Builder builder(Idem idem, String table) {
+  public static Builder builder(Context idem, String table) {
     return new Builder(idem, table);
   }
 
@@ -164,9 +165,12 @@ public final class Transitions {
     return step(tx, id, from, to).outcome();
   }
 
-  /** {@link #advance(Connection, Object, String, String)} in an open {@link Tx}. */
-  public Outcome advance(Tx tx, Object id, String from, String to) {
-    return advance(connectionOf(tx), id, from, to);
+  /**
+   * {@link #advance(Connection, Object, String, String)} in the transaction open on this thread ({@code
+   * Idem.inTransaction}, or a framework's through the transaction binding), or in one of its own.
+   */
+  public Outcome advance(Object id, String from, String to) {
+    return idem.inTransaction(tx -> advance(tx.connection(), id, from, to));
   }
 
   /**
@@ -182,9 +186,12 @@ public final class Transitions {
     return execute(tx, advance, binds, id, from, to, null);
   }
 
-  /** {@link #step(Connection, Object, String, String)} in an open {@link Tx}. */
-  public TransitionResult step(Tx tx, Object id, String from, String to) {
-    return step(connectionOf(tx), id, from, to);
+  /**
+   * {@link #step(Connection, Object, String, String)} in the transaction open on this thread ({@code
+   * Idem.inTransaction}, or a framework's through the transaction binding), or in one of its own.
+   */
+  public TransitionResult step(Object id, String from, String to) {
+    return idem.inTransaction(tx -> step(tx.connection(), id, from, to));
   }
 
   /**
@@ -209,9 +216,12 @@ public final class Transitions {
     return execute(tx, advanceFenced, binds, id, from, to, token);
   }
 
-  /** {@link #advanceFenced(Connection, Object, String, String, FencingToken)} in an open {@link Tx}. */
-  public TransitionResult advanceFenced(Tx tx, Object id, String from, String to, FencingToken token) {
-    return advanceFenced(connectionOf(tx), id, from, to, token);
+  /**
+   * {@link #advanceFenced(Connection, Object, String, String, FencingToken)} in the transaction open on this thread ({@code
+   * Idem.inTransaction}, or a framework's through the transaction binding), or in one of its own.
+   */
+  public TransitionResult advanceFenced(Object id, String from, String to, FencingToken token) {
+    return idem.inTransaction(tx -> advanceFenced(tx.connection(), id, from, to, token));
   }
 
   // ---------------------------------------------------------------- version and fenced writes
@@ -245,9 +255,12 @@ public final class Transitions {
     return execute(tx, st, binds, id, null, null, null);
   }
 
-  /** {@link #updateAtVersion(Connection, Object, long, Map)} in an open {@link Tx}. */
-  public TransitionResult updateAtVersion(Tx tx, Object id, long expectedVersion, Map<String, ?> values) {
-    return updateAtVersion(connectionOf(tx), id, expectedVersion, values);
+  /**
+   * {@link #updateAtVersion(Connection, Object, long, Map)} in the transaction open on this thread ({@code
+   * Idem.inTransaction}, or a framework's through the transaction binding), or in one of its own.
+   */
+  public TransitionResult updateAtVersion(Object id, long expectedVersion, Map<String, ?> values) {
+    return idem.inTransaction(tx -> updateAtVersion(tx.connection(), id, expectedVersion, values));
   }
 
   /**
@@ -281,9 +294,12 @@ public final class Transitions {
     return execute(tx, st, binds, id, null, null, token);
   }
 
-  /** {@link #writeFenced(Connection, Object, FencingToken, Map)} in an open {@link Tx}. */
-  public TransitionResult writeFenced(Tx tx, Object id, FencingToken token, Map<String, ?> values) {
-    return writeFenced(connectionOf(tx), id, token, values);
+  /**
+   * {@link #writeFenced(Connection, Object, FencingToken, Map)} in the transaction open on this thread ({@code
+   * Idem.inTransaction}, or a framework's through the transaction binding), or in one of its own.
+   */
+  public TransitionResult writeFenced(Object id, FencingToken token, Map<String, ?> values) {
+    return idem.inTransaction(tx -> writeFenced(tx.connection(), id, token, values));
   }
 
   // ---------------------------------------------------------------- internals
@@ -433,17 +449,13 @@ public final class Transitions {
     }
   }
 
-  private static Connection connectionOf(Tx tx) {
-    return Require.notNull(tx, "tx").connection();
-  }
-
   /**
    * Configures {@link Transitions} on one table. Defaults: id column {@code id}, status column
    * {@code status}, no version column, no fence column; the path is required. Every name is
    * checked in {@link #build()}.
    */
   public static final class Builder {
-    private final Idem idem;
+    private final Context idem;
     private final String table;
     private String idColumn = "id";
     private String statusColumn = "status";
@@ -451,7 +463,7 @@ public final class Transitions {
     private String fenceColumn;
     private StatePath path;
 
-    private Builder(Idem idem, String table) {
+    private Builder(Context idem, String table) {
       this.idem = Require.notNull(idem, "idem");
       this.table = table;
     }

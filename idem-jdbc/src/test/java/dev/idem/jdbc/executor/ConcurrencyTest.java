@@ -3,8 +3,8 @@ package dev.idem.jdbc.executor;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -52,14 +52,12 @@ class ConcurrencyTest {
     f.close();
   }
 
-  @ParameterizedTest
-  @EnumSource(ClaimOrder.class)
-  void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult(ClaimOrder order) throws Exception {
+  @Test
+  void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult() throws Exception {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     AtomicInteger runs = new AtomicInteger();
     try (HikariDataSource ds = f.db.dataSource(32, "TRANSACTION_READ_COMMITTED")) {
-      IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20))
-          .claimOrder(order).build();
+      IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
       List<Execution<String>> results = Race.together(32, i -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
         runs.incrementAndGet();
         String id = ExecutorFixture.pay(tx, key.value(), 100);
@@ -72,21 +70,14 @@ class ConcurrencyTest {
       assertThat(results).filteredOn(Execution::replayed).hasSize(31);
       String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
       assertThat(results).extracting(Execution::value).containsOnly(first);
-      if (order == ClaimOrder.BEFORE_EFFECT) {
-        assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
-      } else {
-        // The losers ran their callbacks too; their payment rows were rolled back with them.
-        assertThat(runs.get()).isGreaterThan(1);
-      }
+      assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
     }
   }
 
   @ParameterizedTest
   @CsvSource({
-      "TRANSACTION_READ_COMMITTED, BEFORE_EFFECT", "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT",
-      "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT",
-      "TRANSACTION_READ_COMMITTED, AT_COMMIT", "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
-  void aThousandKeysSentThreeTimesFromEightThreadsCommitExactlyAThousandEffects(String isolation, ClaimOrder order)
+      "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void aThousandKeysSentThreeTimesFromEightThreadsCommitExactlyAThousandEffects(String isolation)
       throws Exception {
     String batch = UUID.randomUUID().toString().substring(0, 8);
     List<IdempotencyKey> sends = new ArrayList<>();
@@ -107,8 +98,8 @@ class ConcurrencyTest {
     AtomicInteger surfaced = new AtomicInteger();
     try (HikariDataSource ds = f.db.dataSource(8, isolation)) {
       // Enough re-runs for a loser of a 3-way race under REPEATABLE READ / SERIALIZABLE.
-      IdempotentExecutor executor = Idem.builder(ds).serializationRetries(5).build().executor()
-          .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
+      IdempotentExecutor executor = Idem.builder(ds).retries(new RetryBudget(6, Duration.ofMillis(5), Duration.ofMillis(50)))
+          .build().executor().inFlightWait(Duration.ofSeconds(20)).build();
       Race.together(8, i -> {
         for (IdempotencyKey key; (key = queue.poll()) != null; ) {
           String request = "batch-" + batch + "/" + key.value();
@@ -132,7 +123,7 @@ class ConcurrencyTest {
     assertThat(f.count("SELECT count(DISTINCT request) FROM payments WHERE request LIKE 'batch-" + batch + "/%'")).isEqualTo(1000);
     assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'batch-" + batch + "'")).isEqualTo(1000);
     assertThat(seen).hasSize(1000);
-    System.out.println(isolation + ", " + order + ": serialization failures surfaced after re-runs: " + surfaced);
+    System.out.println(isolation + ": serialization failures surfaced after re-runs: " + surfaced);
     assertThat(seen.values()).allSatisfy(results -> assertThat(results).hasSize(3).containsOnly(results.get(0)));
   }
 
@@ -140,20 +131,18 @@ class ConcurrencyTest {
    * Racers on one key under snapshot isolation all get the winner's result, even with no re-runs
    * allowed for failures after the effect: a loser's claim that waited for the winner's row fails
    * with 40001 before its effect ran, and such a call runs again without counting against {@code
-   * serializationRetries}.
+   * RetryBudget#maxRuns()}: only runs of the callback count.
    */
   @ParameterizedTest
   @CsvSource({
-      "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT, 3", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT, 3",
-      "TRANSACTION_REPEATABLE_READ, AT_COMMIT, 3", "TRANSACTION_SERIALIZABLE, AT_COMMIT, 3",
-      "TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT, 0", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT, 0",
-      "TRANSACTION_REPEATABLE_READ, AT_COMMIT, 0", "TRANSACTION_SERIALIZABLE, AT_COMMIT, 0"})
-  void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, ClaimOrder order, int retries)
+      "TRANSACTION_REPEATABLE_READ, 4", "TRANSACTION_SERIALIZABLE, 4",
+      "TRANSACTION_REPEATABLE_READ, 1", "TRANSACTION_SERIALIZABLE, 1"})
+  void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, int runs)
       throws Exception {
     IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
     try (HikariDataSource ds = f.db.dataSource(8, isolation)) {
-      IdempotentExecutor executor = Idem.builder(ds).serializationRetries(retries).build().executor()
-          .inFlightWait(Duration.ofSeconds(20)).claimOrder(order).build();
+      IdempotentExecutor executor = Idem.builder(ds).retries(new RetryBudget(runs, Duration.ofMillis(5), Duration.ofMillis(50)))
+          .build().executor().inFlightWait(Duration.ofSeconds(20)).build();
       List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
         String id = ExecutorFixture.pay(tx, key.value(), 1);
         Thread.sleep(50);

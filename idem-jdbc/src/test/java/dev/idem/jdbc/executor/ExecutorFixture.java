@@ -1,7 +1,7 @@
 package dev.idem.jdbc.executor;
 
 import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.testing.RecordingListener;

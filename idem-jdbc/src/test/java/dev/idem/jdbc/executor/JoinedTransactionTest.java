@@ -3,7 +3,6 @@ package dev.idem.jdbc.executor;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -177,10 +176,9 @@ class JoinedTransactionTest {
     assertThat(f.keyRows(key)).isZero();
   }
 
-  @ParameterizedTest
-  @EnumSource(ClaimOrder.class)
-  void anEffectCallingTheExecutorWithItsOwnKeyIsRefusedAndNothingCommits(ClaimOrder order) throws Exception {
-    IdempotentExecutor ordered = f.idem.executor().claimOrder(order).build();
+  @Test
+  void anEffectCallingTheExecutorWithItsOwnKeyIsRefusedAndNothingCommits() throws Exception {
+    IdempotentExecutor ordered = f.idem.executor().build();
     IdempotencyKey key = newKey();
     assertThatThrownBy(() -> ordered.execute(key, Fingerprint.EMPTY, Codec.utf8(), outer -> {
       ExecutorFixture.pay(outer, key.value(), 1);

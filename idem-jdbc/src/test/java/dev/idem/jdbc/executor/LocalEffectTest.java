@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
@@ -89,8 +88,8 @@ class LocalEffectTest {
    */
   @Test
   void anEffectThatSwallowsAnSqlErrorIsNeverReportedAsApplied() throws Exception {
-    for (ClaimOrder order : ClaimOrder.values()) {
-      IdempotentExecutor ordered = f.idem.executor().claimOrder(order).build();
+    {
+      IdempotentExecutor ordered = f.idem.executor().build();
       for (Codec<String> codec : java.util.List.of(Codec.<String>none(), Codec.utf8())) {
         IdempotencyKey key = newKey();
         assertThatThrownBy(() -> ordered.execute(key, Fingerprint.EMPTY, codec, tx -> {
@@ -101,9 +100,9 @@ class LocalEffectTest {
             // the effect's own mistake: the transaction is aborted from here on
           }
           return null;
-        })).as("%s, %s", order, codec).isInstanceOf(org.jooq.exception.DataAccessException.class);
-        assertThat(f.payments(key.value())).as("%s, %s", order, codec).isZero();
-        assertThat(f.keyRows(key)).as("%s, %s", order, codec).isZero();
+        })).as("%s", codec).isInstanceOf(org.jooq.exception.DataAccessException.class);
+        assertThat(f.payments(key.value())).as("%s", codec).isZero();
+        assertThat(f.keyRows(key)).as("%s", codec).isZero();
 
         Execution<String> retry = ordered.execute(key, Fingerprint.EMPTY, codec, tx -> {
           ExecutorFixture.pay(tx, key.value(), 5);
@@ -282,8 +281,6 @@ class LocalEffectTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("name");
     assertThatThrownBy(() -> f.idem.executor().expiryBatches(0, 1).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("batch size");
-    assertThatThrownBy(() -> IdempotentExecutor.builder(null))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("idem");
   }
 
   @Test

@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
@@ -183,7 +183,7 @@ class StatementEffectTest {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     long before = sends();
     try (HikariDataSource ds = f.db.dataSource(16, isolation)) {
-      IdempotentExecutor racing = Idem.builder(ds).serializationRetries(0).build().executor()
+      IdempotentExecutor racing = Idem.builder(ds).retries(RetryBudget.NONE).build().executor()
           .inFlightWait(Duration.ofSeconds(20)).build();
       List<Execution<Void>> results = Race.together(16, i -> racing.execute(key, Fingerprint.EMPTY,
           counted(), pay(key.value(), 100), DSL.query("select pg_sleep(0.1)"))); // holds the key: the others pile up on it
@@ -317,18 +317,6 @@ class StatementEffectTest {
     assertThat(f.keyRows(failing)).isZero();
     assertThat(f.payments(repeated.value())).isEqualTo(1);
     assertThat(sends()).isEqualTo(before);
-  }
-
-  @Test
-  void anAtCommitExecutorSendsStatementsWithTheClaimFirstToo() {
-    IdempotentExecutor atCommit = f.idem.executor().claimOrder(ClaimOrder.AT_COMMIT).build();
-    IdempotencyKey key = newKey();
-    atCommit.execute(key, Fingerprint.EMPTY, pay(key.value(), 1));
-    long before = sends();
-    assertThat(f.idem.executor().claimOrder(ClaimOrder.AT_COMMIT).build().execute(key, Fingerprint.EMPTY, counted()))
-        .isInstanceOf(Execution.Replayed.class);
-    assertThat(sends()).isEqualTo(before);
-    assertThat(f.payments(key.value())).isEqualTo(1);
   }
 
   @Test

@@ -4,12 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
-import dev.idem.transition.Outcome;
+import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.sql.Statement;
@@ -89,14 +89,14 @@ class InboxStatementsTest {
   void aNewMessageCommitsTheStatementsWithItsClaimAndACopyNeverSendsThem() {
     String id = newId();
     long before = sends();
-    assertThat(billing.receive(id, counted(), charge(id, 10))).isEqualTo(Outcome.APPLIED);
-    assertThat(forgetful("billing").receive(id, counted(), charge(id, 10))).isEqualTo(Outcome.ALREADY_DONE);
-    assertThat(billing.receive(id, counted(), charge(id, 10))).isEqualTo(Outcome.ALREADY_DONE);
+    assertThat(billing.receive(id, counted(), charge(id, 10))).matches(Execution::applied);
+    assertThat(forgetful("billing").receive(id, counted(), charge(id, 10))).matches(Execution::replayed);
+    assertThat(billing.receive(id, counted(), charge(id, 10))).matches(Execution::replayed);
     assertThat(sends() - before).isEqualTo(1);
     assertThat(charges(id)).isEqualTo(1);
     assertThat(inboxRows("billing", id)).isEqualTo(1);
     // another consumer has ids of its own
-    assertThat(forgetful("shipping").receive(id, charge(id, 10))).isEqualTo(Outcome.APPLIED);
+    assertThat(forgetful("shipping").receive(id, charge(id, 10))).matches(Execution::applied);
     assertThat(charges(id)).isEqualTo(2);
   }
 
@@ -107,7 +107,7 @@ class InboxStatementsTest {
         .isInstanceOf(DataAccessException.class).hasMessageContaining("charges_amount_check");
     assertThat(charges(id)).isZero();
     assertThat(inboxRows("billing", id)).isZero();
-    assertThat(billing.receive(id, charge(id, 10), charge(id, 5))).isEqualTo(Outcome.APPLIED);
+    assertThat(billing.receive(id, charge(id, 10), charge(id, 5))).matches(Execution::applied);
     assertThat(db.count("SELECT sum(amount) FROM charges WHERE message_id = '" + id + "'")).isEqualTo(15);
   }
 
@@ -117,12 +117,12 @@ class InboxStatementsTest {
     String id = newId();
     long before = sends();
     try (HikariDataSource racing = db.dataSource(16, isolation)) {
-      Inbox inbox = Idem.builder(racing).serializationRetries(0).build().inbox("billing")
+      Inbox inbox = Idem.builder(racing).retries(RetryBudget.NONE).build().inbox("billing")
           .window(DedupeWindow.of(Duration.ofDays(8))).build();
-      List<Outcome> outcomes = Race.together(16, i -> inbox.receive(id, counted(), charge(id, 10),
+      List<Execution<Void>> outcomes = Race.together(16, i -> inbox.receive(id, counted(), charge(id, 10),
           DSL.query("select pg_sleep(0.1)")));
-      assertThat(outcomes).filteredOn(o -> o == Outcome.APPLIED).hasSize(1);
-      assertThat(outcomes).filteredOn(o -> o == Outcome.ALREADY_DONE).hasSize(15);
+      assertThat(outcomes).filteredOn(Execution::applied).hasSize(1);
+      assertThat(outcomes).filteredOn(Execution::replayed).hasSize(15);
     }
     assertThat(charges(id)).isEqualTo(1);
     assertThat(inboxRows("billing", id)).isEqualTo(1);
@@ -133,63 +133,12 @@ class InboxStatementsTest {
   void anIdPastItsWindowIsReceivedAgain() throws Exception {
     Inbox brief = idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(1))).build();
     String id = newId();
-    assertThat(brief.receive(id, charge(id, 1))).isEqualTo(Outcome.APPLIED);
+    assertThat(brief.receive(id, charge(id, 1))).matches(Execution::applied);
     Thread.sleep(20);
     assertThat(idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(1))).build().receive(id, charge(id, 2)))
-        .isEqualTo(Outcome.APPLIED);
+        .matches(Execution::applied);
     assertThat(charges(id)).isEqualTo(2);
     assertThat(inboxRows("brief", id)).isEqualTo(1);
-  }
-
-  @Test
-  void anAtCommitInboxSendsStatementsWithTheClaimFirstToo() {
-    Inbox atCommit = idem.inbox("at-commit").window(DedupeWindow.of(Duration.ofDays(1))).claimOrder(ClaimOrder.AT_COMMIT).build();
-    String id = newId();
-    atCommit.receive(id, charge(id, 1));
-    long before = sends();
-    assertThat(idem.inbox("at-commit").window(DedupeWindow.of(Duration.ofDays(1))).claimOrder(ClaimOrder.AT_COMMIT).build()
-        .receive(id, counted(), charge(id, 1))).isEqualTo(Outcome.ALREADY_DONE);
-    assertThat(sends()).isEqualTo(before);
-    assertThat(charges(id)).isEqualTo(1);
-  }
-
-  /**
-   * Joined: the statements commit with the caller's work, a copy is ALREADY_DONE without sending
-   * them, and a failure leaves the caller's transaction going; also under pgjdbc's autosave modes,
-   * which set savepoints of their own.
-   */
-  @ParameterizedTest
-  @ValueSource(strings = {"", "autosave=always", "autosave=always&cleanupSavepoints=true", "autosave=conservative"})
-  void joinedTheStatementsCommitWithTheCallersWorkAndAFailureLeavesItUsable(String driverParams) throws Exception {
-    String order = newId();
-    String done = newId();
-    String failing = newId();
-    String fresh = newId();
-    billing.receive(done, charge(done, 10));
-    long before = sends();
-    try (HikariDataSource pool = db.dataSourceWithDriverParams(1, driverParams); Connection c = pool.getConnection()) {
-      c.setAutoCommit(false);
-      try (Statement st = c.createStatement()) {
-        st.execute("INSERT INTO charges VALUES ('" + order + "', 1)");
-      }
-      assertThat(forgetful("billing").receive(c, done, counted(), charge(done, 10))).isEqualTo(Outcome.ALREADY_DONE);
-      assertThatThrownBy(() -> billing.receive(c, failing, charge(failing, 10), DSL.query("select 1 / 0")))
-          .isInstanceOf(DataAccessException.class).hasMessageContaining("division by zero")
-          .satisfies(e -> assertThat(e.getSuppressed()).isEmpty());
-      assertThat(billing.receive(c, fresh, charge(fresh, 10))).isEqualTo(Outcome.APPLIED);
-      try (Statement st = c.createStatement()) {
-        st.execute("INSERT INTO charges VALUES ('" + order + "', 2)");
-      }
-      c.commit();
-      c.setAutoCommit(true);
-    }
-    assertThat(charges(order)).isEqualTo(2);
-    assertThat(charges(done)).isEqualTo(1);
-    assertThat(charges(failing)).isZero();
-    assertThat(inboxRows("billing", failing)).isZero();
-    assertThat(charges(fresh)).isEqualTo(1);
-    assertThat(inboxRows("billing", fresh)).isEqualTo(1);
-    assertThat(sends()).isEqualTo(before);
   }
 
   @Test
@@ -219,7 +168,7 @@ class InboxStatementsTest {
   void insideIdemInTransactionTheStatementsJoinAndGoWithTheCallersRollback() {
     String id = newId();
     assertThatThrownBy(() -> idem.useTransaction(tx -> {
-      assertThat(billing.receive(id, charge(id, 10))).isEqualTo(Outcome.APPLIED);
+      assertThat(billing.receive(id, charge(id, 10))).matches(Execution::applied);
       throw new IllegalStateException("the caller changes its mind");
     })).hasMessage("the caller changes its mind");
     assertThat(charges(id)).isZero();

@@ -4,12 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
-import dev.idem.transition.Outcome;
+import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
 import java.sql.Connection;
@@ -71,18 +71,18 @@ class InboxTest {
     return count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = '" + consumer + "' AND message_id = '" + id + "'");
   }
 
-  static void charge(dev.idem.jdbc.Tx tx, String id) {
+  static void charge(dev.idem.jdbc.tx.Tx tx, String id) {
     tx.dsl().execute("INSERT INTO charges VALUES (?, 10)", id);
   }
 
   @Test
   void aDuplicateIsAlreadyDoneAndDoesNotRunTheEffect() {
-    assertThat(billing.receive("m-1", tx -> charge(tx, "m-1"))).isEqualTo(Outcome.APPLIED);
+    assertThat(billing.receive("m-1", tx -> charge(tx, "m-1"))).matches(Execution::applied);
     int[] ran = {0};
     assertThat(billing.receive("m-1", tx -> {
       ran[0]++;
       charge(tx, "m-1");
-    })).isEqualTo(Outcome.ALREADY_DONE);
+    })).matches(Execution::replayed);
     assertThat(ran[0]).isZero();
     assertThat(charges("m-1")).isEqualTo(1);
     assertThat(inboxRows("billing", "m-1")).isEqualTo(1);
@@ -91,8 +91,8 @@ class InboxTest {
   @Test
   void consumersAreSeparate() {
     Inbox audit = idem.inbox("audit").window(DedupeWindow.of(Duration.ofDays(1))).build();
-    assertThat(billing.receive("m-2", tx -> charge(tx, "m-2"))).isEqualTo(Outcome.APPLIED);
-    assertThat(audit.receive("m-2", tx -> charge(tx, "m-2"))).isEqualTo(Outcome.APPLIED);
+    assertThat(billing.receive("m-2", tx -> charge(tx, "m-2"))).matches(Execution::applied);
+    assertThat(audit.receive("m-2", tx -> charge(tx, "m-2"))).matches(Execution::applied);
     assertThat(charges("m-2")).isEqualTo(2);
     assertThat(inboxRows("billing", "m-2")).isEqualTo(1);
     assertThat(inboxRows("audit", "m-2")).isEqualTo(1);
@@ -107,19 +107,19 @@ class InboxTest {
     assertThat(charges("m-3")).isZero();
     assertThat(inboxRows("billing", "m-3")).isZero();
 
-    assertThat(billing.receive("m-3", tx -> charge(tx, "m-3"))).isEqualTo(Outcome.APPLIED);
+    assertThat(billing.receive("m-3", tx -> charge(tx, "m-3"))).matches(Execution::applied);
     assertThat(charges("m-3")).isEqualTo(1);
   }
 
   @Test
   void concurrentCopiesRunTheEffectOnce() throws Exception {
     int copies = 16;
-    List<Outcome> results = Race.together(copies, i -> billing.receive("m-race", tx -> {
+    List<Execution<Void>> results = Race.together(copies, i -> billing.receive("m-race", tx -> {
       charge(tx, "m-race");
       tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
     }));
-    assertThat(results).containsOnlyOnce(Outcome.APPLIED);
-    assertThat(results).filteredOn(o -> o == Outcome.ALREADY_DONE).hasSize(copies - 1);
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).filteredOn(Execution::replayed).hasSize(copies - 1);
     assertThat(charges("m-race")).isEqualTo(1);
     assertThat(inboxRows("billing", "m-race")).isEqualTo(1);
   }
@@ -130,19 +130,18 @@ class InboxTest {
    * one's row fails with 40001 before its effect ran, and runs again without spending a re-run.
    */
   @ParameterizedTest
-  @CsvSource({"TRANSACTION_REPEATABLE_READ, BEFORE_EFFECT", "TRANSACTION_SERIALIZABLE, BEFORE_EFFECT",
-      "TRANSACTION_REPEATABLE_READ, AT_COMMIT", "TRANSACTION_SERIALIZABLE, AT_COMMIT"})
-  void underStricterIsolationCopiesAreAlreadyDoneNotErrors(String isolation, ClaimOrder order) throws Exception {
-    String id = "m-strict-" + isolation + "-" + order;
+  @CsvSource({"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void underStricterIsolationCopiesAreAlreadyDoneNotErrors(String isolation) throws Exception {
+    String id = "m-strict-" + isolation;
     try (HikariDataSource pool = db.dataSource(8, isolation)) {
-      Inbox strict = Idem.builder(pool).serializationRetries(0).build().inbox("billing")
-          .window(DedupeWindow.of(Duration.ofDays(7))).claimOrder(order).build();
-      List<Outcome> results = Race.together(8, i -> strict.receive(id, tx -> {
+      Inbox strict = Idem.builder(pool).retries(RetryBudget.NONE).build().inbox("billing")
+          .window(DedupeWindow.of(Duration.ofDays(7))).build();
+      List<Execution<Void>> results = Race.together(8, i -> strict.receive(id, tx -> {
         charge(tx, id);
         tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
       }));
-      assertThat(results).containsOnlyOnce(Outcome.APPLIED);
-      assertThat(results).filteredOn(o -> o == Outcome.ALREADY_DONE).hasSize(7);
+      assertThat(results).filteredOn(Execution::applied).hasSize(1);
+      assertThat(results).filteredOn(Execution::replayed).hasSize(7);
     }
     assertThat(charges(id)).isEqualTo(1);
     assertThat(inboxRows("billing", id)).isEqualTo(1);
@@ -153,14 +152,14 @@ class InboxTest {
     CountDownLatch claimed = new CountDownLatch(1);
     CountDownLatch fail = new CountDownLatch(1);
     ExecutorService pool = Executors.newFixedThreadPool(2);
-    Future<Outcome> first = pool.submit(() -> billing.receive("m-4", tx -> {
+    Future<Execution<Void>> first = pool.submit(() -> billing.receive("m-4", tx -> {
       charge(tx, "m-4");
       claimed.countDown();
       fail.await();
       throw new IllegalStateException("winner fails");
     }));
     assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
-    Future<Outcome> second = pool.submit(() -> billing.receive("m-4", tx -> charge(tx, "m-4")));
+    Future<Execution<Void>> second = pool.submit(() -> billing.receive("m-4", tx -> charge(tx, "m-4")));
     // the second copy is blocked on the first one's claim (a lock wait), not finished
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
     while (count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == 0) {
@@ -170,7 +169,7 @@ class InboxTest {
     assertThat(second.isDone()).isFalse();
     fail.countDown();
     assertThatThrownBy(first::get).hasCauseInstanceOf(IllegalStateException.class);
-    assertThat(second.get(10, TimeUnit.SECONDS)).isEqualTo(Outcome.APPLIED);
+    assertThat(second.get(10, TimeUnit.SECONDS)).matches(Execution::applied);
     pool.shutdown();
     assertThat(charges("m-4")).isEqualTo(1);
     assertThat(inboxRows("billing", "m-4")).isEqualTo(1);
@@ -180,13 +179,13 @@ class InboxTest {
   void joiningTheCallersTransactionCommitsOrRollsBackWithIt() throws SQLException {
     try (Connection c = ds.getConnection()) {
       c.setAutoCommit(false);
-      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).isEqualTo(Outcome.APPLIED);
+      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).matches(Execution::applied);
       c.rollback();
       assertThat(charges("m-5")).isZero();
       assertThat(inboxRows("billing", "m-5")).isZero();
 
-      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).isEqualTo(Outcome.APPLIED);
-      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).isEqualTo(Outcome.ALREADY_DONE);
+      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).matches(Execution::applied);
+      assertThat(billing.receive(c, "m-5", tx -> charge(tx, "m-5"))).matches(Execution::replayed);
       // an effect that fails undoes only its own work (a savepoint); the caller's transaction goes on
       assertThatThrownBy(() -> billing.receive(c, "m-6", tx -> {
         charge(tx, "m-6");
@@ -272,7 +271,7 @@ class InboxTest {
           charge(tx, "m-auto-1");
           throw new IOException("no");
         })).isInstanceOf(IOException.class).satisfies(e -> assertThat(e.getSuppressed()).isEmpty());
-        assertThat(billing.receive(c, "m-auto-2", tx -> charge(tx, "m-auto-2"))).isEqualTo(Outcome.APPLIED);
+        assertThat(billing.receive(c, "m-auto-2", tx -> charge(tx, "m-auto-2"))).matches(Execution::applied);
         c.commit();
         c.setAutoCommit(true);
       }
@@ -287,7 +286,7 @@ class InboxTest {
   void insideAnIdemTransactionItJoins() {
     idem.useTransaction(tx -> {
       charge(tx, "outer");
-      assertThat(billing.receive("m-7", t -> charge(t, "m-7"))).isEqualTo(Outcome.APPLIED);
+      assertThat(billing.receive("m-7", t -> charge(t, "m-7"))).matches(Execution::applied);
     });
     assertThat(charges("outer")).isEqualTo(1);
     assertThat(charges("m-7")).isEqualTo(1);
@@ -305,14 +304,15 @@ class InboxTest {
       assertThatThrownBy(() -> billing.receive(bad, tx -> charge(tx, "bad")))
           .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message id");
     }
-    assertThatThrownBy(() -> billing.receive("ok", (dev.idem.jdbc.TxConsumer<RuntimeException>) null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("effect");
+    assertThatThrownBy(() -> billing.receive("ok", (dev.idem.jdbc.tx.TxConsumer<RuntimeException>) null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("effect");
     try (Connection c = ds.getConnection()) {
       assertThatThrownBy(() -> billing.receive(c, "ok", tx -> charge(tx, "bad")))
           .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
     }
     assertThatThrownBy(() -> idem.inbox("bad consumer").window(DedupeWindow.of(Duration.ofDays(1))).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("consumer");
-    assertThatThrownBy(() -> idem.inbox("c").build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
+    assertThat(idem.inbox("c").build().window()).as("the default window")
+        .isEqualTo(DedupeWindow.covering(dev.idem.window.RepeatSource.KAFKA_REPLAY));
     // a window the database could not add to its clock is refused when built, not at the first receive
     assertThatThrownBy(() -> idem.inbox("c").window(DedupeWindow.of(Duration.ofDays(200 * 366))).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
@@ -323,17 +323,17 @@ class InboxTest {
   @Test
   void anIdPastItsWindowIsClaimedAgainAndExpireDeletesInBatches() throws Exception {
     Inbox brief = idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(200))).build();
-    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).isEqualTo(Outcome.APPLIED);
-    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).isEqualTo(Outcome.ALREADY_DONE);
+    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).matches(Execution::applied);
+    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).matches(Execution::replayed);
     for (int i = 0; i < 2500; i++) {
       brief.receive("bulk-" + i, tx -> {});
     }
-    assertThat(billing.receive("m-10", tx -> {})).isEqualTo(Outcome.APPLIED); // another consumer, long window
+    assertThat(billing.receive("m-10", tx -> {})).matches(Execution::applied); // another consumer, long window
     // the database clock decides: wait until the database says the window is over
     while (count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 0) {
       Thread.sleep(20);
     }
-    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).isEqualTo(Outcome.APPLIED);
+    assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).matches(Execution::applied);
     assertThat(charges("m-9")).isEqualTo(2);
     assertThat(inboxRows("brief", "m-9")).isEqualTo(1);
 
@@ -366,9 +366,9 @@ class InboxTest {
       }
     }).build();
     Inbox inbox = watched.inbox("watched").window(DedupeWindow.of(Duration.ofDays(1))).build();
-    assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).isEqualTo(Outcome.APPLIED);
+    assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::applied);
     Thread.sleep(50);
-    assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).isEqualTo(Outcome.ALREADY_DONE);
+    assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::replayed);
     assertThat(charges("m-11")).isEqualTo(1);
     assertThat(seen).hasSize(2);
     assertThat(seen.get(0)).isInstanceOf(dev.idem.event.IdemEvent.Applied.class);

@@ -59,7 +59,7 @@ class OutboxTest {
   void enqueueWritesTheMessageInTheCallersTransactionWithAUuidV7() throws Exception {
     NewMessage m = NewMessage.of("orders.shipped", "{\"order\":42}".getBytes(StandardCharsets.UTF_8))
         .withAggregateKey("order-42").withHeader("type", "OrderShipped").withHeader("trace", "t-1");
-    UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx, m));
+    UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), m));
     assertThat(id.version()).isEqualTo(7);
     assertThat(id.variant()).isEqualTo(2);
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
@@ -82,8 +82,7 @@ class OutboxTest {
     try (Connection c = ds.getConnection()) {
       c.setAutoCommit(false);
       idem.outbox().enqueue(c, NewMessage.of("rolled.back", new byte[] {1}));
-      DSLContext dsl = idem.dsl(c);
-      idem.outbox().enqueue(dsl, NewMessage.of("rolled.back", new byte[] {2}));
+      idem.outbox().enqueueAll(c, List.of(NewMessage.of("rolled.back", new byte[] {2})));
       assertThat(rows("topic = 'rolled.back'")).isEqualTo(before); // not visible before commit
       c.rollback();
       c.setAutoCommit(true);
@@ -124,7 +123,7 @@ class OutboxTest {
         NewMessage.of("payments.requested", "{\"amount\":4000}".getBytes(StandardCharsets.UTF_8)).withAggregateKey("order-7")
             .withHeader("type", "PaymentRequested").withHeader("trace", "t-7").withHeader("tenant", "shop-42"),
         NewMessage.of("emails.requested", new byte[0]));
-    List<UUID> ids = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx, order));
+    List<UUID> ids = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), order));
     assertThat(ids).hasSize(3).doesNotHaveDuplicates();
     assertThat(ids).allSatisfy(id -> assertThat(id.version()).isEqualTo(7));
     assertThat(ids.get(0)).isLessThan(ids.get(1));
@@ -154,7 +153,7 @@ class OutboxTest {
     int max = Outbox.MAX_ROWS_PER_INSERT;
     for (int n : new int[] {1, 2, max - 1, max, max + 1, 2 * max, 2 * max + 1, 250}) {
       String topic = "sizes-" + n;
-      List<UUID> ids = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx, batchOf(topic, n)));
+      List<UUID> ids = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), batchOf(topic, n)));
       assertThat(ids).hasSize(n).isSorted().doesNotHaveDuplicates();
       Map<UUID, String> rows = payloadsById(topic);
       assertThat(rows).as("rows of a batch of %d", n).hasSize(n);
@@ -167,7 +166,7 @@ class OutboxTest {
     try (Connection c = ds.getConnection()) {
       c.setAutoCommit(false);
       byConnection = idem.outbox().enqueueAll(c, batchOf("by-connection", 40));
-      byDsl = idem.outbox().enqueueAll(idem.dsl(c), batchOf("by-dsl", 3));
+      byDsl = idem.outbox().enqueueAll(c, batchOf("by-dsl", 3));
       assertThat(rows("topic IN ('by-connection', 'by-dsl')")).isZero(); // not visible before commit
       c.commit();
       c.setAutoCommit(true);
@@ -182,12 +181,12 @@ class OutboxTest {
     try (Connection c = ds.getConnection()) {
       c.setAutoCommit(false);
       idem.outbox().enqueueAll(c, batchOf("batch.rolled.back", 3));
-      idem.outbox().enqueueAll(idem.dsl(c), batchOf("batch.rolled.back", 2 * Outbox.MAX_ROWS_PER_INSERT + 5));
+      idem.outbox().enqueueAll(c, batchOf("batch.rolled.back", 2 * Outbox.MAX_ROWS_PER_INSERT + 5));
       c.rollback();
       c.setAutoCommit(true);
     }
     assertThatThrownBy(() -> idem.useTransaction(tx -> {
-      idem.outbox().enqueueAll(tx, batchOf("batch.rolled.back", 50));
+      idem.outbox().enqueueAll(tx.connection(), batchOf("batch.rolled.back", 50));
       throw new IllegalStateException("business rule broken");
     })).hasMessage("business rule broken");
     assertThat(rows("topic = 'batch.rolled.back'")).isZero();
@@ -196,19 +195,18 @@ class OutboxTest {
   @Test
   void badBatchInputIsRefusedByNameBeforeAnythingIsWritten() throws Exception {
     List<NewMessage> withHole = Arrays.asList(message("bad.batch", 0), message("bad.batch", 1), null, message("bad.batch", 3));
-    assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(tx, null)))
+    assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), null)))
         .isInstanceOf(IllegalArgumentException.class).hasMessage("messages must not be null");
     assertThatThrownBy(() -> idem.outbox().enqueueAll((Connection) null, List.of(message("bad.batch", 0))))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
-    assertThatThrownBy(() -> idem.outbox().enqueueAll((DSLContext) null, List.of(message("bad.batch", 0))))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
-    assertThatThrownBy(() -> idem.outbox().enqueueAll((dev.idem.jdbc.Tx) null, List.of(message("bad.batch", 0))))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
+    // with no transaction open on this thread, the form without a connection refuses: the message would commit alone
+    assertThatThrownBy(() -> idem.outbox().enqueueAll(List.of(message("bad.batch", 0))))
+        .isInstanceOf(IllegalStateException.class).hasMessageContaining("no transaction is open on this thread");
     try (Connection c = ds.getConnection()) {
       c.setAutoCommit(false);
       assertThatThrownBy(() -> idem.outbox().enqueueAll(c, withHole))
           .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("messages[2] must not be null");
-      assertThatThrownBy(() -> idem.outbox().enqueueAll(idem.dsl(c), withHole))
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, withHole))
           .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("messages[2] must not be null");
       // nothing reached the database: the caller's transaction is intact and commits its own work
       UUID mine = idem.outbox().enqueue(c, message("bad.batch.caller", 0));
@@ -218,7 +216,11 @@ class OutboxTest {
     }
     try (Connection c = ds.getConnection()) {
       assertThat(c.getAutoCommit()).isTrue();
-      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, withHole)).hasMessageStartingWith("messages[2]");
+      // a connection in auto-commit is refused before the messages are looked at: they would commit alone
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, List.of(message("bad.batch", 0))))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
+      assertThatThrownBy(() -> idem.outbox().enqueue(c, message("bad.batch", 0)))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
     }
     assertThat(rows("topic = 'bad.batch'")).isZero();
   }
@@ -226,23 +228,22 @@ class OutboxTest {
   @Test
   void anEmptyBatchWritesNothingAndReturnsNoIds() throws Exception {
     long before = rows("true");
-    List<UUID> none = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx, List.of()));
+    List<UUID> none = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), List.of()));
     assertThat(none).isEmpty();
-    try (Connection c = ds.getConnection()) {
-      assertThat(idem.outbox().enqueueAll(c, List.of())).isEmpty();
-    }
     assertThat(rows("true")).isEqualTo(before);
   }
 
+  /** A connection in auto-commit is no transaction to join: the batch is refused and nothing is written. */
   @Test
-  void aBatchInAutoCommitIsOneTransactionAndRestoresAutoCommit() throws Exception {
+  void aBatchInAutoCommitIsRefusedAndWritesNothing() throws Exception {
     int n = 3 * Outbox.MAX_ROWS_PER_INSERT + 1;
     try (Connection c = ds.getConnection()) {
       assertThat(c.getAutoCommit()).isTrue();
-      List<UUID> ids = idem.outbox().enqueueAll(c, batchOf("autocommit.batch", n));
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, batchOf("autocommit.batch", n)))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("auto-commit");
       assertThat(c.getAutoCommit()).isTrue();
-      assertThat(payloadsById("autocommit.batch").keySet()).containsExactlyInAnyOrderElementsOf(ids); // committed, seen from another connection
     }
+    assertThat(rows("topic = 'autocommit.batch'")).isZero();
   }
 
   /** A row the database refuses (a trigger stands in for any failure: a NUL byte in a topic, a full disk). */
@@ -265,7 +266,7 @@ class OutboxTest {
         assertThatThrownBy(() -> idem.outbox().enqueueAll(c, late))
             .isInstanceOf(DataAccessException.class).hasMessageContaining("poison refused").hasMessageContaining("batch of " + n);
         assertThatThrownBy(() -> idem.outbox().enqueue(c, message("partial.caller", 1)))
-            .hasMessageContaining("current transaction is aborted");
+            .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("its transaction is aborted");
         try {
           c.commit();
         } catch (SQLException expected) {
@@ -274,13 +275,9 @@ class OutboxTest {
         c.setAutoCommit(true);
       }
       // through idem's own transaction
-      assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(tx, small))).hasMessageContaining("poison refused");
-      // in auto-commit: one statement, or one transaction of its own around several
-      try (Connection c = ds.getConnection()) {
-        assertThatThrownBy(() -> idem.outbox().enqueueAll(c, small)).hasMessageContaining("poison refused");
-        assertThatThrownBy(() -> idem.outbox().enqueueAll(c, late)).hasMessageContaining("poison refused");
-        assertThat(c.getAutoCommit()).isTrue();
-      }
+      assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), small))).hasMessageContaining("poison refused");
+      // joined through idem's transaction open on this thread, the form without a connection
+      assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(late))).hasMessageContaining("poison refused");
       assertThat(rows("topic IN ('partial', 'partial.caller', 'poison')")).isZero();
     } finally {
       db.execute("DROP TRIGGER refuse_poison ON obx.idem_outbox; DROP FUNCTION obx.refuse_poison()");
@@ -293,7 +290,7 @@ class OutboxTest {
     assertThat(notifying.notifying()).isSameAs(notifying);
     assertThat(idem.outbox().notifying()).isSameAs(notifying);
     try (Connection listener = db.connect(); Statement st = listener.createStatement()) {
-      st.execute("LISTEN \"" + Outbox.channel(idem) + "\"");
+      st.execute("LISTEN \"" + Outbox.channel(idem.schema()) + "\"");
       PGConnection pg = listener.unwrap(PGConnection.class);
       List<UUID> ids;
       try (Connection c = ds.getConnection()) {
@@ -307,7 +304,7 @@ class OutboxTest {
       }
       var got = pg.getNotifications(5000);
       assertThat(got).hasSize(1);
-      assertThat(got[0].getName()).isEqualTo(Outbox.channel(idem));
+      assertThat(got[0].getName()).isEqualTo(Outbox.channel(idem.schema()));
       assertThat(pg.getNotifications(300)).as("one per transaction").isNullOrEmpty();
       assertThat(payloadsById("notifying.batch")).hasSize(ids.size() + 3).containsKeys(ids.toArray(new UUID[0]));
     }
@@ -318,11 +315,11 @@ class OutboxTest {
     String schema = "obx_long_" + "x".repeat(54); // 63 characters, the longest schema name there is
     Idem longIdem = Idem.builder(ds).schema(schema).build();
     longIdem.migrate();
-    String channel = Outbox.channel(longIdem);
+    String channel = Outbox.channel(longIdem.schema());
     assertThat(channel.getBytes(StandardCharsets.UTF_8)).as("PostgreSQL's limit for a channel name").hasSizeLessThanOrEqualTo(63);
-    assertThat(Outbox.channel(Idem.builder(ds).schema(schema.substring(0, 62) + "y").build())).isNotEqualTo(channel);
+    assertThat(Outbox.channel(schema.substring(0, 62) + "y")).isNotEqualTo(channel);
     // short enough: the name is the one relays of earlier versions LISTEN on
-    assertThat(Outbox.channel(idem)).isEqualTo("obx.idem_outbox");
+    assertThat(Outbox.channel(idem.schema())).isEqualTo("obx.idem_outbox");
 
     List<UUID> published = new CopyOnWriteArrayList<>();
     try (Relay relay = longIdem.relay(m -> published.add(m.id())).listen(true).pollInterval(Duration.ofMinutes(10)).build()) {
@@ -332,7 +329,7 @@ class OutboxTest {
         assertThat(System.nanoTime()).as("the relay LISTENs").isLessThan(deadline);
         Thread.sleep(10);
       }
-      UUID id = longIdem.inTransaction(tx -> longIdem.outbox().notifying().enqueue(tx, message("long.schema", 1)));
+      UUID id = longIdem.inTransaction(tx -> longIdem.outbox().notifying().enqueue(tx.connection(), message("long.schema", 1)));
       String sent = "SELECT count(*) FROM " + schema + ".idem_outbox WHERE id = '" + id + "' AND status = 'S'";
       while (db.count(sent) == 0) {
         assertThat(System.nanoTime()).as("woken by the NOTIFY on the same channel, not by the 10 minute poll").isLessThan(deadline);
@@ -365,7 +362,7 @@ class OutboxTest {
     assertThatThrownBy(() -> NewMessage.of("t", new byte[0]).withHeader(null, "v")).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("header");
     assertThatThrownBy(() -> NewMessage.of("t", new byte[0]).withHeader("h", null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("header");
     assertThatThrownBy(() -> NewMessage.of("t", new byte[0]).withAggregateKey("")).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("aggregate key");
-    assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueue(tx, null)))
+    assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueue(tx.connection(), null)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message");
     assertThatThrownBy(() -> idem.outbox().enqueue((Connection) null, NewMessage.of("t", new byte[0])))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
@@ -397,7 +394,7 @@ class OutboxTest {
 
     String longest = "\u00e9".repeat(NewMessage.MAX_AGGREGATE_KEY_BYTES / 2); // two bytes each in UTF-8
     String emoji = "orders-\uD83D\uDE00"; // a surrogate pair is fine
-    UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx, NewMessage.of(emoji, p).withAggregateKey(longest)));
+    UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of(emoji, p).withAggregateKey(longest)));
     assertThat(rows("id = '" + id + "' AND topic = '" + emoji + "' AND aggregate_key = '" + longest + "'")).isEqualTo(1);
   }
 

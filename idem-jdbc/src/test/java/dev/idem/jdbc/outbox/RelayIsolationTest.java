@@ -68,7 +68,7 @@ class RelayIsolationTest {
           NewMessage m = NewMessage.of("orders", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
           batch.add(ordered ? m.withAggregateKey("key-" + i % keys) : m);
         }
-        outbox.enqueueAll(tx, batch);
+        outbox.enqueueAll(tx.connection(), batch);
       });
       Set<UUID> failedOnce = ConcurrentHashMap.newKeySet();
       Map<String, List<Integer>> orderPerKey = new ConcurrentHashMap<>();
@@ -154,7 +154,7 @@ class RelayIsolationTest {
     config.setMaximumPoolSize(2);
     try (HikariDataSource pool = new HikariDataSource(config)) {
       Idem idem = Idem.builder(pool).build();
-      idem.useTransaction(tx -> idem.outbox().enqueue(tx, NewMessage.of("orders", new byte[] {1})));
+      idem.useTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of("orders", new byte[] {1})));
       Relay relay = idem.relay(m -> db.execute("INSERT INTO published VALUES ('" + m.id() + "', 'x')"))
           .retention(Duration.ofNanos(1_000)).build();
       Thread.sleep(700); // idle past HikariCP's 500 ms: the next borrow runs the test query

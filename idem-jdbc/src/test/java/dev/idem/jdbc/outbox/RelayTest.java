@@ -72,7 +72,7 @@ class RelayTest {
   }
 
   static UUID enqueue(NewMessage m) {
-    return idem.inTransaction(tx -> outbox.enqueue(tx, m));
+    return idem.inTransaction(tx -> outbox.enqueue(tx.connection(), m));
   }
 
   /** A relay whose publisher records each message it sends, with {@code relayNo}, through {@code insertPublished}. */
@@ -96,7 +96,7 @@ class RelayTest {
       c.setAutoCommit(false);
       dropped = outbox.enqueue(c, msg("dropped"));
       c.rollback();
-      kept = outbox.enqueue(idem.dsl(c), msg("kept").withAggregateKey("order-1").withHeader("type", "Shipped").withHeader("trace", "t-1"));
+      kept = outbox.enqueue(c, msg("kept").withAggregateKey("order-1").withHeader("type", "Shipped").withHeader("trace", "t-1"));
       c.commit();
       c.setAutoCommit(true);
     }
@@ -145,7 +145,7 @@ class RelayTest {
   void fourRelaysDrainTenThousandMessagesEachPublishedOnce() throws Exception {
     idem.useTransaction(tx -> {
       for (int i = 0; i < 10_000; i++) {
-        outbox.enqueue(tx, msg("m" + i));
+        outbox.enqueue(tx.connection(), msg("m" + i));
       }
     });
     assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isEqualTo(10_000);
@@ -208,7 +208,7 @@ class RelayTest {
           for (int i = 0; i < size; i++) {
             batch.add(msg(producer + "/" + t + "/" + i));
           }
-          enqueued.addAll(idem.inTransaction(tx -> outbox.enqueueAll(tx, batch)));
+          enqueued.addAll(idem.inTransaction(tx -> outbox.enqueueAll(tx.connection(), batch)));
         }
         return null;
       }));
@@ -256,7 +256,7 @@ class RelayTest {
     for (int i = 0; i < 40; i++) {
       batch.add(msg((i % 2 == 0 ? "a" : "b") + i).withAggregateKey(i % 2 == 0 ? "A" : "B"));
     }
-    idem.useTransaction(tx -> outbox.enqueueAll(tx, batch));
+    idem.useTransaction(tx -> outbox.enqueueAll(tx.connection(), batch));
     List<String> order = new CopyOnWriteArrayList<>();
     Relay relay = idem.relay(m -> order.add(new String(m.payload(), StandardCharsets.UTF_8))).orderedByAggregateKey(true).build();
     while (relay.runOnce() > 0) {
@@ -272,7 +272,7 @@ class RelayTest {
   void countPendingAndCountParkedAreWhatTheTableHolds() throws Exception {
     assertThat(outbox.countPending()).isZero();
     assertThat(outbox.countParked()).isZero();
-    List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, List.of(msg("x"), msg("y"), msg("z"))));
+    List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx.connection(), List.of(msg("x"), msg("y"), msg("z"))));
     assertThat(outbox.countPending()).isEqualTo(3);
     Relay failing = idem.relay(m -> {
       throw new IOException("down");
@@ -294,7 +294,7 @@ class RelayTest {
     CountDownLatch counted = new CountDownLatch(1);
     ExecutorService other = Executors.newSingleThreadExecutor();
     Future<Long> inside = other.submit(() -> idem.inTransaction(tx -> {
-      outbox.enqueue(tx, msg("open"));
+      outbox.enqueue(tx.connection(), msg("open"));
       long seen = outbox.countPending();
       enqueuedNotCommitted.countDown();
       counted.await();
@@ -548,7 +548,7 @@ class RelayTest {
         Thread.sleep(20);
       }
       Thread.sleep(300);
-      UUID id = idem.inTransaction(tx -> notifying.enqueue(tx, msg("wake up")));
+      UUID id = idem.inTransaction(tx -> notifying.enqueue(tx.connection(), msg("wake up")));
       while (!sent.contains(id)) {
         assertThat(System.nanoTime()).as("woken by NOTIFY, not by the 10 minute poll").isLessThan(deadline);
         Thread.sleep(20);
@@ -627,7 +627,7 @@ class RelayTest {
       // the relay needs the driver's PGConnection to read notifications: make that fail for a while
       DataSource noPgConnection = FaultyDataSource.wrap(pool, (method, args) -> driverBroken.get() && method.equals("unwrap")
           && args[0] == org.postgresql.PGConnection.class ? new SQLException("no PGConnection behind this pool") : null);
-      List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, List.of(msg("1"), msg("2"), msg("3"), msg("4"), msg("5"))));
+      List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx.connection(), List.of(msg("1"), msg("2"), msg("3"), msg("4"), msg("5"))));
       try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, 0)")) {
         pc.setAutoCommit(true);
         Relay relay = Idem.builder(noPgConnection).build().relay(m -> {
@@ -680,7 +680,7 @@ class RelayTest {
     for (int i = 0; i < backlog; i++) {
       batch.add(msg("a" + i).withAggregateKey("A"));
     }
-    List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx, batch));
+    List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx.connection(), batch));
     UUID poison = enqueue(msg("poison").withAggregateKey("P"));
     AtomicInteger seq = new AtomicInteger();
     try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
@@ -761,9 +761,9 @@ class RelayTest {
     List<String> expectedB = new ArrayList<>();
     idem.useTransaction(tx -> {
       for (int i = 0; i < 5; i++) {
-        outbox.enqueue(tx, msg("a" + i).withAggregateKey("A"));
+        outbox.enqueue(tx.connection(), msg("a" + i).withAggregateKey("A"));
         expectedA.add("a" + i);
-        outbox.enqueue(tx, msg("b" + i).withAggregateKey("B"));
+        outbox.enqueue(tx.connection(), msg("b" + i).withAggregateKey("B"));
         expectedB.add("b" + i);
       }
     });
@@ -795,7 +795,7 @@ class RelayTest {
     idem.useTransaction(tx -> {
       for (int i = 0; i < perKey; i++) {
         for (int k = 0; k < keys; k++) {
-          outbox.enqueue(tx, msg(k + ":" + i).withAggregateKey("key-" + k));
+          outbox.enqueue(tx.connection(), msg(k + ":" + i).withAggregateKey("key-" + k));
         }
       }
     });
@@ -831,7 +831,7 @@ class RelayTest {
   void retentionDeletesSentMessagesOnlyAndInBatches() throws Exception {
     idem.useTransaction(tx -> {
       for (int i = 0; i < 2500; i++) {
-        outbox.enqueue(tx, msg("s" + i));
+        outbox.enqueue(tx.connection(), msg("s" + i));
       }
     });
     Relay relay = idem.relay(m -> {}).batchSize(500).retention(Duration.ofMillis(100)).build();
@@ -859,7 +859,7 @@ class RelayTest {
     try {
       idem.useTransaction(tx -> {
         for (int i = 0; i < 250; i++) {
-          outbox.enqueue(tx, msg("bg" + i));
+          outbox.enqueue(tx.connection(), msg("bg" + i));
         }
       });
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);

@@ -11,7 +11,7 @@ import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.RecordingListener;
 import dev.idem.testing.Race;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
@@ -233,7 +233,7 @@ class EntitySequencesTest {
     assertThat(s.lastApplied("e")).isEqualTo(1);
     assertThat(effects("joined", "e")).containsExactly(1L);
     // Nested in idem's own transaction, it joins too.
-    Outcome nested = idem.inTransaction(tx -> s.applyIfNewer(tx, "e", 2, t -> effect(t, "joined", "e", 2)));
+    Outcome nested = idem.inTransaction(tx -> s.applyIfNewer(tx.connection(), "e", 2, t -> effect(t, "joined", "e", 2)));
     assertThat(nested).isEqualTo(APPLIED);
     assertThat(effects("joined", "e")).containsExactly(1L, 2L);
   }
@@ -273,7 +273,7 @@ class EntitySequencesTest {
     assertThatThrownBy(() -> s.applyIfNewer("e", 1, null))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("effect");
     assertThatThrownBy(() -> s.applyIfNewer((Connection) null, "e", 1, tx -> {}))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("tx");
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
     assertThat(sequenceRows("bad-input")).isZero();
     assertThat(effects("bad-input", "e")).isEmpty();
   }

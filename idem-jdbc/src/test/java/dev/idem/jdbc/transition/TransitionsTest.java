@@ -223,11 +223,11 @@ class TransitionsTest {
   void insideIdemsTransactionARolledBackStepLeavesNothing() throws SQLException {
     insert("o9", "PLACED");
     assertThatThrownBy(() -> idem.useTransaction(tx -> {
-      assertThat(orders.advance(tx, "o9", "PLACED", "PACKED")).isEqualTo(APPLIED);
+      assertThat(orders.advance(tx.connection(), "o9", "PLACED", "PACKED")).isEqualTo(APPLIED);
       throw new IllegalStateException("the rest of the handler failed");
     })).isInstanceOf(IllegalStateException.class);
     assertThat(row("o9")).isEqualTo("PLACED v1 fence=null note=null");
-    Outcome second = idem.inTransaction(tx -> orders.advance(tx, "o9", "PLACED", "PACKED"));
+    Outcome second = idem.inTransaction(tx -> orders.advance(tx.connection(), "o9", "PLACED", "PACKED"));
     assertThat(second).isEqualTo(APPLIED);
     assertThat(row("o9")).isEqualTo("PACKED v2 fence=null note=null");
   }
@@ -513,7 +513,7 @@ class TransitionsTest {
     assertThat(row("ev-rolled-back")).isEqualTo("PLACED v1 fence=null note=null");
     assertThat(outcomesOf("ev-rolled-back")).containsExactly(APPLIED);
     // The redelivery applies it, for real this time, and is reported again.
-    Outcome redelivered = idem.inTransaction(tx -> watched.advance(tx, "ev-rolled-back", "PLACED", "PACKED"));
+    Outcome redelivered = idem.inTransaction(tx -> watched.advance(tx.connection(), "ev-rolled-back", "PLACED", "PACKED"));
     assertThat(redelivered).isEqualTo(APPLIED);
     assertThat(outcomesOf("ev-rolled-back")).containsExactly(APPLIED, APPLIED);
     assertThat(row("ev-rolled-back")).isEqualTo("PACKED v2 fence=null note=null");

@@ -1,4 +1,4 @@
-package dev.idem.jdbc.executor;
+package dev.idem.jdbc.claim;
 
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -6,16 +6,17 @@ import java.util.HexFormat;
 import java.util.function.Function;
 
 /** The values one call binds to the executor's named parameters. */
-final class Binds implements Function<String, Object> {
+public final class Binds implements Function<String, Object> {
   private static final char[] DIGITS = "0123456789abcdef".toCharArray();
   final IdempotencyKey key;
+  /** Null for a guard that keeps no fingerprint (the inbox). */
   final Fingerprint fingerprint;
   private byte[] parsedFingerprint;
-  String callKey;
+  public String callKey;
   byte[] result;
   long fence;
 
-  Binds(IdempotencyKey key, Fingerprint fingerprint) {
+  public Binds(IdempotencyKey key, Fingerprint fingerprint) {
     this.key = key;
     this.fingerprint = fingerprint;
   }
@@ -32,7 +33,7 @@ final class Binds implements Function<String, Object> {
    * Whether a stored fingerprint is this call's, compared without parsing (a replay never sends
    * it): each stored byte against its two hex digits, which {@link Fingerprint} keeps lower-case.
    */
-  boolean sameFingerprint(byte[] stored) {
+  public boolean sameFingerprint(byte[] stored) {
     String hex = fingerprint.hex();
     if (stored == null || stored.length * 2 != hex.length()) {
       return false;
@@ -46,12 +47,16 @@ final class Binds implements Function<String, Object> {
     return true;
   }
 
-  Binds fence(long fence) {
+  public IdempotencyKey key() {
+    return key;
+  }
+
+  public Binds fence(long fence) {
     this.fence = fence;
     return this;
   }
 
-  Binds result(byte[] result) {
+  public Binds result(byte[] result) {
     this.result = result;
     return this;
   }
@@ -61,7 +66,7 @@ final class Binds implements Function<String, Object> {
     return switch (name) {
       case "scope" -> key.scope();
       case "key" -> key.value();
-      case "fingerprint" -> fingerprintBytes();
+      case "fingerprint" -> fingerprint == null ? null : fingerprintBytes();
       case "call_key" -> callKey;
       case "result" -> result;
       case "fence" -> fence;

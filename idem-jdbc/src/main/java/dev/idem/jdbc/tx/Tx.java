@@ -1,4 +1,4 @@
-package dev.idem.jdbc;
+package dev.idem.jdbc.tx;
 
 import java.sql.Connection;
 import org.jooq.DSLContext;

@@ -1,4 +1,4 @@
-package dev.idem.jdbc;
+package dev.idem.jdbc.tx;
 
 /**
  * Work done in a transaction that returns nothing. See {@link TxCallback}.

@@ -1,4 +1,4 @@
-package dev.idem.jdbc;
+package dev.idem.jdbc.tx;
 
 /**
  * Work done in a transaction that returns a value. It may throw the caller's own checked exception

@@ -1,4 +1,4 @@
-package dev.idem.jdbc.executor;
+package dev.idem.jdbc.claim;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -18,11 +18,11 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The key read sends times as float8 epoch seconds ({@link KeyTable#epochSeconds}), which the
- * client turns into microseconds ({@link KeyTable#micros(double)}); checked here against
+ * The key read sends times as float8 epoch seconds ({@link ClaimTable.epochSeconds}), which the
+ * client turns into microseconds ({@link ClaimRow.micros(double)}); checked here against
  * extract()'s exact numeric, over random times sent by the server.
  */
-class KeyTableTimesTest {
+class ClaimTimesTest {
   /** 2^32 seconds after the epoch (2106-02-07T06:28:16Z), in microseconds. */
   static final long EXACT_UNTIL = (1L << 32) * 1_000_000L;
 
@@ -41,7 +41,7 @@ class KeyTableTimesTest {
   /** Rows of {@code count} times {@code from + random * span} microseconds after the epoch, and the read's value of each beside the exact one. */
   static String times(long from, long span, int count) {
     String seconds = DSL.using(SQLDialect.POSTGRES)
-        .render(KeyTable.epochSeconds(DSL.field(DSL.name("t"), OffsetDateTime.class)));
+        .render(ClaimTable.epochSeconds(DSL.field(DSL.name("t"), OffsetDateTime.class)));
     return "select " + seconds + " as sent, (extract(epoch from t) * 1000000)::bigint as exact from ("
         + " select timestamptz 'epoch' + (" + from + " + floor(random() * " + span + ")::bigint)"
         + " * interval '1 microsecond' as t from generate_series(1, " + count + ")"
@@ -54,7 +54,7 @@ class KeyTableTimesTest {
     Map<Long, Integer> errors = new TreeMap<>();
     try (Connection c = db.connect(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery(query)) {
       while (rs.next()) {
-        errors.merge(Math.abs(KeyTable.micros(rs.getDouble(1)) - rs.getLong(2)), 1, Integer::sum);
+        errors.merge(Math.abs(ClaimRow.micros(rs.getDouble(1)) - rs.getLong(2)), 1, Integer::sum);
       }
     }
     return errors;

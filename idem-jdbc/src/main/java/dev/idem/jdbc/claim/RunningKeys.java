@@ -1,31 +1,31 @@
-package dev.idem.jdbc.executor;
+package dev.idem.jdbc.claim;
 
-import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.TxCallback;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.key.IdempotencyKey;
 import java.util.ArrayList;
 
 /**
- * The keys whose effects run on this thread right now, per {@link Idem}, so that an effect
- * calling the executor again with its own key is refused instead of answered. Its key's row is
+ * The keys whose effects run on this thread right now, per {@link Context} (one per Idem), so that an effect
+ * calling the guard again with its own key is refused instead of answered. Its key's row is
  * its own transaction's, uncommitted and without a result yet: a nested call would "replay" a
  * result that does not exist, or, claimed at commit, claim the key itself and make the outer call
  * conflict with its own transaction. Usually one entry or none, so a list.
  */
-final class RunningKeys {
+public final class RunningKeys {
   /**
-   * Per {@link Idem}, which has identity equality: two of them may name the same schema in
+   * Per {@link Context} (one per Idem), which has identity equality: two of them may name the same schema in
    * different databases.
    */
-  private record Running(Idem idem, IdempotencyKey key) {}
+  private record Running(Context idem, IdempotencyKey key) {}
 
   private static final ThreadLocal<ArrayList<Running>> RUNNING = ThreadLocal.withInitial(ArrayList::new);
 
   private RunningKeys() {}
 
   /** Runs {@code effect} with {@code key} marked as running on this thread. */
-  static <T, X extends Exception> T run(Idem idem, IdempotencyKey key, TxCallback<T, X> effect, Tx tx) throws X {
+  public static <T, X extends Exception> T run(Context idem, IdempotencyKey key, TxCallback<T, X> effect, Tx tx) throws X {
     ArrayList<Running> running = RUNNING.get();
     running.add(new Running(idem, key));
     try {
@@ -36,10 +36,10 @@ final class RunningKeys {
   }
 
   /** @throws IllegalStateException if an effect of {@code key} is running on this thread */
-  static void refuseNested(Idem idem, IdempotencyKey key) {
+  public static void refuseNested(Context idem, IdempotencyKey key) {
     ArrayList<Running> running = RUNNING.get();
     if (!running.isEmpty() && running.contains(new Running(idem, key))) {
-      throw new IllegalStateException("the effect of key " + key + " called the executor again with its own key;"
+      throw new IllegalStateException("the effect of key " + key + " called the guard again with its own key;"
           + " a nested call cannot be answered (the key's row is this transaction's, with no result yet):"
           + " use another key, e.g. Keys.child(key, \"step\"), for the inner call");
     }

@@ -1,19 +1,19 @@
-package dev.idem.jdbc.executor;
+package dev.idem.jdbc.claim;
 
 import dev.idem.jdbc.internal.ClaimSignal;
 import java.time.Duration;
 
 /**
  * Thrown inside a claim that found another copy running, to roll the claim back (the owned
- * transaction, or the joined call's savepoint); caught by the executor and answered as {@link
+ * transaction, or the joined call's savepoint); caught by the engine (or the executor's external path) and answered as {@link
  * dev.idem.result.Execution.InFlight}. Never leaves the executor.
  */
-final class Busy extends ClaimSignal {
+public final class Busy extends ClaimSignal {
   private static final long serialVersionUID = 1L;
 
-  final transient Duration retryAfter;
+  public final transient Duration retryAfter;
 
-  Busy(Duration retryAfter) {
+  public Busy(Duration retryAfter) {
     super("in flight");
     this.retryAfter = retryAfter;
   }

@@ -1,4 +1,4 @@
-package dev.idem.jdbc.executor;
+package dev.idem.jdbc.claim;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -22,16 +22,30 @@ import org.jooq.Query;
  * @param text the SQL with {@code ?} placeholders
  * @param names the parameter name of each placeholder, in order
  */
-record Sql(String text, List<String> names) {
+public record Sql(String text, List<String> names) {
   // jOOQ renders named parameters as :name. The only other colons in idem's statements are
   // PostgreSQL casts (::bigint), which the look-behind skips; no string literal holds a colon.
   private static final Pattern NAMED = Pattern.compile("(?<![:\\w]):(\\w+)");
 
-  Sql {
+  public Sql {
     names = List.copyOf(names);
   }
 
-  static Sql of(DSLContext dsl, Query... statements) {
+  /** The statements of {@code parts}, in order, as one string. */
+  public static Sql join(Sql... parts) {
+    StringBuilder text = new StringBuilder();
+    List<String> names = new ArrayList<>();
+    for (Sql part : parts) {
+      if (text.length() > 0) {
+        text.append(";\n");
+      }
+      text.append(part.text);
+      names.addAll(part.names);
+    }
+    return new Sql(text.toString(), names);
+  }
+
+  public static Sql of(DSLContext dsl, Query... statements) {
     StringBuilder text = new StringBuilder();
     List<String> names = new ArrayList<>();
     for (Query statement : statements) {
@@ -56,7 +70,7 @@ record Sql(String text, List<String> names) {
   }
 
   /** Prepares the string and binds each placeholder to {@code values.apply(name)}. */
-  PreparedStatement prepare(Connection c, Function<String, Object> values) throws SQLException {
+  public PreparedStatement prepare(Connection c, Function<String, Object> values) throws SQLException {
     PreparedStatement ps = c.prepareStatement(text);
     try {
       for (int i = 0; i < names.size(); i++) {
@@ -81,7 +95,7 @@ record Sql(String text, List<String> names) {
   }
 
   /** The value of each placeholder, in order: {@code values.apply(name)}. */
-  Object[] values(Function<String, Object> values) {
+  public Object[] values(Function<String, Object> values) {
     Object[] out = new Object[names.size()];
     for (int i = 0; i < out.length; i++) {
       out[i] = values.apply(names.get(i));
@@ -93,7 +107,7 @@ record Sql(String text, List<String> names) {
    * Runs the prepared string and moves to its {@code index}-th result (0-based, counting every
    * statement), which must be a result set.
    */
-  static ResultSet resultAt(PreparedStatement ps, int index) throws SQLException {
+  public static ResultSet resultAt(PreparedStatement ps, int index) throws SQLException {
     boolean isResultSet = ps.execute();
     for (int i = 0; i < index; i++) {
       isResultSet = ps.getMoreResults();

@@ -1,0 +1,84 @@
+package dev.idem.jdbc.claim;
+
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.Instant;
+
+/**
+ * A key's row as a claim saw it.
+ *
+ * @param claimed whether this statement inserted it (then only {@code fence} is set)
+ * @param expirable past its window for this copy (and, in flight, past its lease): free for a new
+ *     intent
+ * @param pastWindow past its window for this copy, expirable or not (an external attempt still
+ *     holding its lease keeps the row): no longer the key of the intent that wrote it
+ * @param leaseLeft time left on an in-flight claim's lease (negative once over); null if none
+ */
+public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String state, byte[] result,
+    Instant completedAt, Duration age, Duration leaseLeft, boolean expirable, boolean pastWindow) {
+
+  /**
+   * Reads the row, or null if there is none. Whether the row is past its window is decided for the
+   * copy that asks, as of when it arrived: the database's now, less the time this call has spent
+   * since {@code startedNanos} (its monotonic start). A copy that arrived within the window of the
+   * first copy's claim, then waited for that copy, is answered from the row, never run again, even
+   * if the first copy ran past the window.
+   */
+  static ClaimRow from(ResultSet rs, long startedNanos) throws SQLException {
+    if (!rs.next()) {
+      return null;
+    }
+    boolean claimed = rs.getBoolean(1);
+    long fence = rs.getLong(2);
+    if (claimed) {
+      return new ClaimRow(true, fence, null, null, null, null, null, null, false, false);
+    }
+    String state = rs.getString(4);
+    // Epoch seconds, every one from the database clock; null where the column is.
+    double completedSeconds = rs.getDouble(6);
+    boolean isCompleted = !rs.wasNull() && ClaimTable.COMPLETED.equals(state);
+    double leaseSeconds = rs.getDouble(7);
+    boolean hasLease = !rs.wasNull();
+    long completed = micros(completedSeconds);
+    long leaseEnds = micros(leaseSeconds);
+    long expiresAt = micros(rs.getDouble(8));
+    long now = micros(rs.getDouble(9));
+    long waited = Math.max(0, (System.nanoTime() - startedNanos) / 1000);
+    boolean pastWindow = expiresAt <= now - waited;
+    // the same test as ClaimTable's expirable, on the row's own times
+    boolean expirable = pastWindow && (ClaimTable.COMPLETED.equals(state) || (hasLease && leaseEnds <= now));
+    return new ClaimRow(false, fence, rs.getBytes(3), state, rs.getBytes(5),
+        isCompleted ? instant(completed) : null,
+        isCompleted ? duration(Math.max(0, now - completed)) : Duration.ZERO,
+        hasLease ? duration(leaseEnds - now) : null,
+        expirable, pastWindow);
+  }
+
+  /**
+   * A time read as float8 epoch seconds (PostgreSQL's date_part), in microseconds since the epoch:
+   * exact until 2106 (2^32 seconds after the epoch). date_part gives the float8 nearest to the
+   * stored microseconds, and that times 10^6 stays within half a microsecond of them until then,
+   * so rounding to the nearest gives them back. Past 2106 a time may be off by one microsecond,
+   * never more.
+   */
+  static long micros(double epochSeconds) {
+    return (long) Math.rint(epochSeconds * 1_000_000.0);
+  }
+
+  static Instant instant(long micros) {
+    return Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
+  }
+
+  static Duration duration(long micros) {
+    return Duration.ofNanos(micros * 1000);
+  }
+
+  public boolean completed() {
+    return ClaimTable.COMPLETED.equals(state);
+  }
+
+  public boolean leaseLive() {
+    return leaseLeft != null && leaseLeft.compareTo(Duration.ZERO) > 0;
+  }
+}

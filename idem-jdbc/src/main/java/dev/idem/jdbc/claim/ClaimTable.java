@@ -1,0 +1,357 @@
+package dev.idem.jdbc.claim;
+
+import static org.jooq.impl.DSL.field;
+import static org.jooq.impl.DSL.inline;
+import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.param;
+import static org.jooq.impl.DSL.selectOne;
+import static org.jooq.impl.DSL.table;
+
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.DbTime;
+import dev.idem.jdbc.internal.Expiry;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Function;
+import org.jooq.CommonTableExpression;
+import org.jooq.Condition;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.InsertOnDuplicateStep;
+import org.jooq.Query;
+import org.jooq.Record;
+import org.jooq.Record1;
+import org.jooq.Select;
+import org.jooq.SelectField;
+import org.jooq.Table;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
+
+/**
+ * The claim engine's SQL on one claim table, rendered once per guard by jOOQ and run as JDBC
+ * prepared statements, each string a single round trip. Two layouts share it: the executor's key
+ * table ({@link Layout#KEYS}: fingerprint, stored result, and the external effects' state, fence
+ * and lease) and the inbox ({@link Layout#INBOX}: the id and its times only). Every time that
+ * decides anything is the database's: {@code clock_timestamp()} where a statement may first wait
+ * on a lock, {@code statement_timestamp()} where it cannot (a read, what a write stamps).
+ */
+public final class ClaimTable {
+
+  /** Where a guard keeps its claims: table, primary key index and column names. */
+  public record Layout(String table, String primaryKey, String scope, String key, String created, boolean keys) {
+    /** The executor's key table. */
+    public static final Layout KEYS = new Layout("idem_keys", "idem_keys_pkey", "scope", "key", "created_at", true);
+    /** The inbox: (consumer, message id) and when it was received. */
+    public static final Layout INBOX = new Layout("idem_inbox", "idem_inbox_pkey", "consumer", "message_id", "received_at", false);
+  }
+
+  static final String IN_FLIGHT = "I";
+  static final String COMPLETED = "C";
+  /** Name of the savepoint a joined call sets before its claim. */
+  static final String SAVEPOINT = "idem_claim";
+  /** What ends the string of a joined call that ran: its savepoint is released. */
+  static final String RELEASE = "release savepoint " + SAVEPOINT;
+  static final String ROLLBACK_TO_SAVEPOINT = "rollback to savepoint " + SAVEPOINT + ";\n" + RELEASE;
+
+  /** The database clock now: what every comparison (lease over? window over?) reads. */
+  private static final Field<OffsetDateTime> NOW = Expiry.dbNow();
+  /**
+   * The database clock when the statement started: what a write stamps, one value for every
+   * column of the row (so {@code expires_at - created_at} is exactly the window).
+   */
+  private static final Field<OffsetDateTime> STAMP = DbTime.statementTime();
+  /**
+   * Puts the caller's lock_timeout and statement_timeout back, as the claim saved them. The claim
+   * waits for another copy under idem's bound alone: a pool's statement_timeout shorter than the
+   * wait would otherwise turn "in flight" into a cancelled statement.
+   */
+  private static final Field<String> RESTORED = field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"
+      + " || set_config('statement_timeout', current_setting('idem.statement_timeout'), true)", String.class);
+
+  final Layout layout;
+  final Table<Record> t;
+  final Field<String> scope;
+  final Field<String> key;
+  final Field<byte[]> fingerprint;
+  final Field<String> state;
+  final Field<Long> fence;
+  final Field<OffsetDateTime> leaseExpiresAt;
+  final Field<String> callKey;
+  final Field<byte[]> result;
+  final Field<OffsetDateTime> created;
+  final Field<OffsetDateTime> completedAt;
+  final Field<OffsetDateTime> expiresAt;
+  private final Condition thisKey;
+  /**
+   * A row that may be deleted or claimed for a new intent: past its window and, if an external
+   * claim is still in flight, past its lease too, so a slow holder never sees its row taken (and
+   * the fence restart) under it.
+   */
+  final Condition expirable;
+
+  /** Saves the caller's waits and bounds the claim's: the first statement of every claim string. */
+  final Sql prelude;
+  /**
+   * The claim with its effect to follow in the same round trip: inserts the row, or, if the key has
+   * one, raises idem's signal (SQLSTATE IDEM1) so that PostgreSQL skips what follows and rolls the
+   * round trip back having written nothing. Restores the caller's waits once the row is in.
+   */
+  final Sql claimOrSignal;
+  /** Claims, or returns the row already there, in one statement (see {@link #claimOrRead}). */
+  final Sql claim;
+  /** The key's row as a new statement sees it. */
+  final Sql read;
+  /** A re-claim of a row past its window, under the wait bound; its fence at index 1. */
+  final Sql reclaim;
+  /** Stores a local effect's result (the key table only). */
+  final Sql storeResult;
+
+  /** External effects (the key table only): claims in flight with a lease, or reads; see the executor. */
+  public final Sql claimExternal;
+  /** An external re-claim of a row past its window: a new life of the key, fence + 1. */
+  public final Sql reclaimExternal;
+  /** Takes over an in-flight claim whose lease ended: fence + 1. */
+  public final Sql takeOver;
+  /** External phase 3: records the result, fenced by the token. */
+  public final Sql complete;
+  /** Ends a holder's lease at once (its call threw, or its record failed), fenced by the token. */
+  public final Sql endLease;
+  public final Sql fenceOf;
+
+  /**
+   * @param lease an external claim's lease (the key table only; ignored for the inbox)
+   */
+  public ClaimTable(Context context, Layout layout, Duration window, Duration inFlightWait, Duration lease) {
+    this.layout = layout;
+    String tableName = layout.table;
+    this.t = table(name("idem", tableName));
+    this.scope = column(tableName, layout.scope, String.class);
+    this.key = column(tableName, layout.key, String.class);
+    this.created = column(tableName, layout.created, OffsetDateTime.class);
+    this.expiresAt = column(tableName, "expires_at", OffsetDateTime.class);
+    boolean keys = layout.keys;
+    this.fingerprint = keys ? column(tableName, "fingerprint", byte[].class) : null;
+    this.state = keys ? column(tableName, "state", String.class) : null;
+    this.fence = keys ? column(tableName, "fence", Long.class) : null;
+    this.leaseExpiresAt = keys ? column(tableName, "lease_expires_at", OffsetDateTime.class) : null;
+    this.callKey = keys ? column(tableName, "call_key", String.class) : null;
+    this.result = keys ? column(tableName, "result", byte[].class) : null;
+    this.completedAt = keys ? column(tableName, "completed_at", OffsetDateTime.class) : null;
+    this.thisKey = scope.eq(param("scope", String.class)).and(key.eq(param("key", String.class)));
+    this.expirable = keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
+
+    DSLContext dsl = context.dsl();
+    Field<OffsetDateTime> expires = plus(STAMP, window);
+    // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
+    long waitMillis = Math.max(1, inFlightWait.toMillis());
+    // set_config(..., true) lasts until the transaction ends, so the caller's own settings are saved
+    // and restored around every claim: the caller's statements, and the deferred checks its COMMIT
+    // runs, wait as the caller set them to.
+    this.prelude = Sql.of(dsl, DSL.resultQuery(
+        "select set_config('lock_timeout', {0}, true), set_config('statement_timeout', '0', true) from"
+            + " (select set_config('idem.lock_timeout', current_setting('lock_timeout'), true),"
+            + " set_config('idem.statement_timeout', current_setting('statement_timeout'), true)) as saved",
+        inline(waitMillis + "ms")));
+
+    Query insert = insert(dsl, expires).onConflictDoNothing().returningResult(inline(1).as("claimed"));
+    // The detail of the signal: 'R <completed> <now>' when the row is a completed one of the same
+    // request, within its window as of this statement's start (the copy's arrival); else null.
+    Condition repeat = expiresAt.gt(STAMP);
+    if (keys) {
+      repeat = repeat.and(fingerprint.eq(param("fingerprint", byte[].class))).and(state.eq(inline(COMPLETED)));
+    }
+    Field<OffsetDateTime> completed = keys ? completedAt : created;
+    Field<String> detail = DSL.field(dsl.select(DSL.when(repeat,
+            DSL.inline("R ").concat(epochSeconds(completed).cast(SQLDataType.VARCHAR)).concat(DSL.inline(" "))
+                .concat(epochSeconds(NOW).cast(SQLDataType.VARCHAR))))
+        .from(t).where(thisKey));
+    this.claimOrSignal = Sql.of(dsl, DSL.resultQuery("with claimed as ({0}) select case when exists (select 1 from claimed)"
+        + " then {1} else {2}({3}) end", insert, RESTORED, DSL.name(context.schema(), "idem_repeat"), detail));
+
+    this.claim = Sql.of(dsl, claimOrRead(dsl, insert(dsl, expires)), DSL.select(RESTORED));
+    this.read = Sql.of(dsl, existing(dsl, DSL.noCondition(), STAMP));
+    var update = dsl.update(t).set(created, STAMP).set(expiresAt, expires);
+    if (keys) {
+      update = update.set(fingerprint, param("fingerprint", byte[].class))
+          .set(state, inline(COMPLETED))
+          .set(fence, fence.plus(inline(1L)))
+          .set(leaseExpiresAt, inline((OffsetDateTime) null))
+          .set(callKey, DSL.castNull(SQLDataType.CLOB))
+          .set(result, inline((byte[]) null))
+          .set(completedAt, STAMP);
+    }
+    this.reclaim = Sql.of(dsl, update.where(thisKey).and(expirable).returningResult(keys ? fence : inline(1L)), DSL.select(RESTORED));
+    this.storeResult = keys
+        ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).set(completedAt, STAMP).where(thisKey))
+        : null;
+
+    if (keys) {
+      Field<OffsetDateTime> leaseEnds = plus(STAMP, lease);
+      this.claimExternal = Sql.of(dsl, claimOrRead(dsl, dsl.insertInto(t)
+          .columns(scope, key, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
+          .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
+              inline(IN_FLIGHT), inline(1L), leaseEnds, param("call_key", String.class), STAMP, expires)));
+      this.reclaimExternal = Sql.of(dsl, dsl.update(t)
+          .set(fingerprint, param("fingerprint", byte[].class))
+          .set(state, inline(IN_FLIGHT))
+          .set(fence, fence.plus(inline(1L)))
+          .set(leaseExpiresAt, leaseEnds)
+          .set(callKey, param("call_key", String.class))
+          .set(result, inline((byte[]) null))
+          .set(created, STAMP)
+          .set(completedAt, inline((OffsetDateTime) null))
+          .set(expiresAt, expires)
+          .where(thisKey)
+          .and(expirable)
+          .returningResult(fence));
+      this.takeOver = Sql.of(dsl, dsl.update(t)
+          .set(fence, fence.plus(inline(1L)))
+          .set(leaseExpiresAt, leaseEnds)
+          .where(thisKey)
+          .and(state.eq(inline(IN_FLIGHT)))
+          .and(fence.eq(param("fence", Long.class)))
+          .and(leaseExpiresAt.le(NOW))
+          .returningResult(fence));
+      this.complete = Sql.of(dsl, dsl.update(t)
+          .set(state, inline(COMPLETED))
+          .set(result, param("result", byte[].class))
+          .set(completedAt, STAMP)
+          .set(leaseExpiresAt, inline((OffsetDateTime) null))
+          .where(thisKey)
+          .and(state.eq(inline(IN_FLIGHT)))
+          .and(fence.eq(param("fence", Long.class)))
+          .returningResult(fence));
+      this.endLease = Sql.of(dsl, dsl.update(t)
+          .set(leaseExpiresAt, NOW)
+          .where(thisKey)
+          .and(state.eq(inline(IN_FLIGHT)))
+          .and(fence.eq(param("fence", Long.class))));
+      this.fenceOf = Sql.of(dsl, dsl.select(fence).from(t).where(thisKey));
+    } else {
+      this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = this.fenceOf = null;
+    }
+  }
+
+  /**
+   * Claims the key by an insert under the primary key, or returns the row already there, in one
+   * statement. Zero rows come back when the insert waited for another transaction's claim that
+   * committed meanwhile: under READ COMMITTED this statement's snapshot cannot see that row, and
+   * the caller re-reads it with {@link #read} (a new statement, a new snapshot).
+   */
+  private Select<?> claimOrRead(DSLContext dsl, InsertOnDuplicateStep<Record> insert) {
+    CommonTableExpression<Record1<Long>> inserted = name("inserted").as(
+        insert.onConflictDoNothing().returningResult(layout.keys ? fence : inline(1L).as("fence")));
+    return dsl.with(inserted)
+        .select(inline(true).as("claimed"), inserted.field("fence", Long.class),
+            DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
+            DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE),
+            DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE))
+        .from(inserted)
+        .unionAll(rows(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW)));
+  }
+
+  /** A local claim's insert: the row completed (its transaction is the effect's), no result yet. */
+  private InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<OffsetDateTime> expires) {
+    if (!layout.keys) {
+      return dsl.insertInto(t).columns(scope, key, created, expiresAt)
+          .values(param("scope", String.class), param("key", String.class), STAMP, expires);
+    }
+    return dsl.insertInto(t)
+        .columns(scope, key, fingerprint, state, fence, created, completedAt, expiresAt)
+        .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
+            inline(COMPLETED), inline(1L), STAMP, STAMP, expires);
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private static Select rows(Select<?> select) {
+    return select; // the two layouts select the same nine columns; jOOQ cannot type a list of them
+  }
+
+  /** The row of the key, in the shape {@link ClaimRow#from} reads. */
+  private Select<?> existing(DSLContext dsl, Condition also, Field<OffsetDateTime> now) {
+    // The row's times with the database's "now" beside them, as float8 epoch seconds: ClaimRow
+    // turns them into microseconds, compares and subtracts them (every one a database time). Not
+    // as timestamptz, because pgjdbc builds a TimestampUtils with its calendars for every result
+    // set it decodes a timestamp from.
+    List<SelectField<?>> fields = new ArrayList<>();
+    fields.add(inline(false).as("claimed"));
+    if (layout.keys) {
+      fields.add(fence);
+      fields.add(fingerprint);
+      fields.add(state);
+      fields.add(result);
+      fields.add(epochSeconds(completedAt));
+      fields.add(epochSeconds(leaseExpiresAt));
+    } else {
+      fields.add(inline(0L));
+      fields.add(DSL.castNull(SQLDataType.BLOB));
+      fields.add(inline(COMPLETED));
+      fields.add(DSL.castNull(SQLDataType.BLOB));
+      fields.add(epochSeconds(created));
+      fields.add(DSL.castNull(SQLDataType.DOUBLE));
+    }
+    fields.add(epochSeconds(expiresAt));
+    fields.add(epochSeconds(now));
+    return dsl.select(fields).from(t).where(thisKey).and(also);
+  }
+
+  static Field<OffsetDateTime> plus(Field<OffsetDateTime> t, Duration d) {
+    return DbTime.plusMicros(t, inline(DbTime.micros(d)));
+  }
+
+  /** {@code t} in seconds since the epoch, as float8 (PostgreSQL's date_part); see {@link ClaimRow#micros}. */
+  static Field<Double> epochSeconds(Field<OffsetDateTime> t) {
+    return field("date_part('epoch', {0})", Double.class, t);
+  }
+
+  private static <T> Field<T> column(String table, String column, Class<T> type) {
+    return field(name("idem", table, column), type);
+  }
+
+  /** Rows of keys that never held an external claim: the ones expiry may delete. */
+  public Condition callKeyIsNull() {
+    return callKey.isNull();
+  }
+
+  /** Rows of one scope (an inbox's consumer). */
+  public Condition ofScope(String value) {
+    return scope.eq(DSL.inline(value));
+  }
+
+  /** Runs {@code sql} (its first result is a row) and reads the row, or null. */
+  public static ClaimRow readRow(Connection c, Sql sql, Function<String, Object> binds, long startedNanos) throws SQLException {
+    return row(c, sql, 0, binds, startedNanos);
+  }
+
+  /** Runs {@code sql} and reads the row from its {@code index}-th result, or null if it has none. */
+  static ClaimRow row(Connection c, Sql sql, int index, Function<String, Object> binds, long startedNanos) throws SQLException {
+    try (PreparedStatement ps = sql.prepare(c, binds)) {
+      try (ResultSet rs = Sql.resultAt(ps, index)) {
+        return ClaimRow.from(rs, startedNanos);
+      }
+    }
+  }
+
+  /** Runs {@code sql} and returns the single long of its {@code index}-th result, or null if no row. */
+  public static Long single(Connection c, Sql sql, int index, Function<String, Object> binds) throws SQLException {
+    try (PreparedStatement ps = sql.prepare(c, binds)) {
+      try (ResultSet rs = Sql.resultAt(ps, index)) {
+        return rs.next() ? rs.getLong(1) : null;
+      }
+    }
+  }
+
+  /** Runs {@code sql}, ignoring what it returns. */
+  public static int run(Connection c, Sql sql, Function<String, Object> binds) throws SQLException {
+    try (PreparedStatement ps = sql.prepare(c, binds)) {
+      ps.execute();
+      return ps.getUpdateCount();
+    }
+  }
+}

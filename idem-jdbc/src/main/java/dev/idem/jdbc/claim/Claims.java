@@ -1,0 +1,500 @@
+package dev.idem.jdbc.claim;
+
+import dev.idem.internal.Events;
+import dev.idem.jdbc.internal.ClaimSignal;
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Driver;
+import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.OwnTransaction;
+import dev.idem.jdbc.internal.Pipelined;
+import dev.idem.jdbc.internal.RecentKeys;
+import dev.idem.jdbc.internal.SqlStates;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.jdbc.tx.TxCallback;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Codec;
+import dev.idem.result.CodecException;
+import dev.idem.result.Execution;
+import dev.idem.window.DedupeWindow;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.HexFormat;
+import org.jooq.Condition;
+import org.jooq.DSLContext;
+import org.jooq.Query;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+
+/**
+ * The claim engine: the one implementation of the claim protocol under the executor's local
+ * effects and the inbox. Claim first under a unique key, run the effect, store the outcome with
+ * it, answer a repeat from the row, wait a bounded time for a copy in flight, re-claim a row past
+ * its window. Each guard configures one over its {@link ClaimTable}. Not an API.
+ *
+ * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips:
+ * the claim goes in one string with {@code BEGIN} (or, for statements, with the statements, run as
+ * one implicit transaction). A repeat of a completed key, from a process that never saw it, is one
+ * round trip that writes nothing: the claim raises idem's signal and PostgreSQL skips the rest.
+ */
+public final class Claims {
+  /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */
+  private static final int MAX_CLAIM_ROUNDS = 10;
+  private static final Query BEGIN = DSL.query("begin");
+  private static final Query SAVEPOINT = DSL.query("savepoint " + ClaimTable.SAVEPOINT);
+
+  private final Context context;
+  private final ClaimTable table;
+  private final Events events;
+  private final DedupeWindow window;
+  private final Duration retryAfter;
+  private final String name;
+  private final RecentKeys recent = new RecentKeys();
+
+  /** [prelude, claim or signal, BEGIN]: a call that owns its transaction, with a callback. */
+  private final Sql claimThenBegin;
+  /** [prelude, claim or signal]: sent before a call's statements, in one implicit transaction. */
+  private final Sql claimSignal;
+  /** [savepoint, prelude, claim or signal]: before statements in the caller's transaction. */
+  private final Sql claimSignalJoined;
+  /** [prelude, claim or read, restore]: the claim of the slow path, result at 1. */
+  private final Sql claim;
+  /** [savepoint, prelude, claim or read, restore]: a joined callback's claim, result at 2. */
+  private final Sql claimJoined;
+  /** [prelude, re-claim past the window, restore]: its fence at 1. */
+  private final Sql reclaim;
+  private final Sql storeAndCommit;
+  private final Sql storeAndRelease;
+  private final Sql release;
+  private final Sql rollbackToSavepoint;
+
+  public Claims(Context context, ClaimTable table, Events events, DedupeWindow window, Duration retryAfter, String name) {
+    this.context = context;
+    this.table = table;
+    this.events = events;
+    this.window = window;
+    this.retryAfter = retryAfter;
+    this.name = name;
+    DSLContext dsl = context.dsl();
+    this.claimThenBegin = Sql.join(table.prelude, table.claimOrSignal, Sql.of(dsl, BEGIN));
+    this.claimSignal = Sql.join(table.prelude, table.claimOrSignal);
+    this.claimSignalJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claimOrSignal);
+    this.claim = Sql.join(table.prelude, table.claim);
+    this.claimJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claim);
+    this.reclaim = Sql.join(table.prelude, table.reclaim);
+    this.release = Sql.of(dsl, DSL.query(ClaimTable.RELEASE));
+    this.rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + ClaimTable.SAVEPOINT), DSL.query(ClaimTable.RELEASE));
+    this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
+    this.storeAndRelease = table.storeResult == null ? null : Sql.join(table.storeResult, release);
+  }
+
+  public ClaimTable table() {
+    return table;
+  }
+
+  /**
+   * Runs a local effect once for the key in {@code binds}: in {@code caller}'s transaction if given
+   * (under a savepoint), else in the one open on this thread, else in a transaction of its own. The
+   * effect is {@code effect}, or {@code statements} (if not null) sent with the claim.
+   */
+  public <T, X extends Exception> Execution<T> execute(Tx caller, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
+      Query[] statements) throws X {
+    RunningKeys.refuseNested(context, binds.key);
+    long started = System.nanoTime();
+    Tx open = caller != null ? caller : context.current();
+    try {
+      if (open != null) {
+        return reported(binds.key, joined(open, binds, codec, effect, statements, started));
+      }
+      IdempotencyKey key = binds.key;
+      if (recent.mightContain(key.scope(), key.value())) {
+        // A key this process handled lately: most likely a repeat, which one read answers.
+        ClaimRow seen = read(binds, started);
+        if (seen != null && !seen.expirable()) {
+          return reported(key, answer(seen, binds, codec));
+        }
+      }
+      Execution<T> outcome = owned(binds, codec, effect, statements, started);
+      recent.remember(key.scope(), key.value());
+      return reported(key, outcome);
+    } catch (Busy busy) {
+      return inFlight(binds.key, busy.retryAfter);
+    }
+  }
+
+  /**
+   * A call that owns its transaction: the claim sent with its effect (statements) or with {@code
+   * BEGIN} (a callback), then the effect. A repeat is answered from what the claim saw, or from the
+   * row read in a statement of its own; a row past its window, or one a copy committed while the
+   * claim waited, is claimed again in a transaction of its own. Every run counts against the one
+   * retry budget.
+   */
+  private <T, X extends Exception> Execution<T> owned(Binds binds, Codec<T> codec, TxCallback<T, X> effect,
+      Query[] statements, long started) throws X {
+    boolean firstTry = true;
+    boolean[] ran = new boolean[1];
+    TxCallback<T, X> work = statements != null ? sent(statements) : tx -> {
+      ran[0] = true;
+      return effect.apply(tx);
+    };
+    int runs = 0; // runs of the caller's callback that failed: the retry budget's count
+    int raced = 0; // runs that failed before any caller code ran: a lost race, replayed on the next run
+    while (true) {
+      ran[0] = false;
+      try {
+        if (firstTry) {
+          try {
+            if (statements != null) {
+              context.autoCommitOnce(name, c -> send(prepared(c, claimSignal, binds, statements, null)));
+              return new Execution.Applied<>(null);
+            }
+            return context.ownedOnce(c -> begin(c, binds), tx -> applyLocal(tx, binds, codec, work, false));
+          } catch (Repeat repeat) {
+            firstTry = false;
+            Execution<T> answer = answer(repeat, binds, codec, statements != null, started);
+            if (answer != null) {
+              return answer;
+            }
+          }
+        }
+        // The key has a row the claim could not answer from: in a transaction of its own, claim or
+        // read it again, then replay, wait, or re-claim it past its window.
+        return context.ownedOnce(null, tx -> claimThenApply(tx, binds, codec, work, started, false));
+      } catch (ClaimSignal signal) {
+        throw signal;
+      } catch (Exception e) {
+        // A run that failed before the caller's callback ran (the claim waited for another copy,
+        // which committed; or statements, which may always be sent again) is not one of the
+        // callback's runs: it is retried with the same back-off, at most MAX_CLAIM_ROUNDS times.
+        boolean free = !ran[0] && SqlStates.isRetryable(e) && ++raced < MAX_CLAIM_ROUNDS;
+        if (!(free ? context.pause(raced) : context.retryAfter(++runs, e))) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * The answer to a repeat the signal reported: from the signal itself when it carries a completed
+   * row of this request and nothing stored is needed; else from the row read in a statement of its
+   * own; null if the key must be claimed again (no row, or one past its window).
+   */
+  private <T> Execution<T> answer(Repeat repeat, Binds binds, Codec<T> codec, boolean nothingStored, long started) {
+    if (repeat.completedAt != null && (nothingStored || codec.storesNothing())) {
+      return new Execution.Replayed<>(null, repeat.completedAt, repeat.age);
+    }
+    ClaimRow row = read(binds, started);
+    return row == null || row.expirable() ? null : answer(row, binds, codec);
+  }
+
+  /**
+   * A call in the caller's transaction, under a savepoint: statements sent with the claim, or the
+   * claim in a round trip of its own and then the callback. Whatever fails rolls back to the
+   * savepoint, so the caller's transaction stays usable and the key free.
+   */
+  private <T, X extends Exception> Execution<T> joined(Tx tx, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
+      Query[] statements, long started) throws X {
+    Connection c = tx.connection();
+    Driver.refuseAborted(c, name + " " + binds.key);
+    if (statements != null) {
+      // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
+      // so there is nothing to roll back to (and an outer call's savepoint of that name must not be).
+      Pipelined string = prepared(c, claimSignalJoined, binds, statements, ClaimTable.RELEASE);
+      try {
+        send(string);
+        return new Execution.Applied<>(null);
+      } catch (Repeat repeat) {
+        rollbackToSavepoint(c, binds.key);
+        if (repeat.completedAt != null) {
+          return new Execution.Replayed<>(null, repeat.completedAt, repeat.age);
+        }
+      } catch (Throwable t) {
+        undo(c, binds.key, t);
+        throw t;
+      }
+      effect = sent(statements);
+    }
+    try {
+      return claimThenApply(tx, binds, codec, effect, started, true);
+    } catch (Throwable t) {
+      undo(c, binds.key, t);
+      throw t;
+    }
+  }
+
+  /**
+   * The claim protocol on {@code tx}: claim or read; a new claim runs the effect; a row of another
+   * copy is answered (replay, in flight, reuse) unless it is past its window, then it is claimed
+   * again. {@code joined}: the caller's transaction; a savepoint is set with the claim.
+   */
+  private <T, X extends Exception> Execution<T> claimThenApply(Tx tx, Binds binds, Codec<T> codec,
+      TxCallback<T, X> effect, long started, boolean joined) throws X {
+    Connection c = tx.connection();
+    ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 2 : 1, binds, started);
+    for (int round = 1; ; round++) {
+      if (row == null) {
+        // The claim inserted nothing and saw no row: another copy's claim got there first (the
+        // claim waited for it, and under READ COMMITTED this statement's snapshot predates its
+        // commit). Read the row in a new statement; if it is gone (rolled back, or expired and
+        // deleted meanwhile), claim again.
+        row = readOn(c, binds, started);
+        if (row == null) {
+          row = claim(c, claim, 1, binds, started);
+        }
+      } else if (row.claimed()) {
+        return applyLocal(tx, binds, codec, effect, joined);
+      } else if (row.expirable()) {
+        if (reclaimed(c, binds)) {
+          return applyLocal(tx, binds, codec, effect, joined);
+        }
+        row = readOn(c, binds, started); // another copy re-claimed it first
+      } else {
+        Execution<T> repeat = answer(row, binds, codec);
+        if (joined) {
+          run(c, release, binds);
+        }
+        return repeat;
+      }
+      if (round >= MAX_CLAIM_ROUNDS) {
+        throw new DataAccessException(name + ": could not claim or read key " + binds.key + " in " + MAX_CLAIM_ROUNDS
+            + " rounds: its row kept changing");
+      }
+    }
+  }
+
+  private <T, X extends Exception> Execution<T> applyLocal(Tx tx, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
+      boolean joined) throws X {
+    T value = RunningKeys.run(context, binds.key, effect, tx);
+    if (Driver.aborted(tx.connection())) {
+      // The effect caught an SQL error and returned: PostgreSQL aborted the transaction, and a
+      // commit would roll it back. Never report Applied for work that is gone.
+      throw new DataAccessException(name + ", key " + binds.key + ": " + OwnTransaction.ABORTED_BY_CAUGHT_ERROR
+          + (joined ? "; its part is rolled back, your transaction goes on" : "; nothing of it is committed"));
+    }
+    byte[] bytes = codec.storesNothing() ? null : encode(binds.key, codec, value, "the effect was rolled back");
+    if (bytes != null) {
+      // Owned: the result and COMMIT in one round trip (idem's commit then finds nothing to do).
+      run(tx.connection(), joined ? storeAndRelease : storeAndCommit, binds.result(bytes));
+    } else if (joined) {
+      run(tx.connection(), release, binds);
+    }
+    return new Execution.Applied<>(value);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Answers
+
+  /**
+   * The answer to a call that found the key's row within its window: the replay, {@link
+   * KeyReuseException}, or (an external claim in flight, whose call may or may not have gone out)
+   * {@link Busy}.
+   */
+  public <T> Execution<T> answer(ClaimRow row, Binds binds, Codec<T> codec) {
+    checkFingerprint(row, binds);
+    if (row.completed()) {
+      return replay(binds.key, codec, row);
+    }
+    throw new Busy(row.leaseLive() ? row.leaseLeft() : retryAfter);
+  }
+
+  /**
+   * Refuses another request under a key the row still holds for its intent. A row past its window
+   * belongs to no intent a caller can reuse: what keeps it (an external attempt whose lease is still
+   * live) makes the caller wait, and once the lease ends the key is claimed as a new intent.
+   */
+  public void checkFingerprint(ClaimRow row, Binds binds) {
+    if (binds.fingerprint != null && !row.pastWindow() && !binds.sameFingerprint(row.fingerprint())) {
+      events.fingerprintMismatch(binds.key);
+      throw new KeyReuseException(binds.key, new Fingerprint(HexFormat.of().formatHex(row.fingerprint())), binds.fingerprint);
+    }
+  }
+
+  public <T> Execution<T> replay(IdempotencyKey key, Codec<T> codec, ClaimRow row) {
+    T value;
+    try {
+      value = codec.storesNothing() ? null : codec.decode(row.result());
+    } catch (Exception e) {
+      throw new CodecException("the stored result for key " + key + " could not be decoded by " + codec + " ("
+          + e + "); the key stays completed and its effect does not run again", e);
+    }
+    return new Execution.Replayed<>(value, row.completedAt(), row.age());
+  }
+
+  public static <T> byte[] encode(IdempotencyKey key, Codec<T> codec, T value, String consequence) {
+    try {
+      return codec.encode(value);
+    } catch (Exception e) {
+      throw new CodecException("the result for key " + key + " could not be encoded by " + codec + " ("
+          + e + "), so it could not be stored for replay; " + consequence + " and nothing was stored", e);
+    }
+  }
+
+  /** Emits the event of an outcome decided (and, when owned, committed). */
+  public <T> Execution<T> reported(IdempotencyKey key, Execution<T> outcome) {
+    if (outcome instanceof Execution.Replayed<T> r) {
+      events.replayed(key, r.age(), window);
+    } else if (outcome instanceof Execution.Applied<T>) {
+      events.applied(key);
+    }
+    return outcome;
+  }
+
+  public <T> Execution<T> inFlight(IdempotencyKey key, Duration after) {
+    Duration wait = after == null || after.compareTo(Duration.ZERO) <= 0 ? retryAfter : after;
+    events.inFlight(key, wait);
+    return new Execution.InFlight<>(key.toString(), wait);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Statements
+
+  /** The key's row as a new auto-commit statement sees it, or null; read again under the retry budget. */
+  public ClaimRow read(Binds binds, long started) {
+    return context.autoCommit(name, c -> ClaimTable.row(c, table.read, 0, binds, started));
+  }
+
+  private ClaimRow readOn(Connection c, Binds binds, long started) {
+    try {
+      return ClaimTable.row(c, table.read, 0, binds, started);
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  /** Re-claims a row past its window; false if another copy re-claimed it first. */
+  private boolean reclaimed(Connection c, Binds binds) {
+    try {
+      return ClaimTable.single(c, reclaim, 1, binds) != null;
+    } catch (SQLException e) {
+      if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
+        throw new Busy(retryAfter);
+      }
+      throw failed(e);
+    }
+  }
+
+  /** A claim statement: a wait on another copy past the bound (55P03) means that copy is in flight. */
+  private ClaimRow claim(Connection c, Sql sql, int index, Binds binds, long started) {
+    try {
+      return ClaimTable.row(c, sql, index, binds, started);
+    } catch (SQLException e) {
+      if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
+        throw new Busy(retryAfter);
+      }
+      throw failed(e);
+    }
+  }
+
+  /**
+   * {@code claim}, {@code statements} (or none) and {@code tail}, rendered and bound, not sent: a
+   * statement jOOQ cannot render or bind is an {@link IllegalArgumentException} here, before any SQL.
+   */
+  private Pipelined prepared(Connection c, Sql claim, Binds binds, Query[] statements, String tail) {
+    try {
+      return Pipelined.prepare(c, context.dsl(), claim.text(), claim.values(binds),
+          statements == null ? new Query[0] : statements, tail);
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  /**
+   * Sends {@code string} and closes it. The key's row found is {@link Repeat}; a wait on another
+   * copy's claim past the bound is {@link Busy}; anything else is thrown (a serialization failure
+   * for the retry budget, a statement's failure for the caller).
+   */
+  private Void send(Pipelined string) {
+    try (string) {
+      string.send();
+      return null;
+    } catch (SQLException e) {
+      throw classified(e);
+    }
+  }
+
+  /**
+   * Sends the claim and {@code BEGIN} on an auto-commit connection: if the claim inserted the row, a
+   * transaction is open with it; if the key has a row, the signal ended the round trip, nothing
+   * was written and nothing is open.
+   */
+  private Void begin(Connection c, Binds binds) {
+    try {
+      ClaimTable.run(c, claimThenBegin, binds);
+      return null;
+    } catch (SQLException e) {
+      throw classified(e);
+    }
+  }
+
+  private RuntimeException classified(SQLException e) {
+    Repeat repeat = Repeat.of(e);
+    if (repeat != null) {
+      return repeat;
+    }
+    if (SqlStates.isLockTimeoutOn(e, table.layout.primaryKey()) || SqlStates.isLockTimeoutOn(e, table.layout.table())) {
+      return new Busy(retryAfter);
+    }
+    return failed(e);
+  }
+
+  /** The statements as a callback, for a call whose claim took a round trip of its own. */
+  private <T, X extends Exception> TxCallback<T, X> sent(Query[] statements) {
+    return tx -> {
+      try {
+        Pipelined.run(tx.connection(), context.dsl(), statements);
+      } catch (SQLException e) {
+        throw failed(e);
+      }
+      return null;
+    };
+  }
+
+  private void run(Connection c, Sql sql, Binds binds) {
+    try {
+      ClaimTable.run(c, sql, binds);
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  /** After a joined call failed: back to before its claim; a failure to get there is attached. */
+  private void undo(Connection c, IdempotencyKey key, Throwable failure) {
+    try {
+      rollbackToSavepoint(c, key);
+    } catch (RuntimeException e) {
+      failure.addSuppressed(e);
+    }
+  }
+
+  /** Undoes a joined call's claim; if that fails, the caller's transaction is not usable and says so. */
+  private void rollbackToSavepoint(Connection c, IdempotencyKey key) {
+    try (Statement st = c.createStatement()) {
+      st.execute(rollbackToSavepoint.text());
+    } catch (SQLException e) {
+      throw new DataAccessException(name + ": could not roll back to the savepoint before the claim of key " + key
+          + ", so the caller's transaction may hold it or be aborted; roll the transaction back: " + e.getMessage(), e);
+    }
+  }
+
+  private DataAccessException failed(SQLException e) {
+    return new DataAccessException(name + ": " + e.getMessage(), e);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Expiry
+
+  /**
+   * Deletes rows past their window (by the database clock) where {@code also} holds, in batches of
+   * {@code batchSize}, at most {@code maxBatches} per call.
+   */
+  public long expire(Condition also, int batchSize, int maxBatches) {
+    long deleted = Expiry.deleteInBatches(context, table.t, table.expirable.and(also), batchSize, maxBatches);
+    if (deleted > 0) {
+      events.expired(deleted);
+    }
+    return deleted;
+  }
+}

@@ -1,0 +1,217 @@
+package dev.idem.jdbc.internal;
+
+import dev.idem.event.IdemListener;
+import dev.idem.jdbc.tx.RetryBudget;
+import dev.idem.jdbc.tx.TransactionBinding;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.jdbc.tx.TxCallback;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.jooq.DSLContext;
+import org.jooq.SQLDialect;
+import org.jooq.conf.MappedSchema;
+import org.jooq.conf.RenderMapping;
+import org.jooq.conf.Settings;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+
+/**
+ * What every tool of one {@code Idem} shares, and the one place idem's transactions are decided:
+ * the {@code DataSource}, the schema mapping for rendering SQL, the listener, the {@link
+ * TransactionBinding} and the {@link RetryBudget}. Tools are built over it and never call back into
+ * {@code Idem}. Not an API.
+ */
+public final class Context {
+  /** The schema idem's SQL is written against; a configured schema is mapped to at render time. */
+  public static final String DEFAULT_SCHEMA = "idem";
+
+  private final DataSource dataSource;
+  private final String schema;
+  private final IdemListener listener;
+  private final TransactionBinding binding;
+  private final RetryBudget retries;
+  private final Settings settings;
+  private final DSLContext detached;
+  private final ThreadLocal<Tx> open = new ThreadLocal<>();
+
+  public Context(DataSource dataSource, String schema, IdemListener listener, TransactionBinding binding,
+      RetryBudget retries) {
+    this.dataSource = dataSource;
+    this.schema = schema;
+    this.listener = listener;
+    this.binding = binding;
+    this.retries = retries;
+    this.settings = new Settings()
+        .withExecuteLogging(false)
+        .withRenderMapping(new RenderMapping().withSchemata(new MappedSchema().withInput(DEFAULT_SCHEMA).withOutput(schema)));
+    this.detached = DSL.using(SQLDialect.POSTGRES, settings);
+  }
+
+  public DataSource dataSource() {
+    return dataSource;
+  }
+
+  public String schema() {
+    return schema;
+  }
+
+  public IdemListener listener() {
+    return listener;
+  }
+
+  public RetryBudget retries() {
+    return retries;
+  }
+
+  /** A jOOQ context with no connection, for rendering SQL once. */
+  public DSLContext dsl() {
+    return detached;
+  }
+
+  /** A jOOQ context on {@code c}, with idem's schema mapping. */
+  public DSLContext dsl(Connection c) {
+    return DSL.using(c, SQLDialect.POSTGRES, settings);
+  }
+
+  /**
+   * The transaction open on this thread: idem's own ({@code inTransaction}), else the binding's;
+   * null if none.
+   */
+  public Tx current() {
+    Tx own = open.get();
+    if (own != null) {
+      return own;
+    }
+    Connection bound = binding.currentConnection();
+    return bound == null ? null : new JoinedTx(this, bound);
+  }
+
+  /** True if {@code tx} is a transaction idem itself opened (and will commit) on this thread. */
+  public boolean owns(Tx tx) {
+    return tx != null && open.get() == tx;
+  }
+
+  /**
+   * The caller's transaction on {@code callerTx}, checked: not null, auto-commit off, not aborted.
+   *
+   * @param what names the call's key or message for the messages, e.g. {@code "key s/k"}
+   * @throws IllegalArgumentException naming {@code callerTx} and what is wrong with it
+   */
+  public Tx joined(Connection callerTx, String what) {
+    if (callerTx == null) {
+      throw new IllegalArgumentException("callerTx must not be null");
+    }
+    try {
+      if (callerTx.getAutoCommit()) {
+        throw new IllegalArgumentException("callerTx is in auto-commit mode, so " + what + " would commit alone:"
+            + " pass a connection with an open transaction (setAutoCommit(false)), or call the form without a"
+            + " connection to let idem own the transaction");
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not read callerTx's auto-commit mode: " + e.getMessage(), e);
+    }
+    Driver.refuseAborted(callerTx, what);
+    Tx own = open.get();
+    return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx);
+  }
+
+  /**
+   * Runs {@code work} in the transaction open on this thread, or in a transaction of idem's own,
+   * run again under the {@link RetryBudget} when PostgreSQL refuses it with 40001, 40P01 or 53200.
+   */
+  public <T, X extends Exception> T inTransaction(TxCallback<T, X> work) throws X {
+    Tx joined = current();
+    if (joined != null) {
+      return work.apply(joined);
+    }
+    return owned(work);
+  }
+
+  /** {@code work} in a transaction of idem's own, under the retry budget, even if one is open here. */
+  public <T, X extends Exception> T owned(TxCallback<T, X> work) throws X {
+    for (int run = 1; ; run++) {
+      try {
+        return ownedOnce(null, work);
+      } catch (Exception e) {
+        if (!retryAfter(run, e)) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * {@code work} in a transaction of idem's own, run once; open on this thread while it runs, so
+   * idem calls inside it join it.
+   *
+   * @param begin null to begin as usual; else statements run on the connection in auto-commit mode
+   *     that leave a transaction open (a claim string ending in {@code BEGIN}), or throw, in which
+   *     case nothing is open and {@code work} does not run
+   */
+  public <T, X extends Exception> T ownedOnce(AutoCommit.Work<?> begin, TxCallback<T, X> work) throws X {
+    return OwnTransaction.run(dataSource, begin, c -> {
+      Tx tx = new JoinedTx(this, c);
+      Tx outer = open.get();
+      open.set(tx);
+      try {
+        return work.apply(tx);
+      } finally {
+        if (outer == null) {
+          open.remove();
+        } else {
+          open.set(outer);
+        }
+      }
+    });
+  }
+
+  /** Statements on a connection of their own in auto-commit mode, run once. */
+  public <R> R autoCommitOnce(String what, AutoCommit.Work<R> work) {
+    return AutoCommit.run(dataSource, what, work);
+  }
+
+  /**
+   * Statements on a connection of their own in auto-commit mode, run again under the retry
+   * budget: only for statements that may run again as a whole (reads; writes whose 40001 wrote
+   * nothing).
+   */
+  public <R> R autoCommit(String what, AutoCommit.Work<R> work) {
+    for (int run = 1; ; run++) {
+      try {
+        return AutoCommit.run(dataSource, what, work);
+      } catch (DataAccessException e) {
+        if (!retryAfter(run, e)) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * After run {@code run} failed with {@code e}: true (having waited the back-off) if the budget
+   * allows another run and {@code e} is one a new run can clear; false to throw it.
+   */
+  public boolean retryAfter(int run, Throwable e) {
+    return run < retries.maxRuns() && SqlStates.isRetryable(e) && pause(run);
+  }
+
+  /**
+   * Waits the budget's back-off after {@code attempt} failed attempts; false if interrupted (the
+   * interrupt is kept). For retries that the budget bounds differently, such as a claim's lost race.
+   */
+  public boolean pause(int attempt) {
+    Duration wait = retries.backoff(attempt);
+    if (!wait.isZero()) {
+      try {
+        Thread.sleep(wait.toMillis(), wait.toNanosPart() % 1_000_000);
+      } catch (InterruptedException interrupted) {
+        Thread.currentThread().interrupt();
+        return false;
+      }
+    }
+    return true;
+  }
+
+}

@@ -1,0 +1,58 @@
+package dev.idem.jdbc.tx;
+
+import dev.idem.internal.Require;
+import java.time.Duration;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * The one budget for running a transaction again after PostgreSQL refused it for a reason that a
+ * new attempt can clear: a serialization failure ({@code 40001}), a deadlock ({@code 40P01}) or
+ * the server out of memory ({@code 53200}). Every transaction idem owns is run at most {@link
+ * #maxRuns} times in all, whether the failure came at the claim (another copy won the race; the
+ * next run replays its result) or after your callback ran; between runs it waits an exponential
+ * back-off with full jitter, from {@link #firstBackoff} doubling up to {@link #maxBackoff}.
+ *
+ * <p>So your callback runs at most {@code maxRuns} times for one call, never more: it must do
+ * nothing outside the transaction that cannot be repeated. idem's own auto-commit statements
+ * (reads, an external call's claim and record) are retried under the same budget.
+ *
+ * <p>A joined call (inside your transaction) is never retried by idem: only the owner of a
+ * transaction can run it again, so the failure is thrown to you.
+ *
+ * @param maxRuns runs in all, 1 or more (1: never run again)
+ * @param firstBackoff the wait before the second run (then doubled each time), zero or more
+ * @param maxBackoff the longest wait between two runs, at least {@code firstBackoff}
+ */
+public record RetryBudget(int maxRuns, Duration firstBackoff, Duration maxBackoff) {
+
+  /** 5 runs, waits of up to 10, 20, 40, 80 ms with full jitter: at most 150 ms of waiting in all. */
+  public static final RetryBudget DEFAULT = new RetryBudget(5, Duration.ofMillis(10), Duration.ofMillis(80));
+
+  /** One run: every such failure is thrown at once. */
+  public static final RetryBudget NONE = new RetryBudget(1, Duration.ZERO, Duration.ZERO);
+
+  /** @throws IllegalArgumentException naming the component that is out of range */
+  public RetryBudget {
+    Require.positive(maxRuns, "maxRuns");
+    Require.notNegative(firstBackoff, "firstBackoff");
+    Require.notNegative(maxBackoff, "maxBackoff");
+    if (maxBackoff.compareTo(firstBackoff) < 0) {
+      throw new IllegalArgumentException("maxBackoff (" + maxBackoff + ") must be at least firstBackoff (" + firstBackoff + ")");
+    }
+    Require.atMost(maxBackoff, Duration.ofMinutes(1), "maxBackoff", "a retry waits while holding the caller's thread");
+  }
+
+  /**
+   * The wait before run {@code run + 1}, after {@code run} runs failed (1 or more): a uniform
+   * random time between zero and {@code min(maxBackoff, firstBackoff * 2^(run - 1))}.
+   */
+  public Duration backoff(int run) {
+    long first = firstBackoff.toNanos();
+    if (first == 0) {
+      return Duration.ZERO;
+    }
+    long cap = maxBackoff.toNanos();
+    long ceiling = run - 1 >= 62 || first > (cap >> Math.min(62, run - 1)) ? cap : Math.min(cap, first << (run - 1));
+    return Duration.ofNanos(ThreadLocalRandom.current().nextLong(ceiling + 1));
+  }
+}
