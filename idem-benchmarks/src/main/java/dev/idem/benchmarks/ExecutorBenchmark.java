@@ -1,9 +1,8 @@
 package dev.idem.benchmarks;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.Tx;
+import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -45,16 +44,14 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@link #bareEffect} (a): a transaction inserting one payment row, plain JDBC;
  *   <li>{@link #executorNewKey} (b): the same effect through the executor, a new key each time,
  *       the insert given as a jOOQ statement: the claim, the insert and COMMIT in one round trip,
- *       the claim first (the default {@link ClaimOrder#BEFORE_EFFECT}); nothing stored;
+ *       the claim first; nothing stored;
  *   <li>{@link #executorNewKeyCallback} (b1): the same effect as a callback, its result (the
  *       payment id) stored for replay; the default order: claim, effect, result with COMMIT;
- *   <li>{@link #executorNewKeyAtCommit} (b2): as (b1) with {@link ClaimOrder#AT_COMMIT}, the key
- *       row written with the commit;
  *   <li>{@link #executorNewKeyNoResult} (b'): as (b1) with {@code Codec.none()}, which skips the
  *       result UPDATE;
  *   <li>{@link #executorReplay} (c): a repeat of a completed key, answered from the key table by
  *       one auto-commit read; the key is one its executor handled lately (a repeat it does not
- *       remember takes the claim path, three round trips);
+ *       remember is answered by its claim: two round trips, nothing written);
  *   <li>{@link #barePkRead} (d): a primary-key SELECT of one payment row.
  * </ul>
  *
@@ -83,7 +80,6 @@ public class ExecutorBenchmark {
     TestDatabase db;
     HikariDataSource ds;
     IdempotentExecutor executor;
-    IdempotentExecutor atCommit;
     /**
      * The executor of (c) alone. Each executor remembers the keys it handled lately in a fixed-size
      * table; sharing (b)'s and (b')'s would let their new keys push the 2,000 replay keys out of it
@@ -99,7 +95,6 @@ public class ExecutorBenchmark {
       Idem idem = Idem.builder(ds).build();
       idem.migrate();
       executor = idem.executor().build();
-      atCommit = idem.executor().claimOrder(ClaimOrder.AT_COMMIT).build();
       replayer = idem.executor().build();
       run = UUID.randomUUID().toString().substring(0, 8);
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
@@ -191,14 +186,6 @@ public class ExecutorBenchmark {
   public Execution<String> executorNewKeyCallback(Shared s, Local l) throws SQLException {
     String request = l.prefix + "-" + l.n++;
     return s.executor.execute(IdempotencyKey.of("bench/callback", request), Fingerprint.EMPTY, Codec.utf8(),
-        (Tx tx) -> pay(tx.connection(), request));
-  }
-
-  /** (b2) As (b1), the key row written completed, with its result, in the commit's round trip. */
-  @Benchmark
-  public Execution<String> executorNewKeyAtCommit(Shared s, Local l) throws SQLException {
-    String request = l.prefix + "-" + l.n++;
-    return s.atCommit.execute(IdempotencyKey.of("bench/at-commit", request), Fingerprint.EMPTY, Codec.utf8(),
         (Tx tx) -> pay(tx.connection(), request));
   }
 

@@ -25,10 +25,15 @@ import java.util.concurrent.atomic.AtomicLong;
  * each throughput it prints the CPU time one operation cost this JVM and the rest of the machine
  * (from /proc/stat: the PostgreSQL backends, when the database runs here).
  *
- * <pre>java -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox] [rounds] [sliceMillis] [method,method...]</pre>
+ * <pre>java [-Dthreads=8] -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox|repeat] [rounds] [sliceMillis] [method,method...]</pre>
+ *
+ * <p>{@code repeat} runs {@link RepeatBenchmark}'s methods: repeats from an instance that never saw
+ * the id (each thread of each slice builds its own fresh Idem for them), warm repeats, the peers
+ * (Camel, Spring Integration), the hand-rolled guard and the new-key forms, on one pool.
  */
 public final class InterleavedRatios {
-  private static final int THREADS = 8;
+  /** Threads per slice: 8, or the system property {@code threads} ({@code -Dthreads=1}). */
+  private static final int THREADS = Integer.getInteger("threads", 8);
   /** The methods to run (a fourth argument, comma-separated), or null for all. */
   private static Set<String> only;
 
@@ -54,7 +59,8 @@ public final class InterleavedRatios {
     switch (which) {
       case "executor" -> executor(rounds, sliceMillis);
       case "inbox" -> inbox(rounds, sliceMillis);
-      default -> throw new IllegalArgumentException("first argument: executor or inbox, was " + which);
+      case "repeat" -> repeat(rounds, sliceMillis);
+      default -> throw new IllegalArgumentException("first argument: executor, inbox or repeat, was " + which);
     }
   }
 
@@ -67,14 +73,12 @@ public final class InterleavedRatios {
       ops.put("bareEffect", () -> executorOp(l -> bench.bareEffect(shared, l)));
       ops.put("executorNewKey", () -> executorOp(l -> bench.executorNewKey(shared, l)));
       ops.put("executorNewKeyCallback", () -> executorOp(l -> bench.executorNewKeyCallback(shared, l)));
-      ops.put("executorNewKeyAtCommit", () -> executorOp(l -> bench.executorNewKeyAtCommit(shared, l)));
       ops.put("executorNewKeyNoResult", () -> executorOp(l -> bench.executorNewKeyNoResult(shared, l)));
       ops.put("executorReplay", () -> executorOp(l -> bench.executorReplay(shared, l)));
       ops.put("barePkRead", () -> executorOp(l -> bench.barePkRead(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("b/a ", mean, "executorNewKey", "bareEffect");
       ratio("b1/a", mean, "executorNewKeyCallback", "bareEffect");
-      ratio("b2/a", mean, "executorNewKeyAtCommit", "bareEffect");
       ratio("b'/a", mean, "executorNewKeyNoResult", "bareEffect");
       ratio("c/d ", mean, "executorReplay", "barePkRead");
     } finally {
@@ -90,15 +94,106 @@ public final class InterleavedRatios {
       Map<String, PerThread> ops = new LinkedHashMap<>();
       ops.put("bareEffect", () -> inboxOp(l -> bench.bareEffect(shared, l)));
       ops.put("inboxReceive", () -> inboxOp(l -> bench.inboxReceive(shared, l)));
-      ops.put("inboxReceiveAtCommit", () -> inboxOp(l -> bench.inboxReceiveAtCommit(shared, l)));
       ops.put("inboxReceiveStatement", () -> inboxOp(l -> bench.inboxReceiveStatement(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("inbox/bare         ", mean, "inboxReceive", "bareEffect");
-      ratio("inboxAtCommit/bare ", mean, "inboxReceiveAtCommit", "bareEffect");
       ratio("inboxStatement/bare", mean, "inboxReceiveStatement", "bareEffect");
     } finally {
       shared.stop();
     }
+  }
+
+  private static void repeat(int rounds, int sliceMillis) throws Exception {
+    RepeatBenchmark b = new RepeatBenchmark();
+    RepeatBenchmark.Db db = new RepeatBenchmark.Db();
+    db.start();
+    RepeatBenchmark.Camel camel = new RepeatBenchmark.Camel();
+    RepeatBenchmark.SpringIntegration si = new RepeatBenchmark.SpringIntegration();
+    try {
+      RepeatBenchmark.InboxIds inboxIds = new RepeatBenchmark.InboxIds();
+      inboxIds.start(db);
+      RepeatBenchmark.ExecutorKeys executorKeys = new RepeatBenchmark.ExecutorKeys();
+      executorKeys.start(db);
+      RepeatBenchmark.WarmInbox warmInbox = new RepeatBenchmark.WarmInbox();
+      warmInbox.start(db);
+      RepeatBenchmark.WarmExecutor warmExecutor = new RepeatBenchmark.WarmExecutor();
+      warmExecutor.start(db);
+      camel.start(db);
+      si.start(db);
+      RepeatBenchmark.Naive naive = new RepeatBenchmark.Naive();
+      naive.start(db);
+      RepeatBenchmark.ExecutorState executor = new RepeatBenchmark.ExecutorState();
+      executor.start(db);
+      RepeatBenchmark.InboxState inbox = new RepeatBenchmark.InboxState();
+      inbox.start(db);
+
+      Map<String, PerThread> ops = new LinkedHashMap<>();
+      ops.put("barePkRead", () -> repeatOp(l -> b.barePkRead(db, l)));
+      ops.put("inboxRepeatCold", () -> {
+        RepeatBenchmark.ColdInbox cold = new RepeatBenchmark.ColdInbox();
+        cold.start(db, inboxIds);
+        return () -> b.inboxRepeatCold(cold);
+      });
+      ops.put("inboxRepeatColdStatement", () -> {
+        RepeatBenchmark.ColdInbox cold = new RepeatBenchmark.ColdInbox();
+        cold.start(db, inboxIds);
+        return () -> b.inboxRepeatColdStatement(cold);
+      });
+      ops.put("inboxRepeatWarm", () -> repeatOp(l -> b.inboxRepeatWarm(warmInbox, l)));
+      ops.put("executorReplayCold", () -> {
+        RepeatBenchmark.ColdExecutor cold = new RepeatBenchmark.ColdExecutor();
+        cold.start(db, executorKeys);
+        return () -> b.executorReplayCold(cold);
+      });
+      ops.put("executorReplayColdStatement", () -> {
+        RepeatBenchmark.ColdExecutor cold = new RepeatBenchmark.ColdExecutor();
+        cold.start(db, executorKeys);
+        return () -> b.executorReplayColdStatement(cold);
+      });
+      ops.put("executorReplayWarm", () -> repeatOp(l -> b.executorReplayWarm(warmExecutor, l)));
+      ops.put("camelRepeatCold", () -> repeatOp(l -> b.camelRepeatCold(camel, l)));
+      ops.put("springIntegrationRepeatCold", () -> repeatOp(l -> b.springIntegrationRepeatCold(si, l)));
+      ops.put("naiveGuardRepeat", () -> repeatOp(l -> b.naiveGuardRepeat(db, naive, l)));
+      ops.put("bareEffect", () -> repeatOp(l -> b.bareEffect(db, l)));
+      ops.put("executorNewKeyStatement", () -> repeatOp(l -> b.executorNewKeyStatement(executor, l)));
+      ops.put("executorNewKeyCallback", () -> repeatOp(l -> b.executorNewKeyCallback(executor, l)));
+      ops.put("inboxNewKeyStatement", () -> repeatOp(l -> b.inboxNewKeyStatement(inbox, l)));
+      ops.put("inboxNewKeyCallback", () -> repeatOp(l -> b.inboxNewKeyCallback(inbox, l)));
+      ops.put("naiveGuardNewKey", () -> repeatOp(l -> b.naiveGuardNewKey(db, l)));
+      Map<String, Double> mean = measure(ops, rounds, sliceMillis);
+      for (String guard : new String[] {"inboxRepeatCold", "inboxRepeatColdStatement", "inboxRepeatWarm", "executorReplayCold",
+          "executorReplayColdStatement", "executorReplayWarm", "camelRepeatCold", "springIntegrationRepeatCold", "naiveGuardRepeat"}) {
+        ratio(String.format("%-28s / barePkRead                 ", guard), mean, guard, "barePkRead");
+      }
+      for (String guard : new String[] {"inboxRepeatCold", "inboxRepeatColdStatement", "inboxRepeatWarm", "executorReplayCold",
+          "executorReplayColdStatement", "executorReplayWarm"}) {
+        ratio(String.format("%-28s / camelRepeatCold            ", guard), mean, guard, "camelRepeatCold");
+        ratio(String.format("%-28s / springIntegrationRepeatCold", guard), mean, guard, "springIntegrationRepeatCold");
+      }
+      ratio("executorNewKeyStatement      / bareEffect                 ", mean, "executorNewKeyStatement", "bareEffect");
+      ratio("inboxNewKeyStatement         / bareEffect                 ", mean, "inboxNewKeyStatement", "bareEffect");
+      ratio("executorNewKeyCallback       / naiveGuardNewKey           ", mean, "executorNewKeyCallback", "naiveGuardNewKey");
+      ratio("inboxNewKeyCallback          / naiveGuardNewKey           ", mean, "inboxNewKeyCallback", "naiveGuardNewKey");
+    } finally {
+      if (camel.repository != null) {
+        camel.stop();
+      }
+      if (si.store != null) {
+        si.stop();
+      }
+      db.stop();
+    }
+  }
+
+  @FunctionalInterface
+  interface OnRepeatState {
+    void run(RepeatBenchmark.Local local) throws Exception;
+  }
+
+  private static Op repeatOp(OnRepeatState op) {
+    RepeatBenchmark.Local local = new RepeatBenchmark.Local();
+    local.start();
+    return () -> op.run(local);
   }
 
   @FunctionalInterface
@@ -156,7 +251,7 @@ public final class InterleavedRatios {
     total.forEach((name, sum) -> mean.put(name, sum / rounds));
     mean.forEach((name, opsPerSecond) -> {
       CpuUse c = cpu.get(name);
-      System.out.printf("%-24s %10.0f ops/s   cpu per op: this JVM %6.1f us, rest of machine %6.1f us%n",
+      System.out.printf("%-28s %10.0f ops/s   cpu per op: this JVM %6.1f us, rest of machine %6.1f us%n",
           name, opsPerSecond, c.jvmMicros / rounds, c.otherMicros / rounds);
     });
     return mean;

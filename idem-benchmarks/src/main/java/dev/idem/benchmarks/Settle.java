@@ -27,4 +27,12 @@ public final class Settle {
       }
     }
   }
+
+  /**
+   * Vacuums and analyzes every table of the database (the guards' own tables included, whatever
+   * they are named), then checkpoints.
+   */
+  public static void database(DataSource ds) throws SQLException {
+    tables(ds, "");
+  }
 }

@@ -1,13 +1,12 @@
 package dev.idem.benchmarks.messaging;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.idem.jdbc.ClaimOrder;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.benchmarks.Settle;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
-import dev.idem.transition.Outcome;
+import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -37,9 +36,7 @@ import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * The inbox's cost: {@link #inboxReceive} applies a new message (claim + one INSERT, one
- * transaction) through {@link Inbox#receive} with the default {@link ClaimOrder#BEFORE_EFFECT};
- * {@link #inboxReceiveAtCommit} does the same with {@link ClaimOrder#AT_COMMIT} (the id's row
- * written with the commit); {@link #inboxReceiveStatement} gives the INSERT as a jOOQ statement
+ * transaction, the claim first) through {@link Inbox#receive}; {@link #inboxReceiveStatement} gives the INSERT as a jOOQ statement
  * ({@link Inbox#receive(String, org.jooq.Query...)}: claim, insert and COMMIT in one round trip,
  * the claim first); {@link #bareEffect} does the same INSERT in a bare JDBC transaction.
  * The target is inbox / bare >= 0.8.
@@ -63,7 +60,6 @@ public class InboxBenchmark {
     TestDatabase db;
     HikariDataSource ds;
     Inbox inbox;
-    Inbox atCommit;
 
     @Setup(Level.Trial)
     public void start() throws SQLException {
@@ -72,7 +68,6 @@ public class InboxBenchmark {
       Idem idem = Idem.builder(ds).build();
       idem.migrate();
       inbox = idem.inbox("bench").window(DedupeWindow.of(Duration.ofDays(8))).build();
-      atCommit = idem.inbox("bench-at-commit").window(DedupeWindow.of(Duration.ofDays(8))).claimOrder(ClaimOrder.AT_COMMIT).build();
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
         st.execute("CREATE TABLE charges (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)");
       }
@@ -128,21 +123,16 @@ public class InboxBenchmark {
   }
 
   @Benchmark
-  public Outcome inboxReceive(Shared s, Local l) throws SQLException {
+  public Execution<Void> inboxReceive(Shared s, Local l) throws SQLException {
     String id = l.prefix + "-" + l.n++;
     return s.inbox.receive(id, tx -> charge(tx.connection(), id));
   }
 
   /** The same INSERT as a statement: the claim, the insert and COMMIT in one round trip, the claim first. */
   @Benchmark
-  public Outcome inboxReceiveStatement(Shared s, Local l) {
+  public Execution<Void> inboxReceiveStatement(Shared s, Local l) {
     String id = l.prefix + "-" + l.n++;
     return s.inbox.receive(id, DSL.insertInto(CHARGES, MESSAGE_ID, AMOUNT).values(id, 10));
   }
 
-  @Benchmark
-  public Outcome inboxReceiveAtCommit(Shared s, Local l) throws SQLException {
-    String id = l.prefix + "-" + l.n++;
-    return s.atCommit.receive(id, tx -> charge(tx.connection(), id));
-  }
 }

@@ -123,7 +123,7 @@ public class RelayBenchmark {
         for (int i = 0; i < perTx; i++) {
           batch.add(NewMessage.of("bench", payload).withAggregateKey("k" + (i % 64)).withHeader("type", "Bench"));
         }
-        outbox.enqueueAll(tx, batch);
+        outbox.enqueueAll(batch);
       });
     }
     return total;
