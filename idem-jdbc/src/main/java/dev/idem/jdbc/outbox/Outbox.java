@@ -183,9 +183,10 @@ public final class Outbox {
    * the transaction usable, could then leave the statements before the failed one written in a
    * batch larger than {@value #MAX_ROWS_PER_INSERT}; roll back on any exception.
    *
-   * <p>The ids are minted here, one per message in list order, as by {@link #enqueue}: they
-   * increase along the list, so an {@linkplain Relay.Builder#orderedByAggregateKey ordered relay}
-   * publishes messages of one aggregate key in the order of the list. A {@linkplain #notifying()
+   * <p>The ids are minted here, one per message in list order, as by {@link #enqueue}. The
+   * database numbers the rows in the order it writes them (the list's order), and an {@linkplain
+   * Relay.Builder#orderedByAggregateKey ordered relay} publishes messages of one aggregate key in
+   * that order, whatever the clocks of the JVMs that minted the ids. A {@linkplain #notifying()
    * notifying} outbox still wakes listening relays once per transaction.
    *
    * @param messages the messages, none null; an empty list writes nothing (no round trip) and

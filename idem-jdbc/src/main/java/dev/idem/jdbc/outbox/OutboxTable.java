@@ -12,6 +12,8 @@ import org.jooq.impl.SQLDataType;
 final class OutboxTable {
   static final Table<?> T = DSL.table(DSL.name("idem", "idem_outbox"));
   static final Field<UUID> ID = f("id", SQLDataType.UUID);
+  /** The order the database wrote the messages in (an identity column). */
+  static final Field<Long> SEQ = f("seq", SQLDataType.BIGINT);
   static final Field<String> TOPIC = f("topic", SQLDataType.CLOB);
   static final Field<String> AGGREGATE_KEY = f("aggregate_key", SQLDataType.CLOB);
   static final Field<byte[]> PAYLOAD = f("payload", SQLDataType.BLOB);

@@ -129,22 +129,24 @@ public final class Relay implements AutoCloseable {
     Condition due = STATUS.eq(DSL.inline(PENDING)).and(NEXT_ATTEMPT_AT.le(Expiry.dbNow()));
     if (ordered) {
       // Only the head of each aggregate key is eligible: no older message of the key still waits
-      // (pending, even if backing off, or parked). A parked head therefore blocks its key.
+      // (pending, even if backing off, or parked). A parked head therefore blocks its key. Older
+      // is by the database's order of writing (seq), never by the ids: those are minted from the
+      // clock of whichever JVM enqueued, and two instances' clocks may disagree.
       Table<?> older = T.as("older");
       Field<String> olderKey = DSL.field(DSL.name("older", "aggregate_key"), SQLDataType.CLOB);
-      Field<UUID> olderId = DSL.field(DSL.name("older", "id"), SQLDataType.UUID);
+      Field<Long> olderSeq = DSL.field(DSL.name("older", "seq"), SQLDataType.BIGINT);
       Field<String> olderStatus = DSL.field(DSL.name("older", "status"), SQLDataType.CHAR(1));
       Field<String> key = DSL.field(DSL.name("idem_outbox", "aggregate_key"), SQLDataType.CLOB);
-      Field<UUID> id = DSL.field(DSL.name("idem_outbox", "id"), SQLDataType.UUID);
+      Field<Long> seq = DSL.field(DSL.name("idem_outbox", "seq"), SQLDataType.BIGINT);
       due = due.and(AGGREGATE_KEY.isNull().or(DSL.notExists(DSL.selectOne().from(older)
           .where(olderKey.eq(key))
           .and(olderStatus.ne(DSL.inline(SENT)))
-          .and(olderId.lt(id)))));
+          .and(olderSeq.lt(seq)))));
     }
     var claim = d.select(ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES, CREATED_AT, ATTEMPTS)
         .from(T)
         .where(due)
-        .orderBy(NEXT_ATTEMPT_AT, ID)
+        .orderBy(NEXT_ATTEMPT_AT, SEQ)
         .limit(DSL.val(0));
     this.claimSql = d.render(claim.forUpdate().skipLocked());
     this.markSentSql = d.render(d.update(T)
@@ -162,7 +164,7 @@ public final class Relay implements AutoCloseable {
         .where(ID.eq(DSL.val((UUID) null, ID))));
   }
 
-  /** Starts the configuration of a relay. Prefer {@link Idem#relay(Publisher)}. */
+  /** For {@code Idem.relay(publisher)}: the way to build a relay. Not an API. */
   public static Builder builder(Context idem, Publisher publisher) {
     return new Builder(idem, publisher);
   }

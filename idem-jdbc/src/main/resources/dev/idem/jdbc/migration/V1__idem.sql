@@ -44,6 +44,9 @@ CREATE INDEX idem_inbox_expires_at ON ${flyway:defaultSchema}.idem_inbox (expire
 -- relays claim unsent rows with FOR UPDATE SKIP LOCKED (never "id > last seen": ids commit out of order).
 CREATE TABLE ${flyway:defaultSchema}.idem_outbox (
   id              uuid        PRIMARY KEY,
+  -- the order the database wrote the messages in: what an ordered relay publishes each aggregate
+  -- key's messages by (never the ids, minted from the clocks of the JVMs that enqueued them)
+  seq             bigint      GENERATED ALWAYS AS IDENTITY,
   topic           text        NOT NULL,
   aggregate_key   text,
   payload         bytea       NOT NULL,
@@ -58,11 +61,11 @@ CREATE TABLE ${flyway:defaultSchema}.idem_outbox (
   sent_at         timestamptz,
   CONSTRAINT idem_outbox_status CHECK (status IN ('P', 'S', 'X'))
 );
-CREATE INDEX idem_outbox_pending ON ${flyway:defaultSchema}.idem_outbox (next_attempt_at, id) WHERE status = 'P';
+CREATE INDEX idem_outbox_pending ON ${flyway:defaultSchema}.idem_outbox (next_attempt_at, seq) WHERE status = 'P';
 CREATE INDEX idem_outbox_sent ON ${flyway:defaultSchema}.idem_outbox (sent_at) WHERE status = 'S';
 -- An ordered relay asks, for each candidate, whether an older unsent message of its aggregate key
 -- exists; this index answers that without scanning the key's sent history.
-CREATE INDEX idem_outbox_unsent_by_key ON ${flyway:defaultSchema}.idem_outbox (aggregate_key, id) WHERE status <> 'S' AND aggregate_key IS NOT NULL;
+CREATE INDEX idem_outbox_unsent_by_key ON ${flyway:defaultSchema}.idem_outbox (aggregate_key, seq) WHERE status <> 'S' AND aggregate_key IS NOT NULL;
 
 -- Leases on named resources. The row outlives its holders (release clears the holder, never the
 -- row) so the fencing token only grows: every grant sets token = token + 1.

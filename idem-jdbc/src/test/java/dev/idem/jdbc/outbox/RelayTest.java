@@ -268,6 +268,29 @@ class RelayTest {
     assertThat(order.stream().filter(s -> s.startsWith("b")).toList()).isEqualTo(expected.stream().filter(s -> s.startsWith("b")).toList());
   }
 
+  /**
+   * Two instances whose clocks disagree: the second message of a key is enqueued after the first,
+   * by an instance whose clock is a minute behind, so its time-ordered id is the lower of the two.
+   * The ordered relay publishes in the order the database wrote them, not by id.
+   */
+  @Test
+  void theOrderedRelayOrdersByTheDatabaseNotByTheClocksThatMintedTheIds() throws Exception {
+    UUID first = enqueue(msg("first").withAggregateKey("K"));
+    // the other instance's enqueue, its UUIDv7 a minute behind (its clock): the same row the
+    // outbox writes, with an id whose 48-bit millisecond prefix is 60,000 lower
+    long behind = (first.getMostSignificantBits() >>> 16) - 60_000;
+    UUID skewed = new UUID((behind << 16) | (first.getMostSignificantBits() & 0xffff), first.getLeastSignificantBits());
+    assertThat(skewed.toString()).isLessThan(first.toString());
+    sql("INSERT INTO idem.idem_outbox (id, topic, aggregate_key, payload) VALUES ('" + skewed + "', 'orders', 'K', 'second'::bytea)");
+    List<String> order = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> order.add(new String(m.payload(), StandardCharsets.UTF_8))).orderedByAggregateKey(true).build();
+    while (relay.runOnce() > 0) {
+      // one message of the key per batch
+    }
+    assertThat(order).containsExactly("first", "second");
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(2);
+  }
+
   @Test
   void countPendingAndCountParkedAreWhatTheTableHolds() throws Exception {
     assertThat(outbox.countPending()).isZero();
