@@ -355,4 +355,40 @@ class LeasesTest {
     assertThat(leaseRow("own-commit")).isEqualTo("worker-a 1");
     assertThat(leases.acquire("own-commit", "worker-b", LONG)).isEmpty();
   }
+
+  /**
+   * A holder frozen inside {@code fenced()} keeps the lease's row locked until its write commits.
+   * Another worker's acquire waits for it at most {@link Leases#LOCK_WAIT}, then answers empty (the
+   * resource is held); renew and release throw: no call waits without a bound, and nothing changes.
+   */
+  @Test
+  void aHolderFrozenInsideFencedHoldsNoOneElseBeyondTheBound() throws Exception {
+    String resource = "frozen-" + java.util.UUID.randomUUID();
+    Lease held = leases.acquire(resource, "w1", LONG).orElseThrow();
+    java.util.concurrent.CountDownLatch inside = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch thaw = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.ExecutorService holder = java.util.concurrent.Executors.newSingleThreadExecutor();
+    try {
+      java.util.concurrent.Future<?> frozen = holder.submit(() -> held.fenced(tx -> {
+        inside.countDown();
+        thaw.await(); // frozen: a GC pause, a stuck call
+        return null;
+      }));
+      assertThat(inside.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+      long started = System.nanoTime();
+      assertThat(leases.acquire(resource, "w2", LONG)).isEmpty();
+      assertThatThrownBy(() -> leases.renew(resource, "w1", held.token(), LONG))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("locked");
+      assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofSeconds(20));
+      thaw.countDown();
+      frozen.get(10, java.util.concurrent.TimeUnit.SECONDS);
+    } finally {
+      thaw.countDown();
+      holder.shutdownNow();
+    }
+    // nothing changed: w1 still holds the first grant
+    assertThat(db.count("SELECT count(*) FROM idem.idem_leases WHERE resource = ? AND holder = 'w1' AND token = ?",
+        resource, held.token().value())).isEqualTo(1);
+  }
+
 }

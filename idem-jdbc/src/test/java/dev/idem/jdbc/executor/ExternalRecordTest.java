@@ -1,0 +1,136 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.Keys;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import java.io.PrintWriter;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.SQLFeatureNotSupportedException;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.logging.Logger;
+import javax.sql.DataSource;
+import org.jooq.exception.DataAccessException;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Phase 3 of an external effect when the database goes away after the provider answered: the
+ * fenced record is tried again on fresh connections; if it fails for good, the lease is ended at
+ * once, so a retry with a resolver finishes now instead of answering InFlight for the whole lease.
+ */
+class ExternalRecordTest {
+  static ExecutorFixture f;
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("executor_record", 6);
+  }
+
+  @AfterAll
+  static void stop() {
+    f.close();
+  }
+
+  /** The pool, whose next {@code failing} borrows fail as a dead server's would (SQLSTATE 08006). */
+  static final class Flaky implements DataSource {
+    final DataSource real;
+    final AtomicInteger failing = new AtomicInteger();
+
+    Flaky(DataSource real) {
+      this.real = real;
+    }
+
+    public Connection getConnection() throws SQLException {
+      if (failing.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+        throw new SQLException("connection refused (test)", "08006");
+      }
+      return real.getConnection();
+    }
+
+    public Connection getConnection(String user, String password) throws SQLException {
+      return getConnection();
+    }
+
+    public PrintWriter getLogWriter() {
+      return null;
+    }
+
+    public void setLogWriter(PrintWriter out) {}
+
+    public void setLoginTimeout(int seconds) {}
+
+    public int getLoginTimeout() {
+      return 0;
+    }
+
+    public Logger getParentLogger() throws SQLFeatureNotSupportedException {
+      throw new SQLFeatureNotSupportedException();
+    }
+
+    public <T> T unwrap(Class<T> iface) throws SQLException {
+      return real.unwrap(iface);
+    }
+
+    public boolean isWrapperFor(Class<?> iface) throws SQLException {
+      return real.isWrapperFor(iface);
+    }
+  }
+
+  static String state(IdempotencyKey key) {
+    return f.column(key, "state");
+  }
+
+  @Test
+  void aRecordThatFailsOnceIsTriedAgainOnAFreshConnection() throws SQLException {
+    Flaky flaky = new Flaky(f.ds);
+    IdempotentExecutor executor = Idem.builder(flaky).build().executor().lease(Duration.ofSeconds(30)).build();
+    IdempotencyKey key = IdempotencyKey.of("record", UUID.randomUUID().toString());
+    Execution<String> e = executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
+      String charge = Provider.charge(f.ds, attempt.callKey().value(), 40);
+      flaky.failing.set(1); // the connection dies as the provider answers
+      return charge;
+    });
+    assertThat(e.applied()).isTrue();
+    assertThat(state(key)).isEqualTo("C");
+    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(e.value());
+    assertThat(f.count("SELECT count(*) FROM provider_charges WHERE call_key = ?", Keys.child(key, "external").value())).isEqualTo(1);
+  }
+
+  @Test
+  void aRecordThatFailsForGoodEndsTheLeaseSoARetryWithAResolverFinishesAtOnce() throws SQLException {
+    Flaky flaky = new Flaky(f.ds);
+    // a 30 s lease and a patient caller: without the lease ended, the retry would wait and answer InFlight
+    IdempotentExecutor executor = Idem.builder(flaky).build().executor().lease(Duration.ofSeconds(30))
+        .inFlightWait(Duration.ofMillis(500)).build();
+    IdempotencyKey key = IdempotencyKey.of("record", UUID.randomUUID().toString());
+    AtomicInteger calls = new AtomicInteger();
+    assertThatThrownBy(() -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
+      calls.incrementAndGet();
+      String charge = Provider.charge(f.ds, attempt.callKey().value(), 40);
+      flaky.failing.set(10); // every record try fails; the server is back for the lease's end
+      return charge;
+    })).isInstanceOf(DataAccessException.class);
+    assertThat(state(key)).as("the outcome is unknown to idem: in flight").isEqualTo("I");
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'record' AND key = ? AND lease_expires_at <= clock_timestamp()",
+        key.value())).as("the lease was ended").isEqualTo(1);
+
+    Execution<String> retry = executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
+      calls.incrementAndGet();
+      return Provider.charge(f.ds, attempt.callKey().value(), 40);
+    }, attempt -> Provider.lookUp(f.ds, attempt.callKey().value()));
+    assertThat(retry.applied()).isTrue();
+    assertThat(calls).as("the resolver found the charge: no second call").hasValue(1);
+    assertThat(state(key)).isEqualTo("C");
+    assertThat(f.count("SELECT calls FROM provider_charges WHERE call_key = ?", Keys.child(key, "external").value())).isEqualTo(1);
+  }
+}
