@@ -140,8 +140,7 @@ public final class Claims {
       ran[0] = true;
       return effect.apply(tx);
     };
-    int runs = 0; // runs of the caller's callback that failed: the retry budget's count
-    int raced = 0; // runs that failed before any caller code ran: a lost race, replayed on the next run
+    Context.Runs runs = context.runs();
     while (true) {
       ran[0] = false;
       try {
@@ -166,11 +165,8 @@ public final class Claims {
       } catch (ClaimSignal signal) {
         throw signal;
       } catch (Exception e) {
-        // A run that failed before the caller's callback ran (the claim waited for another copy,
-        // which committed; or statements, which may always be sent again) is not one of the
-        // callback's runs: it is retried with the same back-off, at most MAX_CLAIM_ROUNDS times.
-        boolean free = !ran[0] && SqlStates.isRetryable(e) && ++raced < MAX_CLAIM_ROUNDS;
-        if (!(free ? context.pause(raced) : context.retryAfter(++runs, e))) {
+        // Statements count as no caller code: they commit or roll back whole, and may be sent again.
+        if (!runs.again(e, ran[0])) {
           throw e;
         }
       }

@@ -8,6 +8,7 @@ import dev.idem.jdbc.tx.TxCallback;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.function.BooleanSupplier;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
@@ -131,14 +132,56 @@ public final class Context {
 
   /** {@code work} in a transaction of idem's own, under the retry budget, even if one is open here. */
   public <T, X extends Exception> T owned(TxCallback<T, X> work) throws X {
-    for (int run = 1; ; run++) {
+    return owned(work, () -> true);
+  }
+
+  /**
+   * {@link #owned(TxCallback)} for a guard whose claim comes before the caller's code: {@code
+   * callerRan} says whether the run that failed had reached it (see {@link Runs}).
+   */
+  public <T, X extends Exception> T owned(TxCallback<T, X> work, BooleanSupplier callerRan) throws X {
+    Runs runs = new Runs();
+    while (true) {
       try {
         return ownedOnce(null, work);
       } catch (Exception e) {
-        if (!retryAfter(run, e)) {
+        if (!runs.again(e, callerRan.getAsBoolean())) {
           throw e;
         }
       }
+    }
+  }
+
+  /** A new count of failed runs under this context's budget. */
+  public Runs runs() {
+    return new Runs();
+  }
+
+  /**
+   * The failed runs of one call, and the one rule for running it again. A run that failed with
+   * 40001, 40P01 or 53200 after the caller's code ran counts against {@link RetryBudget#maxRuns}:
+   * the caller's code runs at most that many times. One that failed before any caller code ran (a
+   * claim that waited for another copy, which then committed: the next run answers from that
+   * copy's row) does not, and is run again at most {@link #MAX_RACES} times. Each waits the
+   * budget's back-off first.
+   */
+  public final class Runs {
+    /** Runs lost to other copies' claims before any caller code ran, at most, for one call. */
+    public static final int MAX_RACES = 10;
+    private int failed;
+    private int raced;
+
+    private Runs() {}
+
+    /** True (having waited the back-off) to run again after {@code e}; false to throw it. */
+    public boolean again(Throwable e, boolean callerRan) {
+      if (!SqlStates.isRetryable(e)) {
+        return false;
+      }
+      if (!callerRan) {
+        return ++raced < MAX_RACES && pause(raced);
+      }
+      return ++failed < retries.maxRuns() && pause(failed);
     }
   }
 

@@ -37,7 +37,7 @@ import org.jooq.impl.DSL;
  * <p>Does not guarantee: exactly-once delivery. The relay is at least once; receivers must absorb
  * copies by the message id (an {@link dev.idem.jdbc.inbox.Inbox} does).
  *
- * <p>Thread-safe; holds nothing but its {@link Idem} and the statements it rendered.
+ * <p>Thread-safe; holds nothing but its context and the statements it rendered.
  */
 public final class Outbox {
   /**

@@ -53,12 +53,12 @@ import org.jooq.impl.DSL;
  *
  * <h2>Events</h2>
  *
- * With a listener on {@link Idem}, every call that returns an outcome emits one event with source
+ * With a listener on {@code Idem}, every call that returns an outcome emits one event with source
  * {@code "sequences:<stream>"} and key {@code (stream, entity)}: {@link
  * dev.idem.event.IdemEvent.Applied} when the number was newer and the effect ran, {@link
  * dev.idem.event.IdemEvent.SequenceIgnored} (with the number) when it was not. It is delivered after
  * the outcome is decided: after commit when the call owns its transaction; in a call that joined
- * yours (a {@code Connection} or {@code Tx}, or inside {@link Idem#inTransaction}), once the number
+ * yours (a {@code Connection}, or inside {@code Idem.inTransaction}), once the number
  * is recorded there, so an {@code Applied} counts only if you commit. An effect that throws emits
  * nothing. With no listener no event is built.
  *
@@ -116,7 +116,7 @@ public final class EntitySequences {
     check(entity, seq, effect);
     Tx open = idem.current();
     Outcome outcome = open != null ? applyInSavepoint(open, entity, seq, effect)
-        : idem.owned(tx -> apply(tx, entity, seq, effect));
+        : owned(entity, seq, effect);
     events.sequence(stream, entity, seq, outcome); // owned: after commit; joined: recorded, not committed
     return outcome;
   }
@@ -139,6 +139,22 @@ public final class EntitySequences {
     Outcome outcome = applyInSavepoint(idem.joined(tx, "sequence " + seq + " of " + stream + "/" + entity), entity, seq, effect);
     events.sequence(stream, entity, seq, outcome);
     return outcome;
+  }
+
+  /**
+   * In a transaction of idem's own: a run whose record raced another copy's (40001 at REPEATABLE
+   * READ or SERIALIZABLE, before the effect ran) runs again apart from the retry budget, and then
+   * finds the raised number.
+   */
+  private <X extends Exception> Outcome owned(String entity, long seq, TxConsumer<X> effect) throws X {
+    boolean[] ran = new boolean[1];
+    return idem.owned(tx -> {
+      ran[0] = false;
+      return apply(tx, entity, seq, t -> {
+        ran[0] = true;
+        effect.accept(t);
+      });
+    }, () -> ran[0]);
   }
 
   /** The highest sequence number applied for {@code entity}, or 0 if none. */

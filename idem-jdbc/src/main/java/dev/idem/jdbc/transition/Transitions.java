@@ -41,7 +41,7 @@ import org.jooq.impl.SQLDataType;
  *     .idColumn("id").statusColumn("status").versionColumn("version")
  *     .path(StatePath.of("PLACED", "PACKED", "SHIPPED", "DELIVERED"))
  *     .build();
- * Outcome o = orders.advance(tx, "o1", "PLACED", "PACKED"); // APPLIED, ALREADY_DONE or CONFLICT
+ * Outcome o = orders.advance("o1", "PLACED", "PACKED"); // APPLIED, ALREADY_DONE or CONFLICT
  * }</pre>
  *
  * <h2>Guarantees</h2>
@@ -64,7 +64,8 @@ import org.jooq.impl.SQLDataType;
  * <ul>
  *   <li>The statements run on the connection you pass, in your transaction: idem neither commits
  *       nor rolls back. Under REPEATABLE READ or SERIALIZABLE a racing copy gets a serialization
- *       failure (40001) instead of zero rows; run it in {@link Idem#inTransaction} to have it re-run.
+ *       failure (40001) instead of zero rows; call it without a connection (or inside {@code
+ *       Idem.inTransaction}) to have it re-run within the retry budget.
  *   <li>The classification read is a separate statement: under READ COMMITTED it sees the row as
  *       committed when it runs, which may already be past what made the step match zero rows.
  *   <li>The id column must be unique (a primary key): a step that matches more than one row throws
@@ -74,7 +75,7 @@ import org.jooq.impl.SQLDataType;
  *
  * <h2>Events</h2>
  *
- * With a listener on {@link Idem}, every call that returns an outcome emits one {@link
+ * With a listener on {@code Idem}, every call that returns an outcome emits one {@link
  * dev.idem.event.IdemEvent.Transition} with source {@code "transitions:<table>"}, carrying that
  * outcome, the step ({@code from → to}; none for an edit) and the row as the call left or found it:
  * count ALREADY_DONE as repeats caught on this hop, and watch CONFLICT. A write refused for a stale

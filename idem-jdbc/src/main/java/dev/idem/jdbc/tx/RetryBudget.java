@@ -7,14 +7,17 @@ import java.util.concurrent.ThreadLocalRandom;
 /**
  * The one budget for running a transaction again after PostgreSQL refused it for a reason that a
  * new attempt can clear: a serialization failure ({@code 40001}), a deadlock ({@code 40P01}) or
- * the server out of memory ({@code 53200}). Every transaction idem owns is run at most {@link
- * #maxRuns} times in all, whether the failure came at the claim (another copy won the race; the
- * next run replays its result) or after your callback ran; between runs it waits an exponential
- * back-off with full jitter, from {@link #firstBackoff} doubling up to {@link #maxBackoff}.
+ * the server out of memory ({@code 53200}). A transaction idem owns that failed so after your
+ * callback ran is run again, callback and all, until it has run {@link #maxRuns} times; between
+ * runs it waits an exponential back-off with full jitter, from {@link #firstBackoff} doubling up
+ * to {@link #maxBackoff}.
  *
  * <p>So your callback runs at most {@code maxRuns} times for one call, never more: it must do
- * nothing outside the transaction that cannot be repeated. idem's own auto-commit statements
- * (reads, an external call's claim and record) are retried under the same budget.
+ * nothing outside the transaction that cannot be repeated. A run that failed before any of your
+ * code ran (a guard's claim waited for another copy of the key, which then committed) does not
+ * count: the next run answers from that copy's row; such runs are bounded apart (at most 10), with
+ * the same back-off. idem's own statements (reads, an external call's claim and record) wait the
+ * same back-off between tries.
  *
  * <p>A joined call (inside your transaction) is never retried by idem: only the owner of a
  * transaction can run it again, so the failure is thrown to you.

@@ -1,0 +1,148 @@
+package dev.idem.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.util.UUID;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A framework's transaction, found through a {@link dev.idem.jdbc.tx.TransactionBinding}: idem's
+ * calls without a connection join it on its connection, so its rollback takes idem's rows with
+ * the framework's own. The "framework" here is a thread-local connection with auto-commit off, as
+ * Spring's DataSourceTransactionManager keeps one.
+ */
+class TransactionBindingTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static final ThreadLocal<Connection> framework = new ThreadLocal<>();
+  static Idem idem;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("binding");
+    ds = db.dataSource(4);
+    idem = Idem.builder(ds).transactionBinding(framework::get).build();
+    idem.migrate();
+    db.execute("CREATE TABLE payments (request text NOT NULL, amount int NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  @FunctionalInterface
+  interface Work<T> {
+    T run(Connection c) throws Exception;
+  }
+
+  /** Runs {@code work} in the framework's transaction, then commits it or rolls it back. */
+  static <T> T inFramework(boolean commit, Work<T> work) throws Exception {
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      framework.set(c);
+      try {
+        T result = work.run(c);
+        if (commit) {
+          c.commit();
+        } else {
+          c.rollback();
+        }
+        return result;
+      } finally {
+        framework.remove();
+        c.setAutoCommit(true);
+      }
+    }
+  }
+
+  static void pay(Connection c, String request) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement("INSERT INTO payments VALUES (?, 1)")) {
+      ps.setString(1, request);
+      ps.execute();
+    }
+  }
+
+  long payments(String request) {
+    return db.count("SELECT count(*) FROM payments WHERE request = ?", request);
+  }
+
+  /**
+   * The issue's lost payment: inside the framework's transaction, the executor's call without a
+   * connection used to commit the key on a connection of its own; after the framework rolled back,
+   * a retry was Replayed and the payment row was gone. With the binding, the key goes with it.
+   */
+  @Test
+  void anExecutorCallInsideTheFrameworksTransactionRollsBackWithIt() throws Exception {
+    String request = "bound-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("binding", request);
+    IdempotentExecutor payments = idem.executor().build();
+    Execution<String> first = inFramework(false, c -> payments.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      assertThat(tx.connection()).isSameAs(c); // the framework's connection, not one of idem's
+      pay(tx.connection(), request);
+      return "paid";
+    }));
+    assertThat(first.applied()).isTrue();
+    assertThat(payments(request)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", request)).isZero();
+
+    Execution<String> retry = inFramework(true, c -> payments.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      pay(tx.connection(), request);
+      return "paid";
+    }));
+    assertThat(retry.applied()).as("the retry runs: nothing of the first attempt committed").isTrue();
+    assertThat(payments(request)).isEqualTo(1);
+    assertThat(inFramework(true, c -> payments.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> "again")).replayed()).isTrue();
+    assertThat(payments(request)).isEqualTo(1);
+  }
+
+  @Test
+  void theInboxTheOutboxAndStatementsJoinTheFrameworksTransactionToo() throws Exception {
+    String id = "bound-" + UUID.randomUUID();
+    Inbox inbox = idem.inbox("binding").build();
+    inFramework(false, c -> {
+      pay(c, id);
+      assertThat(inbox.receive(id, tx -> pay(tx.connection(), id)).applied()).isTrue();
+      idem.outbox().enqueue(NewMessage.of("bound", id.getBytes()));
+      idem.executor().build().execute(IdempotencyKey.of("binding", id), Fingerprint.EMPTY,
+          org.jooq.impl.DSL.query("INSERT INTO payments VALUES (?, 1)", id));
+      return null;
+    });
+    assertThat(payments(id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'binding' AND message_id = ?", id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE topic = 'bound'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", id)).isZero();
+
+    inFramework(true, c -> inbox.receive(id, tx -> pay(tx.connection(), id)));
+    assertThat(inFramework(true, c -> inbox.receive(id, tx -> pay(tx.connection(), id))).replayed()).isTrue();
+    assertThat(payments(id)).isEqualTo(1);
+  }
+
+  /** With no framework transaction open on the thread, the binding answers null and idem owns its own. */
+  @Test
+  void outsideTheFrameworksTransactionIdemOwnsItsOwn() throws SQLException {
+    String request = "alone-" + UUID.randomUUID();
+    Execution<String> e = idem.executor().build().execute(IdempotencyKey.of("binding", request), Fingerprint.EMPTY,
+        Codec.utf8(), tx -> {
+          pay(tx.connection(), request);
+          return "paid";
+        });
+    assertThat(e.applied()).isTrue();
+    assertThat(payments(request)).isEqualTo(1);
+  }
+}
