@@ -7,7 +7,6 @@ module dev.idem.jdbc {
   requires transitive dev.idem.core;
   requires transitive java.sql;
   requires transitive org.jooq;
-  requires flyway.core; // Flyway 13 ships no module name: this one comes from its jar name
   requires org.postgresql.jdbc;
   requires org.slf4j;
 
@@ -20,6 +19,6 @@ module dev.idem.jdbc {
   exports dev.idem.jdbc.lease;
   exports dev.idem.jdbc.sequence;
 
-  // Flyway reads the migrations from this module's resources.
+  // Flyway (idem-flyway's, or the user's own) reads the migrations from this module's resources.
   opens dev.idem.jdbc.migration;
 }

@@ -1,5 +1,6 @@
 package dev.idem.benchmarks;
 
+import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.tx.Tx;
@@ -93,7 +94,7 @@ public class ExecutorBenchmark {
       db = TestPostgres.newDatabase("bench_executor");
       ds = db.warmDataSource(POOL);
       Idem idem = Idem.builder(ds).build();
-      idem.migrate();
+      IdemFlyway.migrate(ds);
       executor = idem.executor().build();
       replayer = idem.executor().build();
       run = UUID.randomUUID().toString().substring(0, 8);

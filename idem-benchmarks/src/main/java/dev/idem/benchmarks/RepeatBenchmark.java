@@ -1,5 +1,6 @@
 package dev.idem.benchmarks;
 
+import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
@@ -157,7 +158,7 @@ public class RepeatBenchmark {
       db = TestPostgres.newDatabase("bench_repeat");
       ds = db.warmDataSource(POOL);
       writer = Idem.builder(ds).build();
-      writer.migrate();
+      IdemFlyway.migrate(ds);
       createTables(ds);
     }
 
@@ -438,50 +439,50 @@ public class RepeatBenchmark {
   @Benchmark
   public void inboxRepeatCold(ColdInbox cold) {
     String id = cold.id();
-    cold.inbox.receive(id, tx -> {
+    replayed(cold.inbox.receive(id, tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + id);
-    });
+    }), id);
   }
 
   /** A repeat of an applied id, by an inbox that never saw it, statements form: the statement must not run. */
   @Benchmark
   public void inboxRepeatColdStatement(ColdInbox cold) {
     String id = cold.id();
-    cold.inbox.receive(id, mustNotRun(id));
+    replayed(cold.inbox.receive(id, mustNotRun(id)), id);
   }
 
   /** A repeat of an id the inbox applied itself lately. */
   @Benchmark
   public void inboxRepeatWarm(WarmInbox warm, Local l) {
     String id = warmId(l.nextIndex(WARM_IDS));
-    warm.inbox.receive(id, tx -> {
+    replayed(warm.inbox.receive(id, tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + id);
-    });
+    }), id);
   }
 
   /** A repeat of a completed key, by an executor that never handled it: the stored result, replayed. */
   @Benchmark
   public void executorReplayCold(ColdExecutor cold) {
     String request = cold.key();
-    cold.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
+    replayedValue(cold.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + request);
-    });
+    }), request);
   }
 
   /** As {@link #executorReplayCold}, the effect given as a statement (nothing replayed but "done"). */
   @Benchmark
   public void executorReplayColdStatement(ColdExecutor cold) {
     String request = cold.key();
-    cold.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), mustNotRun(request));
+    replayed(cold.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), mustNotRun(request)), request);
   }
 
   /** A repeat of a key the executor completed itself lately. */
   @Benchmark
   public void executorReplayWarm(WarmExecutor warm, Local l) {
     String request = warmId(l.nextIndex(WARM_IDS));
-    warm.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
+    replayedValue(warm.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + request);
-    });
+    }), request);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -514,6 +515,20 @@ public class RepeatBenchmark {
         throw new IllegalStateException("the naive guard took a present key for a new one");
       }
       return false;
+    }
+  }
+
+  /** A repeat must be answered as one (an InFlight answer would be cheap and would not be a repeat recognised). */
+  static void replayed(dev.idem.result.Execution<?> e, String id) {
+    if (!(e instanceof dev.idem.result.Execution.Replayed)) {
+      throw new IllegalStateException("a repeat of " + id + " was answered " + e);
+    }
+  }
+
+  /** As {@link #replayed}, and the stored result must come back. */
+  static void replayedValue(dev.idem.result.Execution<String> e, String id) {
+    if (!(e instanceof dev.idem.result.Execution.Replayed<String> r) || r.value() == null) {
+      throw new IllegalStateException("a replay of " + id + " was answered " + e);
     }
   }
 
@@ -587,7 +602,7 @@ public class RepeatBenchmark {
 
   /**
    * The tables of the effect, of the yardstick, of the hand-rolled guard and of the peers (their
-   * own DDL for PostgreSQL), then VACUUM ANALYZE. idem's tables come from {@code idem.migrate()}.
+   * own DDL for PostgreSQL), then VACUUM ANALYZE. idem's tables come from {@code IdemFlyway.migrate}.
    */
   public static void createTables(javax.sql.DataSource ds) throws SQLException {
     try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {

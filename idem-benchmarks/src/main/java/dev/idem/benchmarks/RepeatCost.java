@@ -1,5 +1,6 @@
 package dev.idem.benchmarks;
 
+import dev.idem.flyway.IdemFlyway;
 import static dev.idem.benchmarks.RepeatBenchmark.WINDOW;
 import static dev.idem.benchmarks.RepeatBenchmark.fingerprint;
 import static dev.idem.benchmarks.RepeatBenchmark.mustNotRun;
@@ -70,7 +71,7 @@ public final class RepeatCost {
       admin.setAutoCommit(true);
       int serverVersion = admin.getMetaData().getDatabaseMajorVersion();
       Idem writer = Idem.builder(ds).build();
-      writer.migrate();
+      IdemFlyway.migrate(ds);
       RepeatBenchmark.createTables(ds);
       try (Statement st = admin.createStatement()) {
         st.execute("DO $$ DECLARE t record; BEGIN FOR t IN SELECT schemaname, relname FROM pg_stat_user_tables LOOP "
@@ -191,7 +192,9 @@ public final class RepeatCost {
                 a[1] - b[1], a[2] - b[2]);
           }
         }
-        if (g.getKey().startsWith("idem") && (Math.abs(per[0]) > 0.0005 || Math.abs(per[6]) > 0.0005)) {
+        // Net of the idle row, a figure can come out below zero when something else on the server took
+        // transaction ids during the idle measurement (xids are cluster-wide): only a cost counts.
+        if (g.getKey().startsWith("idem") && (per[0] > 0.0005 || per[6] > 0.0005)) {
           failed.add(g.getKey());
         }
       }

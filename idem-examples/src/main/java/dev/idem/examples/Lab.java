@@ -1,5 +1,6 @@
 package dev.idem.examples;
 
+import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.Publisher;
@@ -46,7 +47,7 @@ public final class Lab {
       HikariDataSource serviceDb = db.dataSource(8);
       HikariDataSource providerDb = db.dataSource(4); // another company: its own pool and schema
       Idem idem = Idem.builder(serviceDb).listener(listener).build();
-      idem.migrate();
+      IdemFlyway.migrate(serviceDb);
       createShop(serviceDb);
       LabQueue queue = new LabQueue();
       Publisher toQueue = m -> {

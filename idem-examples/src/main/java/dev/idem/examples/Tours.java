@@ -1,5 +1,6 @@
 package dev.idem.examples;
 
+import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
@@ -111,7 +112,7 @@ public final class Tours {
     try (TestDatabase db = TestPostgres.newDatabase("tour_shipment")) {
       HikariDataSource ds = db.dataSource(4);
       Idem idem = Idem.builder(ds).build();
-      idem.migrate();
+      IdemFlyway.migrate(ds);
       sql(ds, "CREATE SCHEMA shop");
       sql(ds, "CREATE TABLE shop.shipments (id text PRIMARY KEY, status text NOT NULL, version integer NOT NULL DEFAULT 0)");
       sql(ds, "INSERT INTO shop.shipments (id, status) VALUES ('s1', 'PLACED'), ('s2', 'PLACED'), ('s3', 'CANCELLED'), ('s4', 'PLACED')");
@@ -205,7 +206,7 @@ public final class Tours {
     try (TestDatabase db = TestPostgres.newDatabase("tour_retention")) {
       HikariDataSource ds = db.dataSource(4);
       Idem idem = Idem.builder(ds).build();
-      idem.migrate();
+      IdemFlyway.migrate(ds);
       IdempotentExecutor charges = idem.executor().name("executor:charges")
           .window(DedupeWindow.covering(RepeatSource.DEAD_LETTER_REDRIVE)).lease(Duration.ofSeconds(30)).build();
       HttpClient client = Http.client();
@@ -267,7 +268,7 @@ public final class Tours {
     try (TestDatabase db = TestPostgres.newDatabase("tour_scheduler")) {
       HikariDataSource ds = db.dataSource(6);
       Idem idem = Idem.builder(ds).build();
-      idem.migrate();
+      IdemFlyway.migrate(ds);
       sql(ds, "CREATE TABLE invoice_runs (id bigserial PRIMARY KEY, job text NOT NULL, run_key text NOT NULL,"
           + " started_at timestamptz NOT NULL DEFAULT clock_timestamp())");
       IdempotentExecutor executor = idem.executor().name("executor:scheduler").window(DedupeWindow.of(Duration.ofDays(2))).build();
@@ -322,7 +323,7 @@ public final class Tours {
     try (TestDatabase db = TestPostgres.newDatabase("tour_zombie")) {
       HikariDataSource ds = db.dataSource(4);
       Idem idem = Idem.builder(ds).build();
-      idem.migrate();
+      IdemFlyway.migrate(ds);
       sql(ds, "CREATE TABLE ledger_batches (id bigserial PRIMARY KEY, holder text NOT NULL, token bigint NOT NULL)");
       String resource = "ledger-export";
       Duration ttl = Duration.ofMillis(1500); // long enough that a loaded machine cannot end it early

@@ -18,8 +18,6 @@ import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.jdbc.tx.TxConsumer;
 import java.util.Locale;
 import javax.sql.DataSource;
-import org.flywaydb.core.Flyway;
-import org.jooq.impl.DSL;
 
 /**
  * The entry point of idem on PostgreSQL, and the only way to build its tools: one per database and
@@ -28,8 +26,8 @@ import org.jooq.impl.DSL;
  * #sequences(String)}.
  *
  * <pre>{@code
+ * IdemFlyway.migrate(dataSource); // idem's tables (module idem-flyway), or your own Flyway: MIGRATIONS
  * Idem idem = Idem.builder(dataSource).build();
- * idem.migrate(); // or run the migrations with your own Flyway, see MIGRATIONS
  * }</pre>
  *
  * <h2>Transactions: one rule for every tool</h2>
@@ -76,7 +74,10 @@ import org.jooq.impl.DSL;
  */
 public final class Idem {
 
-  /** Where idem's Flyway migrations live on the class path, for users running their own Flyway. */
+  /**
+   * Where idem's Flyway migrations live on the class path, for users running their own Flyway
+   * (idem-flyway's {@code IdemFlyway.migrate} runs them in one call).
+   */
   public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
 
   /** idem's own Flyway history table, so its migrations never mix with the service's. */
@@ -105,37 +106,6 @@ public final class Idem {
   /** Starts the configuration of idem on {@code dataSource}. */
   public static Builder builder(DataSource dataSource) {
     return new Builder(dataSource);
-  }
-
-  /**
-   * Applies idem's migrations to its schema (created if missing), with its own history table.
-   * Safe to call on every start and from several processes at once: Flyway takes a lock.
-   *
-   * @throws IllegalArgumentException before anything is created, if the schema name is a
-   *     reserved word of PostgreSQL's, which must be quoted (such as {@code order} or {@code left})
-   */
-  public void migrate() {
-    // The migrations name the schema through Flyway's ${flyway:defaultSchema}, unquoted, so a
-    // reserved word would fail half-way through them as a syntax error. Only the reserved and the
-    // type/function-name keywords (catcode R and T) cannot be a schema there; an unreserved or a
-    // column-name keyword (position, time, values) can, and quote_ident would refuse those too.
-    String schema = context.schema();
-    boolean reserved = context.autoCommit("idem migrate", c -> context.dsl(c)
-        .fetchExists(DSL.selectOne().from("pg_catalog.pg_get_keywords()")
-            .where(DSL.field("word").eq(DSL.val(schema))).and(DSL.field("catcode::text").in("R", "T"))));
-    if (reserved) {
-      throw new IllegalArgumentException("schema '" + schema + "' is a reserved word of PostgreSQL's, which idem's migrations"
-          + " would have to quote: choose another schema name");
-    }
-    Flyway.configure(Idem.class.getClassLoader())
-        .dataSource(context.dataSource())
-        .schemas(schema)
-        .defaultSchema(schema)
-        .createSchemas(true)
-        .table(HISTORY_TABLE)
-        .locations(MIGRATIONS)
-        .load()
-        .migrate();
   }
 
   /** The idempotent executor: a key table guarding local and external effects. */
@@ -222,7 +192,7 @@ public final class Idem {
     /**
      * The schema of idem's tables; default {@value Idem#DEFAULT_SCHEMA}. Lower-case letters, digits
      * and underscores, not starting with a digit, at most 63, and not a reserved word of
-     * PostgreSQL's (checked by {@link Idem#migrate()}): the migrations name it unquoted.
+     * PostgreSQL's (checked by {@code IdemFlyway.migrate}): the migrations name it unquoted.
      */
     public Builder schema(String schema) {
       this.schema = schema;
@@ -255,8 +225,7 @@ public final class Idem {
     }
 
     /**
-     * Checks the settings and builds the {@code Idem}; touches no database (the schema's reserved
-     * words are checked by {@link Idem#migrate()}).
+     * Checks the settings and builds the {@code Idem}; touches no database.
      *
      * @throws IllegalArgumentException naming the setting: a schema that is null or not a plain
      *     lower-case identifier, a null listener, binding or retry budget

@@ -1,5 +1,6 @@
 package dev.idem.jdbc;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -27,7 +28,7 @@ class IdemTest {
     db = TestPostgres.newDatabase("idem");
     ds = db.dataSource(4);
     idem = Idem.builder(ds).schema("idem_custom").build();
-    idem.migrate();
+    IdemFlyway.migrate(ds, idem.schema());
     try (var c = ds.getConnection(); var st = c.createStatement()) {
       st.execute("CREATE TABLE notes (id int PRIMARY KEY)");
     }
@@ -49,7 +50,7 @@ class IdemTest {
         .getValues(0, String.class));
     assertThat(tables).containsExactly(
         "idem_inbox", "idem_keys", "idem_leases", "idem_outbox", "idem_schema_history", "idem_sequences");
-    idem.migrate(); // a second run is a no-op
+    IdemFlyway.migrate(ds, idem.schema()); // a second run is a no-op
     int applied = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table(DSL.name("idem_custom", "idem_schema_history"))));
     assertThat(applied).as("the schema's creation and the one migration").isEqualTo(2);
   }
@@ -62,16 +63,15 @@ class IdemTest {
   void aSchemaNameTheMigrationsCannotUseIsRefusedBeforeAnythingIsCreated() {
     assertThatThrownBy(() -> Idem.builder(ds).schema("Billing").build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'Billing'").hasMessageContaining("lower");
-    Idem reserved = Idem.builder(ds).schema("order").build();
-    assertThatThrownBy(reserved::migrate)
+    assertThatThrownBy(() -> IdemFlyway.migrate(ds, "order"))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'order'").hasMessageContaining("reserved word");
     assertThat(db.count("SELECT count(*) FROM pg_namespace WHERE nspname IN ('Billing', 'billing', 'order')")).isZero();
-    assertThatThrownBy(() -> Idem.builder(ds).schema("left").build().migrate()) // a function-name keyword
+    assertThatThrownBy(() -> IdemFlyway.migrate(ds, "left")) // a function-name keyword
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'left'");
     // an unreserved keyword, or a column-name one, needs no quotes as a schema name, and works
     for (String keyword : List.of("action", "position")) {
       Idem works = Idem.builder(ds).schema(keyword).build();
-      works.migrate();
+      IdemFlyway.migrate(ds, keyword);
       assertThat(works.leases().acquire("r1", "w1", java.time.Duration.ofSeconds(5))).isPresent();
       assertThat(db.count("SELECT count(*) FROM " + keyword + ".idem_leases")).isEqualTo(1);
     }
@@ -205,4 +205,13 @@ class IdemTest {
       throw e.getCause();
     }
   }
+
+  /** idem-flyway's constants are the ones idem-jdbc documents for users of their own Flyway. */
+  @Test
+  void idemFlywayRunsTheMigrationsIdemJdbcShips() {
+    assertThat(IdemFlyway.MIGRATIONS).isEqualTo(Idem.MIGRATIONS);
+    assertThat(IdemFlyway.HISTORY_TABLE).isEqualTo(Idem.HISTORY_TABLE);
+    assertThat(IdemFlyway.DEFAULT_SCHEMA).isEqualTo(Idem.DEFAULT_SCHEMA);
+  }
+
 }

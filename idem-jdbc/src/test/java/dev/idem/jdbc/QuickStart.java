@@ -1,5 +1,6 @@
 package dev.idem.jdbc;
 
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -17,7 +18,7 @@ final class QuickStart {
   static Execution<String> pay(DataSource dataSource, String idempotencyKeyHeader) {
     // quick-start:begin
     Idem idem = Idem.builder(dataSource).build();     // your pool, e.g. HikariCP
-    idem.migrate();                                   // idem's own tables, in schema "idem"
+    IdemFlyway.migrate(dataSource);                   // idem's own tables, in schema "idem"
 
     IdempotentExecutor payments = idem.executor()
         .window(DedupeWindow.covering(RepeatSource.CLIENT_RETRY))

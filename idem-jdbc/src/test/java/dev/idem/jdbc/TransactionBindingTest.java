@@ -1,5 +1,6 @@
 package dev.idem.jdbc;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.jdbc.executor.IdempotentExecutor;
@@ -37,7 +38,7 @@ class TransactionBindingTest {
     db = TestPostgres.newDatabase("binding");
     ds = db.dataSource(4);
     idem = Idem.builder(ds).transactionBinding(framework::get).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds, idem.schema());
     db.execute("CREATE TABLE payments (request text NOT NULL, amount int NOT NULL)");
   }
 

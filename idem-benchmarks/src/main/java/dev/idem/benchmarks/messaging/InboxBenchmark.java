@@ -1,5 +1,6 @@
 package dev.idem.benchmarks.messaging;
 
+import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
@@ -66,7 +67,7 @@ public class InboxBenchmark {
       db = TestPostgres.newDatabase("bench_inbox");
       ds = db.warmDataSource(8);
       Idem idem = Idem.builder(ds).build();
-      idem.migrate();
+      IdemFlyway.migrate(ds);
       inbox = idem.inbox("bench").window(DedupeWindow.of(Duration.ofDays(8))).build();
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
         st.execute("CREATE TABLE charges (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)");

@@ -1,5 +1,6 @@
 package dev.idem.benchmarks.messaging;
 
+import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.NewMessage;
@@ -91,7 +92,7 @@ public class RelayBenchmark {
     db = TestPostgres.newDatabase("bench_relay");
     ds = db.warmDataSource(8);
     idem = Idem.builder(ds).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     outbox = idem.outbox();
     relayList = new ArrayList<>();
     for (int i = 0; i < relays; i++) {

@@ -11,10 +11,8 @@ import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import com.zaxxer.hikari.HikariDataSource;
-import java.io.PrintWriter;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.SQLFeatureNotSupportedException;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
@@ -24,8 +22,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
-import java.util.logging.Logger;
-import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
@@ -247,38 +243,17 @@ class EngineDefectsTest {
   }
 
   /** Hands out one connection, never closing it: a thread-bound transaction's. */
-  private record ThreadBound(Connection c) implements DataSource {
+  private static final class ThreadBound extends DataSourceWrapper {
+    private final Connection c;
+
+    ThreadBound(Connection c) {
+      this.c = c;
+    }
+
+    @Override
     public Connection getConnection() {
       return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {Connection.class},
           (proxy, method, args) -> method.getName().equals("close") ? null : method.invoke(c, args));
-    }
-
-    public Connection getConnection(String user, String password) {
-      return getConnection();
-    }
-
-    public PrintWriter getLogWriter() {
-      return null;
-    }
-
-    public void setLogWriter(PrintWriter out) {}
-
-    public void setLoginTimeout(int seconds) {}
-
-    public int getLoginTimeout() {
-      return 0;
-    }
-
-    public Logger getParentLogger() throws SQLFeatureNotSupportedException {
-      throw new SQLFeatureNotSupportedException();
-    }
-
-    public <T> T unwrap(Class<T> iface) throws SQLException {
-      return c.unwrap(iface);
-    }
-
-    public boolean isWrapperFor(Class<?> iface) throws SQLException {
-      return c.isWrapperFor(iface);
     }
   }
 }

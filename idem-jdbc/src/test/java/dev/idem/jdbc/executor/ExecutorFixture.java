@@ -1,5 +1,6 @@
 package dev.idem.jdbc.executor;
 
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
@@ -27,7 +28,7 @@ final class ExecutorFixture implements AutoCloseable {
     db = TestPostgres.newDatabase(hint);
     ds = db.dataSource(poolSize);
     idem = Idem.builder(ds).listener(events).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     sql("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
     sql(Provider.TABLE);
   }

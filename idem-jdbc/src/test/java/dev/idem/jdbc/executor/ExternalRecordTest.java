@@ -9,14 +9,11 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
-import java.io.PrintWriter;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.SQLFeatureNotSupportedException;
 import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.logging.Logger;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
 import org.junit.jupiter.api.AfterAll;
@@ -42,7 +39,7 @@ class ExternalRecordTest {
   }
 
   /** The pool, whose next {@code failing} borrows fail as a dead server's would (SQLSTATE 08006). */
-  static final class Flaky implements DataSource {
+  static final class Flaky extends DataSourceWrapper {
     final DataSource real;
     final AtomicInteger failing = new AtomicInteger();
 
@@ -50,39 +47,12 @@ class ExternalRecordTest {
       this.real = real;
     }
 
+    @Override
     public Connection getConnection() throws SQLException {
       if (failing.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
         throw new SQLException("connection refused (test)", "08006");
       }
       return real.getConnection();
-    }
-
-    public Connection getConnection(String user, String password) throws SQLException {
-      return getConnection();
-    }
-
-    public PrintWriter getLogWriter() {
-      return null;
-    }
-
-    public void setLogWriter(PrintWriter out) {}
-
-    public void setLoginTimeout(int seconds) {}
-
-    public int getLoginTimeout() {
-      return 0;
-    }
-
-    public Logger getParentLogger() throws SQLFeatureNotSupportedException {
-      throw new SQLFeatureNotSupportedException();
-    }
-
-    public <T> T unwrap(Class<T> iface) throws SQLException {
-      return real.unwrap(iface);
-    }
-
-    public boolean isWrapperFor(Class<?> iface) throws SQLException {
-      return real.isWrapperFor(iface);
     }
   }
 

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.executor;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -317,7 +318,7 @@ class LocalEffectTest {
   @Test
   void keysLiveInTheConfiguredSchema() throws Exception {
     var own = dev.idem.jdbc.Idem.builder(f.ds).schema("billing_idem").build();
-    own.migrate();
+    IdemFlyway.migrate(f.ds, own.schema());
     IdempotentExecutor executor = own.executor().build();
     IdempotencyKey key = newKey();
     executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.inbox;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -44,7 +45,7 @@ class InboxStatementsTest {
     db = TestPostgres.newDatabase("inbox_statements");
     ds = db.dataSource(6);
     idem = Idem.builder(ds).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     db.execute("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL CHECK (amount > 0))");
     db.execute("CREATE SEQUENCE sends");
     billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();

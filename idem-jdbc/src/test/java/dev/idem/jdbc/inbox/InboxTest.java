@@ -1,5 +1,6 @@
 package dev.idem.jdbc.inbox;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -40,7 +41,7 @@ class InboxTest {
     db = TestPostgres.newDatabase("inbox");
     ds = db.dataSource(20); // 16 racing copies, each on its own connection
     idem = Idem.builder(ds).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     sql("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
     billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
   }

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.lease;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -48,7 +49,7 @@ class LeasesTest {
     db = TestPostgres.newDatabase("leases");
     ds = db.dataSource(8);
     idem = Idem.builder(ds).listener(events).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     leases = idem.leases();
     sql("CREATE TABLE report_runs (resource text NOT NULL, written_by text NOT NULL, token bigint NOT NULL)");
   }

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.outbox;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -39,7 +40,7 @@ class OutboxTest {
     db = TestPostgres.newDatabase("outbox");
     ds = db.dataSource(4);
     idem = Idem.builder(ds).schema("obx").build();
-    idem.migrate();
+    IdemFlyway.migrate(ds, idem.schema());
   }
 
   @AfterAll
@@ -314,7 +315,7 @@ class OutboxTest {
   void aSchemaNameTooLongForAPlainChannelNameStillNotifiesAndWakesAListeningRelay() throws Exception {
     String schema = "obx_long_" + "x".repeat(54); // 63 characters, the longest schema name there is
     Idem longIdem = Idem.builder(ds).schema(schema).build();
-    longIdem.migrate();
+    IdemFlyway.migrate(ds, schema);
     String channel = Outbox.channel(longIdem.schema());
     assertThat(channel.getBytes(StandardCharsets.UTF_8)).as("PostgreSQL's limit for a channel name").hasSizeLessThanOrEqualTo(63);
     assertThat(Outbox.channel(schema.substring(0, 62) + "y")).isNotEqualTo(channel);

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.outbox;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.jdbc.Idem;
@@ -35,7 +36,7 @@ class RelayCrashTest {
     db = TestPostgres.newDatabase("relaycrash");
     ds = db.dataSource(4);
     idem = Idem.builder(ds).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     try (Connection c = ds.getConnection(); var st = c.createStatement()) {
       st.execute("CREATE TABLE published (id uuid NOT NULL, relay int NOT NULL)");
       st.execute("CREATE TABLE shipments (message_id text NOT NULL)");

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.outbox;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariConfig;
@@ -43,7 +44,7 @@ class RelayIsolationTest {
   @BeforeAll
   static void start() {
     db = TestPostgres.newDatabase("relay_isolation");
-    Idem.builder(db.dataSource(2)).build().migrate();
+    IdemFlyway.migrate(db.dataSource(2));
     db.execute("CREATE TABLE published (id uuid NOT NULL, payload text NOT NULL)"); // no unique index: duplicates show
   }
 

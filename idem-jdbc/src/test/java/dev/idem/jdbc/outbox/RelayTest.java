@@ -1,5 +1,6 @@
 package dev.idem.jdbc.outbox;
 
+import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -44,7 +45,7 @@ class RelayTest {
     db = TestPostgres.newDatabase("relay");
     ds = db.dataSource(12);
     idem = Idem.builder(ds).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     outbox = idem.outbox();
     sql("CREATE TABLE published (id uuid NOT NULL, relay int NOT NULL)"); // no unique index: duplicates show
   }

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.sequence;
 
+import dev.idem.flyway.IdemFlyway;
 import static dev.idem.transition.Outcome.ALREADY_DONE;
 import static dev.idem.transition.Outcome.APPLIED;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -43,7 +44,7 @@ class EntitySequencesTest {
     ds = db.dataSource(8);
     // A custom schema, to show idem's tables follow it.
     idem = Idem.builder(ds).schema("idem_seq").build();
-    idem.migrate();
+    IdemFlyway.migrate(ds, idem.schema());
     try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
       st.execute("CREATE TABLE prices (stream text NOT NULL, entity text NOT NULL, seq bigint NOT NULL)");
     }

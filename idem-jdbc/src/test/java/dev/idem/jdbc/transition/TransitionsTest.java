@@ -1,5 +1,6 @@
 package dev.idem.jdbc.transition;
 
+import dev.idem.flyway.IdemFlyway;
 import static dev.idem.transition.Outcome.ALREADY_DONE;
 import static dev.idem.transition.Outcome.APPLIED;
 import static dev.idem.transition.Outcome.CONFLICT;
@@ -51,7 +52,7 @@ class TransitionsTest {
     db = TestPostgres.newDatabase("transitions");
     ds = db.dataSource(6);
     idem = Idem.builder(ds).build();
-    idem.migrate();
+    IdemFlyway.migrate(ds);
     sql("CREATE SCHEMA shop");
     sql("CREATE TABLE shop.orders (id text PRIMARY KEY, status text NOT NULL, version int NOT NULL DEFAULT 1,"
         + " fence bigint, note text)");

@@ -1,0 +1,100 @@
+package dev.idem.flyway;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.regex.Pattern;
+import javax.sql.DataSource;
+import org.flywaydb.core.Flyway;
+
+/**
+ * Runs idem's migrations with Flyway, in one call:
+ *
+ * <pre>{@code
+ * IdemFlyway.migrate(dataSource);            // schema "idem"
+ * IdemFlyway.migrate(dataSource, "payments"); // a schema of your choice: build Idem with the same
+ * }</pre>
+ *
+ * <p>The migrations are SQL files in idem-jdbc, at {@link #MIGRATIONS}; they create the schema if it
+ * is missing and record themselves in their own history table ({@link #HISTORY_TABLE}), so they
+ * never mix with your service's migrations. Safe to call on every start and from several processes
+ * at once: Flyway takes a lock. To run them with your own Flyway instead, configure it with these
+ * location, table and schema.
+ *
+ * <p>Idem's schema name is used unquoted by the migrations: lower-case letters, digits and
+ * underscores, not starting with a digit, at most 63, and not a word PostgreSQL reserves.
+ */
+public final class IdemFlyway {
+  /** Where idem's migrations live on the class path (in idem-jdbc's jar). */
+  public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
+
+  /** idem's own Flyway history table, in idem's schema. */
+  public static final String HISTORY_TABLE = "idem_schema_history";
+
+  /** The schema idem's tables are in unless you choose another. */
+  public static final String DEFAULT_SCHEMA = "idem";
+
+  private static final Pattern NAME = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
+
+  private IdemFlyway() {}
+
+  /** Applies idem's migrations to the schema {@value #DEFAULT_SCHEMA}. */
+  public static void migrate(DataSource dataSource) {
+    migrate(dataSource, DEFAULT_SCHEMA);
+  }
+
+  /**
+   * Applies idem's migrations to {@code schema}, created if missing.
+   *
+   * @throws IllegalArgumentException before anything is created, if {@code dataSource} is null or
+   *     {@code schema} is not a lower-case plain identifier or is a reserved word of PostgreSQL's
+   *     (such as {@code order}), which the migrations would have to quote
+   * @throws IllegalStateException if the database could not be asked whether the name is reserved
+   */
+  public static void migrate(DataSource dataSource, String schema) {
+    if (dataSource == null) {
+      throw new IllegalArgumentException("dataSource must not be null");
+    }
+    if (schema == null || !NAME.matcher(schema).matches()) {
+      throw new IllegalArgumentException("schema '" + schema + "' is not a plain lower-case SQL identifier: use 1 to 63"
+          + " lower-case letters, digits or underscores, not starting with a digit (idem's migrations name it unquoted)");
+    }
+    if (reserved(dataSource, schema)) {
+      throw new IllegalArgumentException("schema '" + schema + "' is a reserved word of PostgreSQL's, which idem's migrations"
+          + " would have to quote: choose another schema name");
+    }
+    Flyway.configure(IdemFlyway.class.getClassLoader())
+        .dataSource(dataSource)
+        .schemas(schema)
+        .defaultSchema(schema)
+        .createSchemas(true)
+        .table(HISTORY_TABLE)
+        .locations(MIGRATIONS)
+        .load()
+        .migrate();
+  }
+
+  /**
+   * Whether {@code word} cannot name a schema unquoted: PostgreSQL's reserved and type/function-name
+   * keywords (catcode R and T). An unreserved or column-name keyword (position, time) can.
+   */
+  private static boolean reserved(DataSource dataSource, String word) {
+    try (Connection c = dataSource.getConnection();
+        PreparedStatement ps = c.prepareStatement(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_get_keywords() WHERE word = ? AND catcode IN ('R', 'T'))")) {
+      ps.setString(1, word);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        boolean reserved = rs.getBoolean(1);
+        if (!c.getAutoCommit()) {
+          c.rollback(); // a pool in manual commit: end the read's transaction
+        }
+        return reserved;
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not check schema name '" + word + "' against PostgreSQL's keywords: "
+          + e.getMessage(), e);
+    }
+  }
+}

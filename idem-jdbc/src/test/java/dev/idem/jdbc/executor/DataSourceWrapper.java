@@ -1,0 +1,47 @@
+package dev.idem.jdbc.executor;
+
+import java.io.PrintWriter;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.SQLFeatureNotSupportedException;
+import java.util.logging.Logger;
+import javax.sql.DataSource;
+
+/** A DataSource for tests that decide what {@link #getConnection()} hands out; the rest is inert. */
+abstract class DataSourceWrapper implements DataSource {
+  @Override
+  public Connection getConnection(String user, String password) throws SQLException {
+    return getConnection();
+  }
+
+  @Override
+  public PrintWriter getLogWriter() {
+    return null;
+  }
+
+  @Override
+  public void setLogWriter(PrintWriter out) {}
+
+  @Override
+  public void setLoginTimeout(int seconds) {}
+
+  @Override
+  public int getLoginTimeout() {
+    return 0;
+  }
+
+  @Override
+  public Logger getParentLogger() throws SQLFeatureNotSupportedException {
+    throw new SQLFeatureNotSupportedException();
+  }
+
+  @Override
+  public <T> T unwrap(Class<T> iface) throws SQLException {
+    throw new SQLException("not a wrapper of " + iface);
+  }
+
+  @Override
+  public boolean isWrapperFor(Class<?> iface) {
+    return false;
+  }
+}
