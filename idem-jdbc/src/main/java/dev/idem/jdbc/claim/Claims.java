@@ -126,41 +126,32 @@ public final class Claims {
   }
 
   /**
-   * A call that owns its transaction: the claim sent with its effect (statements) or with {@code
-   * BEGIN} (a callback), then the effect. A repeat is answered from what the claim saw, or from the
-   * row read in a statement of its own; a row past its window, or one a copy committed while the
-   * claim waited, is claimed again in a transaction of its own. Every run counts against the one
+   * A call that owns its transaction. First the claim goes with the effect: a new key is claimed,
+   * runs and commits; a repeat is answered from what the claim saw. Only a key whose row the claim
+   * could not answer from (past its window, committed by a copy while the claim waited, or after
+   * a serialization failure) takes the slow path: claim or read in a transaction of its own, then
+   * replay, wait, or re-claim it. Runs that fail with 40001, 40P01 or 53200 run again under the
    * retry budget.
    */
   private <T, X extends Exception> Execution<T> owned(Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       Query[] statements, long started) throws X {
-    boolean firstTry = true;
-    boolean[] ran = new boolean[1];
+    boolean[] ran = new boolean[1]; // whether the caller's callback ran in the run that failed
     TxCallback<T, X> work = statements != null ? sent(statements) : tx -> {
       ran[0] = true;
       return effect.apply(tx);
     };
     Context.Runs runs = context.runs();
+    boolean first = true;
     while (true) {
       ran[0] = false;
       try {
-        if (firstTry) {
-          try {
-            if (statements != null) {
-              context.autoCommitOnce(name, c -> send(prepared(c, claimSignal, binds, statements, null)));
-              return new Execution.Applied<>(null);
-            }
-            return context.ownedOnce(c -> begin(c, binds), tx -> applyLocal(tx, binds, codec, work, false));
-          } catch (Repeat repeat) {
-            firstTry = false;
-            Execution<T> answer = answer(repeat, binds, codec, statements != null, started);
-            if (answer != null) {
-              return answer;
-            }
+        if (first) {
+          first = false;
+          Execution<T> outcome = claimWithEffect(binds, codec, work, statements, started);
+          if (outcome != null) {
+            return outcome;
           }
         }
-        // The key has a row the claim could not answer from: in a transaction of its own, claim or
-        // read it again, then replay, wait, or re-claim it past its window.
         return context.ownedOnce(null, tx -> claimThenApply(tx, binds, codec, work, started, false));
       } catch (ClaimSignal signal) {
         throw signal;
@@ -170,6 +161,25 @@ public final class Claims {
           throw e;
         }
       }
+    }
+  }
+
+  /**
+   * A new key's path, in the round trips of the bare effect: the claim and {@code BEGIN}, the
+   * callback, the result and {@code COMMIT}; or the claim and the statements as one implicit
+   * transaction. A key that has a row stops the round trip at the claim, having written nothing:
+   * then the answer from what the claim saw, or null if it must take the slow path.
+   */
+  private <T, X extends Exception> Execution<T> claimWithEffect(Binds binds, Codec<T> codec, TxCallback<T, X> work,
+      Query[] statements, long started) throws X {
+    try {
+      if (statements != null) {
+        context.autoCommitOnce(name, c -> send(prepared(c, claimSignal, binds, statements, null)));
+        return new Execution.Applied<>(null);
+      }
+      return context.ownedOnce(c -> begin(c, binds), tx -> applyLocal(tx, binds, codec, work, false));
+    } catch (Repeat repeat) {
+      return answer(repeat, binds, codec, statements != null, started);
     }
   }
 
