@@ -35,15 +35,14 @@ import org.jooq.impl.DSL;
  * it, answer a repeat from the row, wait a bounded time for a copy in flight, re-claim a row past
  * its window. Each guard configures one over its {@link ClaimTable}. Not an API.
  *
- * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips:
- * the claim goes in one string with {@code BEGIN} (or, for statements, with the statements, run as
- * one implicit transaction). A repeat of a completed key, from a process that never saw it, is one
- * round trip that writes nothing: the claim raises idem's signal and PostgreSQL skips the rest.
+ * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips
+ * (the claim goes with {@code BEGIN}, or with the statements as one implicit transaction). A repeat
+ * of a completed key, from a process that never saw it, writes nothing: two round trips for a
+ * callback (the claim reads the row; an empty commit), one for statements (the claim stops them).
  */
 public final class Claims {
   /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */
   private static final int MAX_CLAIM_ROUNDS = 10;
-  private static final Query BEGIN = DSL.query("begin");
   private static final Query SAVEPOINT = DSL.query("savepoint " + ClaimTable.SAVEPOINT);
 
   private final Context context;
@@ -54,8 +53,6 @@ public final class Claims {
   private final String name;
   private final RecentKeys recent = new RecentKeys();
 
-  /** [prelude, claim or signal, BEGIN]: a call that owns its transaction, with a callback. */
-  private final Sql claimThenBegin;
   /** [prelude, claim or signal]: sent before a call's statements, in one implicit transaction. */
   private final Sql claimSignal;
   /** [savepoint, prelude, claim or signal]: before statements in the caller's transaction. */
@@ -79,7 +76,6 @@ public final class Claims {
     this.retryAfter = retryAfter;
     this.name = name;
     DSLContext dsl = context.dsl();
-    this.claimThenBegin = Sql.join(table.prelude, table.claimOrSignal, Sql.of(dsl, BEGIN));
     this.claimSignal = Sql.join(table.prelude, table.claimOrSignal);
     this.claimSignalJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claimOrSignal);
     this.claim = Sql.join(table.prelude, table.claim);
@@ -126,12 +122,12 @@ public final class Claims {
   }
 
   /**
-   * A call that owns its transaction. First the claim goes with the effect: a new key is claimed,
-   * runs and commits; a repeat is answered from what the claim saw. Only a key whose row the claim
-   * could not answer from (past its window, committed by a copy while the claim waited, or after
-   * a serialization failure) takes the slow path: claim or read in a transaction of its own, then
-   * replay, wait, or re-claim it. Runs that fail with 40001, 40P01 or 53200 run again under the
-   * retry budget.
+   * A call that owns its transaction. A callback: in a transaction of its own, claim or read the
+   * key in one statement (a new key's claim goes with {@code BEGIN}; a repeat is answered from the
+   * row it read, having written nothing, then an empty COMMIT), then run the effect, or replay,
+   * wait, or re-claim a row past its window. Statements: first sent with the claim (see {@link
+   * #sentWithClaim}); only a key whose row that could not answer from takes the callback's path.
+   * Runs that fail with 40001, 40P01 or 53200 run again under the retry budget.
    */
   private <T, X extends Exception> Execution<T> owned(Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       Query[] statements, long started) throws X {
@@ -141,18 +137,18 @@ public final class Claims {
       return effect.apply(tx);
     };
     Context.Runs runs = context.runs();
-    boolean first = true;
+    boolean first = statements != null;
     while (true) {
       ran[0] = false;
       try {
         if (first) {
           first = false;
-          Execution<T> outcome = claimWithEffect(binds, codec, work, statements, started);
+          Execution<T> outcome = sentWithClaim(binds, statements, started);
           if (outcome != null) {
             return outcome;
           }
         }
-        return context.ownedOnce(null, tx -> claimThenApply(tx, binds, codec, work, started, false));
+        return context.ownedOnce(tx -> claimThenApply(tx, binds, codec, work, started, false));
       } catch (ClaimSignal signal) {
         throw signal;
       } catch (Exception e) {
@@ -165,35 +161,19 @@ public final class Claims {
   }
 
   /**
-   * A new key's path, in the round trips of the bare effect: the claim and {@code BEGIN}, the
-   * callback, the result and {@code COMMIT}; or the claim and the statements as one implicit
-   * transaction. A key that has a row stops the round trip at the claim, having written nothing:
-   * then the answer from what the claim saw, or null if it must take the slow path.
+   * The statements form's path, one round trip for a new key and for a repeat: the claim and the
+   * statements as one implicit transaction. A key that has a row raises idem's signal at the claim,
+   * so PostgreSQL skips the statements and rolls the round trip back having written nothing (the
+   * signal is an ERROR, and PostgreSQL logs it as one). Then the answer from what the claim saw, or
+   * null if the key must take the callback's path.
    */
-  private <T, X extends Exception> Execution<T> claimWithEffect(Binds binds, Codec<T> codec, TxCallback<T, X> work,
-      Query[] statements, long started) throws X {
+  private <T> Execution<T> sentWithClaim(Binds binds, Query[] statements, long started) {
     try {
-      if (statements != null) {
-        context.autoCommitOnce(name, c -> send(prepared(c, claimSignal, binds, statements, null)));
-        return new Execution.Applied<>(null);
-      }
-      return context.ownedOnce(c -> begin(c, binds), tx -> applyLocal(tx, binds, codec, work, false));
+      context.autoCommitOnce(name, c -> send(prepared(c, claimSignal, binds, statements, null)));
+      return new Execution.Applied<>(null);
     } catch (Repeat repeat) {
-      return answer(repeat, binds, codec, statements != null, started);
+      return repeat.completedAt != null ? new Execution.Replayed<>(null, repeat.completedAt, repeat.age) : null;
     }
-  }
-
-  /**
-   * The answer to a repeat the signal reported: from the signal itself when it carries a completed
-   * row of this request and nothing stored is needed; else from the row read in a statement of its
-   * own; null if the key must be claimed again (no row, or one past its window).
-   */
-  private <T> Execution<T> answer(Repeat repeat, Binds binds, Codec<T> codec, boolean nothingStored, long started) {
-    if (repeat.completedAt != null && (nothingStored || codec.storesNothing())) {
-      return new Execution.Replayed<>(null, repeat.completedAt, repeat.age);
-    }
-    ClaimRow row = read(binds, started);
-    return row == null || row.expirable() ? null : answer(row, binds, codec);
   }
 
   /**
@@ -415,20 +395,6 @@ public final class Claims {
   private Void send(Pipelined string) {
     try (string) {
       string.send();
-      return null;
-    } catch (SQLException e) {
-      throw classified(e);
-    }
-  }
-
-  /**
-   * Sends the claim and {@code BEGIN} on an auto-commit connection: if the claim inserted the row, a
-   * transaction is open with it; if the key has a row, the signal ended the round trip, nothing
-   * was written and nothing is open.
-   */
-  private Void begin(Connection c, Binds binds) {
-    try {
-      ClaimTable.run(c, claimThenBegin, binds);
       return null;
     } catch (SQLException e) {
       throw classified(e);

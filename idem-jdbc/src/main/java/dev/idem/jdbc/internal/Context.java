@@ -143,7 +143,7 @@ public final class Context {
     Runs runs = new Runs();
     while (true) {
       try {
-        return ownedOnce(null, work);
+        return ownedOnce(work);
       } catch (Exception e) {
         if (!runs.again(e, callerRan.getAsBoolean())) {
           throw e;
@@ -188,13 +188,9 @@ public final class Context {
   /**
    * {@code work} in a transaction of idem's own, run once; open on this thread while it runs, so
    * idem calls inside it join it.
-   *
-   * @param begin null to begin as usual; else statements run on the connection in auto-commit mode
-   *     that leave a transaction open (a claim string ending in {@code BEGIN}), or throw, in which
-   *     case nothing is open and {@code work} does not run
    */
-  public <T, X extends Exception> T ownedOnce(AutoCommit.Work<?> begin, TxCallback<T, X> work) throws X {
-    return OwnTransaction.run(dataSource, begin, c -> {
+  public <T, X extends Exception> T ownedOnce(TxCallback<T, X> work) throws X {
+    return OwnTransaction.run(dataSource, c -> {
       Tx tx = new JoinedTx(this, c);
       Tx outer = open.get();
       open.set(tx);

@@ -35,11 +35,6 @@ public final class OwnTransaction {
     void run() throws SQLException;
   }
 
-  /** Runs {@code work} in a transaction on a connection from {@code dataSource}, then returns the connection. */
-  public static <T, X extends Exception> T run(DataSource dataSource, Work<T, X> work) throws X {
-    return run(dataSource, null, work);
-  }
-
   /**
    * A connection handed out inside a transaction: if that transaction has written nothing (a pool
    * in manual commit that ran its test query on it), it is rolled back and true returned; if it
@@ -63,13 +58,8 @@ public final class OwnTransaction {
     }
   }
 
-  /**
-   * {@link #run}, the transaction begun by {@code begin} (or, if null, as usual): statements run on
-   * the connection in auto-commit mode that end in {@code BEGIN}, so that what they did is part of
-   * the transaction, or that throw, having rolled back their round trip: then {@code work} does not
-   * run and the failure is thrown.
-   */
-  public static <T, X extends Exception> T run(DataSource dataSource, AutoCommit.Work<?> begin, Work<T, X> work) throws X {
+  /** Runs {@code work} in a transaction on a connection from {@code dataSource}, then returns the connection. */
+  public static <T, X extends Exception> T run(DataSource dataSource, Work<T, X> work) throws X {
     Connection c;
     try {
       c = dataSource.getConnection();
@@ -85,62 +75,12 @@ public final class OwnTransaction {
             + " transaction: give idem the pool itself, and join a framework's transaction through"
             + " Idem.builder(...).transactionBinding(...) or by passing its connection");
       }
-      if (begin != null && begin(c, begin)) {
-        try {
-          return on(c, work);
-        } finally {
-          // on() found manual commit, set by begin(): give the connection back as it came
-          cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);
-        }
-      }
       return on(c, work);
     } catch (Throwable t) {
       failure = t;
       throw t;
     } finally {
       cleanUp(c::close, "close its connection", failure);
-    }
-  }
-
-  /**
-   * Runs {@code begin} in auto-commit mode and leaves the connection in manual commit inside the
-   * transaction it opened: pgjdbc sees the transaction open and sends no {@code BEGIN} of its own.
-   * If {@code begin} throws, the connection is put back as it came and nothing is open.
-   */
-  private static boolean begin(Connection c, AutoCommit.Work<?> begin) {
-    boolean autoCommit;
-    try {
-      autoCommit = c.getAutoCommit();
-      if (!autoCommit) {
-        c.setAutoCommit(true); // no transaction is open (checked above), so this sends nothing
-      }
-    } catch (SQLException e) {
-      throw new DataAccessException("could not begin a transaction: " + e.getMessage(), e);
-    }
-    try {
-      begin.run(c);
-      c.setAutoCommit(false);
-      return autoCommit;
-    } catch (SQLException | RuntimeException | Error e) {
-      try {
-        if (Driver.inTransaction(c)) {
-          try (Statement st = c.createStatement()) {
-            st.execute("rollback");
-          }
-        }
-        if (!autoCommit) {
-          c.setAutoCommit(false);
-        }
-      } catch (SQLException | RuntimeException restore) {
-        e.addSuppressed(restore);
-      }
-      if (e instanceof SQLException sql) {
-        throw new DataAccessException("could not begin a transaction: " + sql.getMessage(), sql);
-      }
-      if (e instanceof RuntimeException r) {
-        throw r;
-      }
-      throw (Error) e;
     }
   }
 
