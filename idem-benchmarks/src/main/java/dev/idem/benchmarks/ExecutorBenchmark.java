@@ -155,19 +155,7 @@ public class ExecutorBenchmark {
   /** (a) One transaction inserting one payment row. */
   @Benchmark
   public String bareEffect(Shared s, Local l) throws SQLException {
-    try (Connection c = s.ds.getConnection()) {
-      c.setAutoCommit(false);
-      try {
-        String id = pay(c, l.prefix + "-" + l.n++);
-        c.commit();
-        return id;
-      } catch (SQLException | RuntimeException e) {
-        c.rollback();
-        throw e;
-      } finally {
-        c.setAutoCommit(true);
-      }
-    }
+    return BareTransaction.run(s.ds, c -> pay(c, l.prefix + "-" + l.n++));
   }
 
   /**

@@ -218,64 +218,73 @@ public class RepeatBenchmark {
     }
   }
 
-  /** A thread's inbox that has never seen the ids it receives: a new Idem and Inbox for each pass. */
-  @State(Scope.Thread)
-  public static class ColdInbox {
+  /**
+   * A thread's guard that has never seen the keys it is given: a new Idem and guard for each pass
+   * over the {@value #IDS} keys, so its recent-keys memory never knows them.
+   */
+  abstract static class Cold<G> {
     Db db;
-    Inbox inbox;
+    G guard;
     int next;
     int offset;
     public long passes;
 
-    @Setup(Level.Trial)
-    public void start(Db db, InboxIds applied) {
+    void start(Db db) {
       this.db = db;
       offset = ThreadLocalRandom.current().nextInt(IDS);
-      fresh();
+      pass();
     }
 
-    void fresh() {
-      inbox = db.freshIdem().inbox(CONSUMER).window(WINDOW).build();
+    abstract G fresh(Idem idem);
+
+    private void pass() {
+      guard = fresh(db.freshIdem());
       next = 0;
       passes++;
     }
 
-    /** The next id, never seen by {@link #inbox}. */
-    String id() {
+    /** The index of the next key, never seen by {@link #guard}. */
+    int nextIndex() {
       if (next == IDS) {
-        fresh();
+        pass();
       }
-      return inboxId((offset + next++) % IDS);
+      return (offset + next++) % IDS;
     }
   }
 
-  /** A thread's executor that has never seen the keys it executes: a new Idem and executor for each pass. */
+  /** A thread's inbox that has never seen the ids it receives. */
   @State(Scope.Thread)
-  public static class ColdExecutor {
-    Db db;
-    IdempotentExecutor executor;
-    int next;
-    int offset;
-    public long passes;
-
+  public static class ColdInbox extends Cold<Inbox> {
     @Setup(Level.Trial)
-    public void start(Db db, ExecutorKeys completed) {
-      this.db = db;
-      offset = ThreadLocalRandom.current().nextInt(IDS);
-      fresh();
+    public void start(Db db, InboxIds applied) {
+      start(db);
     }
 
-    void fresh() {
-      executor = db.freshIdem().executor().window(WINDOW).build();
-      next = 0;
-      passes++;
+    @Override
+    Inbox fresh(Idem idem) {
+      return idem.inbox(CONSUMER).window(WINDOW).build();
+    }
+
+    String id() {
+      return inboxId(nextIndex());
+    }
+  }
+
+  /** A thread's executor that has never seen the keys it executes. */
+  @State(Scope.Thread)
+  public static class ColdExecutor extends Cold<IdempotentExecutor> {
+    @Setup(Level.Trial)
+    public void start(Db db, ExecutorKeys completed) {
+      start(db);
+    }
+
+    @Override
+    IdempotentExecutor fresh(Idem idem) {
+      return idem.executor().window(WINDOW).build();
     }
 
     String key() {
-      if (next == IDS) {
-        fresh();
-      }
-      return executorKey((offset + next++) % IDS);
+      return executorKey(nextIndex());
     }
   }
 
@@ -417,19 +426,7 @@ public class RepeatBenchmark {
   /** A bare JDBC transaction inserting one payment row. */
   @Benchmark
   public String bareEffect(Db db, Local l) throws SQLException {
-    try (Connection c = db.ds.getConnection()) {
-      c.setAutoCommit(false);
-      try {
-        String id = pay(c, l.newKey());
-        c.commit();
-        return id;
-      } catch (SQLException | RuntimeException e) {
-        c.rollback();
-        throw e;
-      } finally {
-        c.setAutoCommit(true);
-      }
-    }
+    return BareTransaction.run(db.ds, c -> pay(c, l.newKey()));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -439,7 +436,7 @@ public class RepeatBenchmark {
   @Benchmark
   public void inboxRepeatCold(ColdInbox cold) {
     String id = cold.id();
-    replayed(cold.inbox.receive(id, tx -> {
+    replayed(cold.guard.receive(id, tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + id);
     }), id);
   }
@@ -448,7 +445,7 @@ public class RepeatBenchmark {
   @Benchmark
   public void inboxRepeatColdStatement(ColdInbox cold) {
     String id = cold.id();
-    replayed(cold.inbox.receive(id, mustNotRun(id)), id);
+    replayed(cold.guard.receive(id, mustNotRun(id)), id);
   }
 
   /** A repeat of an id the inbox applied itself lately. */
@@ -464,7 +461,7 @@ public class RepeatBenchmark {
   @Benchmark
   public void executorReplayCold(ColdExecutor cold) {
     String request = cold.key();
-    replayedValue(cold.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
+    replayedValue(cold.guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + request);
     }), request);
   }
@@ -473,7 +470,7 @@ public class RepeatBenchmark {
   @Benchmark
   public void executorReplayColdStatement(ColdExecutor cold) {
     String request = cold.key();
-    replayed(cold.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), mustNotRun(request)), request);
+    replayed(cold.guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), mustNotRun(request)), request);
   }
 
   /** A repeat of a key the executor completed itself lately. */

@@ -1,5 +1,6 @@
 package dev.idem.benchmarks.messaging;
 
+import dev.idem.benchmarks.BareTransaction;
 import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
@@ -109,18 +110,10 @@ public class InboxBenchmark {
 
   @Benchmark
   public void bareEffect(Shared s, Local l) throws SQLException {
-    try (Connection c = s.ds.getConnection()) {
-      c.setAutoCommit(false);
-      try {
-        charge(c, l.prefix + "-" + l.n++);
-        c.commit();
-      } catch (SQLException | RuntimeException e) {
-        c.rollback();
-        throw e;
-      } finally {
-        c.setAutoCommit(true);
-      }
-    }
+    BareTransaction.run(s.ds, c -> {
+      charge(c, l.prefix + "-" + l.n++);
+      return null;
+    });
   }
 
   @Benchmark
