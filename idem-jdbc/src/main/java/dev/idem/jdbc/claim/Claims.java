@@ -53,7 +53,7 @@ public final class Claims {
   private final String name;
   private final RecentKeys recent = new RecentKeys();
 
-  /** [prelude, claim or signal]: sent before a call's statements, in one implicit transaction. */
+  /** [prelude, claim or signal]: sent before a call's statements and COMMIT, in one string. */
   private final Sql claimSignal;
   /** [savepoint, prelude, claim or signal]: before statements in the caller's transaction. */
   private final Sql claimSignalJoined;
@@ -131,10 +131,11 @@ public final class Claims {
    */
   private <T, X extends Exception> Execution<T> owned(Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       Query[] statements, long started) throws X {
-    boolean[] ran = new boolean[1]; // whether the caller's callback ran in the run that failed
-    TxCallback<T, X> work = statements != null ? sent(statements) : tx -> {
+    boolean[] ran = new boolean[1]; // whether the caller's effect ran in the run that failed
+    TxCallback<T, X> given = statements != null ? sent(statements) : effect;
+    TxCallback<T, X> work = tx -> {
       ran[0] = true;
-      return effect.apply(tx);
+      return given.apply(tx);
     };
     Context.Runs runs = context.runs();
     boolean first = statements != null;
@@ -143,16 +144,23 @@ public final class Claims {
       try {
         if (first) {
           first = false;
-          Execution<T> outcome = sentWithClaim(binds, statements, started);
-          if (outcome != null) {
-            return outcome;
+          try {
+            Execution<T> outcome = sentWithClaim(binds, statements, started);
+            if (outcome != null) {
+              return outcome;
+            }
+          } catch (RuntimeException e) {
+            if (!SqlStates.isRetryable(e)) {
+              throw e;
+            }
+            // Which statement of the string was refused is unknown: the next run sends the claim
+            // in a statement of its own, which tells a lost claim from the statements' own failure.
           }
         }
         return context.ownedOnce(tx -> claimThenApply(tx, binds, codec, work, started, false));
       } catch (ClaimSignal signal) {
         throw signal;
       } catch (Exception e) {
-        // Statements count as no caller code: they commit or roll back whole, and may be sent again.
         if (!runs.again(e, ran[0])) {
           throw e;
         }
@@ -161,16 +169,20 @@ public final class Claims {
   }
 
   /**
-   * The statements form's path, one round trip for a new key and for a repeat: the claim and the
-   * statements as one implicit transaction. A key that has a row raises idem's signal at the claim,
-   * so PostgreSQL skips the statements and rolls the round trip back having written nothing (the
-   * signal is an ERROR, and PostgreSQL logs it as one). Then the answer from what the claim saw, or
-   * null if the key must take the callback's path.
+   * The statements form's path, one round trip for a new key: the claim, the statements and
+   * {@code COMMIT} in one string, in a transaction of idem's own (pgjdbc sends its {@code BEGIN}
+   * with them; an explicit transaction, because pgjdbc may split a long string with a Sync, which
+   * would commit an implicit one part way). A key that has a row raises idem's signal at the claim,
+   * so PostgreSQL skips the statements, having written nothing (the signal is an ERROR, and
+   * PostgreSQL logs it as one), and the transaction is rolled back. Then the answer from what the
+   * claim saw, or null if the key must take the callback's path.
    */
   private <T> Execution<T> sentWithClaim(Binds binds, Query[] statements, long started) {
     try {
-      context.autoCommitOnce(name, c -> send(prepared(c, claimSignal, binds, statements, null)));
-      return new Execution.Applied<>(null);
+      return context.ownedOnce(tx -> {
+        send(prepared(tx.connection(), claimSignal, binds, statements, "commit"));
+        return new Execution.Applied<>(null);
+      });
     } catch (Repeat repeat) {
       return repeat.completedAt != null ? new Execution.Replayed<>(null, repeat.completedAt, repeat.age) : null;
     }

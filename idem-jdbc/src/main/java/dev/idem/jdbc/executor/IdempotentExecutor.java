@@ -384,6 +384,11 @@ public final class IdempotentExecutor {
           return recorded;
         }
         ClaimRow row = claims.read(binds, System.nanoTime());
+        if (row != null && row.completed() && row.fence() == token) {
+          // An earlier try committed and its answer was lost with the connection: no other write
+          // completes a row under this token (every takeover and re-claim raises it).
+          return token;
+        }
         if (row == null || row.completed() || row.fence() != token) {
           return null;
         }

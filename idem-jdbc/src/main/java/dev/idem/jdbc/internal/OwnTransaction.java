@@ -36,14 +36,16 @@ public final class OwnTransaction {
   }
 
   /**
-   * A connection handed out inside a transaction: if that transaction has written nothing (a pool
-   * in manual commit that ran its test query on it), it is rolled back and true returned; if it
-   * has written (a transaction-aware DataSource handing out the caller's), false: it is not idem's
-   * to end.
+   * A connection handed out inside a transaction: if that transaction has written nothing and
+   * holds no lock (a pool in manual commit that ran its test query on it), it is rolled back and
+   * true returned; otherwise (a transaction-aware DataSource handing out the caller's, which may
+   * have written, or locked a table or read rows it relies on), false: it is not idem's to end.
    */
   private static boolean endUnwritten(Connection c) {
     try (Statement st = c.createStatement();
-        java.sql.ResultSet rs = st.executeQuery("select txid_current_if_assigned() is null")) {
+        java.sql.ResultSet rs = st.executeQuery("select txid_current_if_assigned() is null and not exists (select 1"
+            + " from pg_catalog.pg_locks where pid = pg_backend_pid() and locktype <> 'virtualxid'"
+            + " and relation is distinct from 'pg_catalog.pg_locks'::regclass)")) {
       if (rs.next() && rs.getBoolean(1)) {
         if (c.getAutoCommit()) {
           st.execute("rollback");

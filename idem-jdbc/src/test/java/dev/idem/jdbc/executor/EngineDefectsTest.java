@@ -242,6 +242,55 @@ class EngineDefectsTest {
     assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'proxy' AND key = ?", request)).isZero();
   }
 
+  /**
+   * A transaction that wrote nothing but holds a lock (LOCK TABLE takes no transaction id) is the
+   * caller's too: refused, its lock kept, nothing of idem's committed into it.
+   */
+  @Test
+  void aDataSourceHandingOutATransactionThatOnlyLockedIsRefusedToo() throws Exception {
+    String request = "locked-" + UUID.randomUUID();
+    try (Connection bound = f.ds.getConnection()) {
+      bound.setAutoCommit(false);
+      try (java.sql.Statement st = bound.createStatement()) {
+        st.execute("LOCK TABLE payments IN EXCLUSIVE MODE");
+      }
+      Idem proxied = Idem.builder(new ThreadBound(bound)).build();
+      assertThatThrownBy(() -> proxied.executor().build().execute(IdempotencyKey.of("proxy", request), Fingerprint.EMPTY,
+          Codec.utf8(), tx -> "x"))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("inside an open transaction");
+      assertThat(f.count("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+          + " WHERE c.relname = 'payments' AND l.mode = 'ExclusiveLock' AND l.granted")).as("the caller's lock").isEqualTo(1);
+      bound.rollback();
+    }
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'proxy' AND key = ?", request)).isZero();
+  }
+
+  /**
+   * A string of statements long enough that pgjdbc sends a Sync part way (it does past about 256
+   * statements, to avoid a deadlock on its socket), its last statement failing: nothing of it
+   * commits, neither the claim nor the statements before the Sync, and a retry runs it whole.
+   */
+  @Test
+  void aLongStringOfStatementsThatFailsCommitsNothing() {
+    String request = "long-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("long", request);
+    org.jooq.Query[] statements = new org.jooq.Query[300];
+    for (int i = 0; i < statements.length - 1; i++) {
+      statements[i] = dsl.query("INSERT INTO payments (request, amount) VALUES (?, ?)", request, i);
+    }
+    statements[statements.length - 1] = dsl.query("INSERT INTO no_such_table VALUES (1)");
+    IdempotentExecutor executor = f.idem.executor().build();
+    Inbox inbox = f.idem.inbox("long").build();
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, statements)).isInstanceOf(org.jooq.exception.DataAccessException.class);
+    assertThatThrownBy(() -> inbox.receive(request, statements)).isInstanceOf(org.jooq.exception.DataAccessException.class);
+    assertThat(f.payments(request)).isZero();
+    assertThat(f.keyRows(key)).isZero();
+    assertThat(f.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'long' AND message_id = ?", request)).isZero();
+    statements[statements.length - 1] = dsl.query("SELECT 1");
+    assertThat(executor.execute(key, Fingerprint.EMPTY, statements).applied()).isTrue();
+    assertThat(f.payments(request)).isEqualTo(299);
+  }
+
   /** Hands out one connection, never closing it: a thread-bound transaction's. */
   private static final class ThreadBound extends DataSourceWrapper {
     private final Connection c;

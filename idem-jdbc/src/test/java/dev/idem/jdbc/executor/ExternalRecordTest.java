@@ -56,6 +56,68 @@ class ExternalRecordTest {
     }
   }
 
+  /**
+   * The pool, whose connections run the next phase-3 record and then fail as a dead server's would
+   * (08006): the record committed, and its answer was lost.
+   */
+  static final class LosesTheAnswer extends DataSourceWrapper {
+    final DataSource real;
+    final java.util.concurrent.atomic.AtomicBoolean armed = new java.util.concurrent.atomic.AtomicBoolean();
+
+    LosesTheAnswer(DataSource real) {
+      this.real = real;
+    }
+
+    @Override
+    public Connection getConnection() throws SQLException {
+      Connection c = real.getConnection();
+      return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {Connection.class},
+          (proxy, method, args) -> {
+            Object result = invoke(method, c, args);
+            if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("\"result\" =")
+                && ((String) args[0]).startsWith("update")) {
+              java.sql.PreparedStatement ps = (java.sql.PreparedStatement) result;
+              return java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {java.sql.PreparedStatement.class},
+                  (p2, m2, a2) -> {
+                    Object r2 = invoke(m2, ps, a2);
+                    if (m2.getName().startsWith("execute") && armed.compareAndSet(true, false)) {
+                      throw new SQLException("connection lost after the statement ran (test)", "08006");
+                    }
+                    return r2;
+                  });
+            }
+            return result;
+          });
+    }
+
+    private static Object invoke(java.lang.reflect.Method m, Object target, Object[] args) throws Throwable {
+      try {
+        return m.invoke(target, args);
+      } catch (java.lang.reflect.InvocationTargetException e) {
+        throw e.getCause();
+      }
+    }
+  }
+
+  /**
+   * The record committed and the connection died before its answer: the retry finds the row
+   * completed under this attempt's token, and the call is Applied, not told it was taken over.
+   */
+  @Test
+  void aRecordThatCommittedButLostItsAnswerIsApplied() throws SQLException {
+    LosesTheAnswer lossy = new LosesTheAnswer(f.ds);
+    IdempotentExecutor executor = Idem.builder(lossy).build().executor().build();
+    IdempotencyKey key = IdempotencyKey.of("record", UUID.randomUUID().toString());
+    Execution<String> e = executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
+      lossy.armed.set(true);
+      return Provider.charge(f.ds, attempt.callKey().value(), 40);
+    });
+    assertThat(lossy.armed).as("the record's answer was lost once").isFalse();
+    assertThat(e.applied()).isTrue();
+    assertThat(state(key)).isEqualTo("C");
+    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(e.value());
+  }
+
   static String state(IdempotencyKey key) {
     return f.column(key, "state");
   }
