@@ -4,8 +4,9 @@ import dev.idem.IdemException;
 import java.time.Duration;
 
 /**
- * Thrown only by {@link Execution.InFlight#value()}, for callers who prefer an exception to a
- * pattern match: the first copy of this intent is still running. Not a failure of the intent:
+ * Thrown by {@link Execution.InFlight#value()}, for callers who prefer an exception to a pattern
+ * match, and by calls whose answer has no "in flight" value (a per-entity sequence's {@code
+ * applyIfNewer}): the first copy of this intent is still running. Not a failure of the intent:
  * retry after {@link #retryAfter()}.
  */
 public class InFlightException extends IdemException {

@@ -71,7 +71,7 @@ public final class ClaimTable {
    * waits for another copy under idem's bound alone: a pool's statement_timeout shorter than the
    * wait would otherwise turn "in flight" into a cancelled statement.
    */
-  private static final Field<String> RESTORED = field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"
+  public static final Field<String> RESTORED = field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"
       + " || set_config('statement_timeout', current_setting('idem.statement_timeout'), true)", String.class);
 
   final Layout layout;
@@ -148,16 +148,7 @@ public final class ClaimTable {
 
     DSLContext dsl = context.dsl();
     Field<OffsetDateTime> expires = plus(STAMP, window);
-    // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
-    long waitMillis = Math.max(1, inFlightWait.toMillis());
-    // set_config(..., true) lasts until the transaction ends, so the caller's own settings are saved
-    // and restored around every claim: the caller's statements, and the deferred checks its COMMIT
-    // runs, wait as the caller set them to.
-    this.prelude = Sql.of(dsl, DSL.resultQuery(
-        "select set_config('lock_timeout', {0}, true), set_config('statement_timeout', '0', true) from"
-            + " (select set_config('idem.lock_timeout', current_setting('lock_timeout'), true),"
-            + " set_config('idem.statement_timeout', current_setting('statement_timeout'), true)) as saved",
-        inline(waitMillis + "ms")));
+    this.prelude = boundedWait(dsl, inFlightWait);
 
     Query insert = insert(dsl, expires).onConflictDoNothing().returningResult(inline(1).as("claimed"));
     // The detail of the signal: 'R <completed> <now>' when the row is a completed one of the same
@@ -236,6 +227,23 @@ public final class ClaimTable {
     } else {
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = this.fenceOf = null;
     }
+  }
+
+  /**
+   * Saves the caller's lock_timeout and statement_timeout, bounds the lock wait of what follows to
+   * {@code wait} and turns statement_timeout off: the first statement of every claim string, whose
+   * end restores them ({@link #RESTORED}). set_config(..., true) lasts until the transaction ends,
+   * so the caller's own settings are saved and restored around every claim: the caller's
+   * statements, and the deferred checks its COMMIT runs, wait as the caller set them to.
+   */
+  public static Sql boundedWait(DSLContext dsl, Duration wait) {
+    // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
+    long waitMillis = Math.max(1, wait.toMillis());
+    return Sql.of(dsl, DSL.resultQuery(
+        "select set_config('lock_timeout', {0}, true), set_config('statement_timeout', '0', true) from"
+            + " (select set_config('idem.lock_timeout', current_setting('lock_timeout'), true),"
+            + " set_config('idem.statement_timeout', current_setting('statement_timeout'), true)) as saved",
+        inline(waitMillis + "ms")));
   }
 
   /**

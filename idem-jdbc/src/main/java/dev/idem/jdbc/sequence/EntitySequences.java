@@ -2,17 +2,22 @@ package dev.idem.jdbc.sequence;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
+import dev.idem.jdbc.claim.ClaimTable;
+import dev.idem.jdbc.claim.Sql;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.jdbc.internal.Savepoints;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.result.InFlightException;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.SequenceRule;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Table;
@@ -71,6 +76,15 @@ public final class EntitySequences {
   private static final Field<Long> LAST_APPLIED = DSL.field(DSL.name("last_applied"), Long.class);
   private static final Field<Long> S_LAST_APPLIED = DSL.field(DSL.name("s", "last_applied"), Long.class);
 
+  /**
+   * The longest a call waits for another copy of an event of the same entity that is still running
+   * (its transaction holds the entity's row): then it throws {@link InFlightException}, having
+   * recorded nothing; the caller leaves the event unacknowledged and it comes again.
+   */
+  public static final Duration WAIT = Duration.ofSeconds(2);
+
+  private static final Duration RETRY_AFTER = Duration.ofSeconds(1);
+
   private final Context idem;
   private final String stream;
   private final Events events;
@@ -82,13 +96,13 @@ public final class EntitySequences {
     this.stream = IdempotencyKey.check("stream", stream);
     this.events = Events.to(idem.listener(), "sequences:" + stream);
     DSLContext dsl = idem.dsl();
-    this.claim = dsl.render(dsl.insertInto(SEQUENCES, STREAM, ENTITY, LAST_APPLIED)
+    this.claim = ClaimTable.boundedWait(dsl, WAIT).text() + ";\n" + dsl.render(dsl.insertInto(SEQUENCES, STREAM, ENTITY, LAST_APPLIED)
         .values((String) null, null, null)
         .onConflict(STREAM, ENTITY)
         .doUpdate()
         .set(LAST_APPLIED, DSL.excluded(LAST_APPLIED))
         .where(S_LAST_APPLIED.lt(DSL.excluded(LAST_APPLIED)))
-        .returning(LAST_APPLIED));
+        .returning(LAST_APPLIED)) + ";\n" + dsl.render(DSL.select(ClaimTable.RESTORED));
   }
 
   /** For {@code Idem.sequences(stream)}: the way to get them. Not an API. */
@@ -111,6 +125,8 @@ public final class EntitySequences {
    *     the open transaction, when it joined one), {@link Outcome#ALREADY_DONE} if {@code seq} was
    *     not newer (the effect did not run)
    * @throws X what {@code effect} threw; the transaction rolled back and nothing was recorded
+   * @throws InFlightException if another copy of an event of this entity held its row for longer
+   *     than {@link #WAIT}; nothing was recorded: leave the event unacknowledged
    */
   public <X extends Exception> Outcome applyIfNewer(String entity, long seq, TxConsumer<X> effect) throws X {
     check(entity, seq, effect);
@@ -130,6 +146,7 @@ public final class EntitySequences {
    * <p>An {@link Outcome#APPLIED} here (and its {@code Applied} event) means "recorded in your
    * transaction": it counts only if you commit.
    *
+   * @throws InFlightException as the form without a connection does; your transaction stays usable
    * @throws IllegalArgumentException if {@code tx} is in auto-commit mode: the record would commit
    *     alone, before the effect
    */
@@ -188,14 +205,19 @@ public final class EntitySequences {
     boolean newer;
     // The upsert raises last_applied only when seq is greater (SequenceRule.shouldApply); a copy
     // racing on the same entity waits for the first one's row lock and then finds the raised value.
+    // The record waits at most WAIT for a copy in flight (its lock_timeout set, and restored, in
+    // the same string): then the copy is answered in flight rather than held.
     try (PreparedStatement ps = tx.connection().prepareStatement(claim)) {
       ps.setString(1, stream);
       ps.setString(2, entity);
       ps.setLong(3, seq);
-      try (ResultSet rs = ps.executeQuery()) {
+      try (ResultSet rs = Sql.resultAt(ps, 1)) {
         newer = rs.next();
       }
     } catch (SQLException e) {
+      if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
+        throw new InFlightException("sequence " + seq + " of " + stream + "/" + entity, RETRY_AFTER);
+      }
       throw new DataAccessException("recording sequence " + seq + " of " + stream + "/" + entity + " failed: "
           + e.getMessage(), e);
     }

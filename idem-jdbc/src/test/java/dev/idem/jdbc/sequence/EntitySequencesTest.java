@@ -376,4 +376,26 @@ class EntitySequencesTest {
     assertThat(effects("ev-broken", "e")).containsExactly(1L);
     assertThat(committed("ev-broken", "e")).isEqualTo(1);
   }
+
+  /**
+   * A copy of an event whose first copy is still running (its transaction holds the entity's row)
+   * waits at most EntitySequences.WAIT, then is answered in flight with nothing recorded; once the
+   * first commits, the copy is ALREADY_DONE.
+   */
+  @Test
+  void aCopyBehindAStalledFirstCopyIsInFlightNotHeld() throws Exception {
+    EntitySequences s = idem.sequences("stalled");
+    try (Connection holder = ds.getConnection()) {
+      holder.setAutoCommit(false);
+      assertThat(s.applyIfNewer(holder, "e", 5, tx -> effect(tx, "stalled", "e", 5))).isEqualTo(Outcome.APPLIED);
+      long started = System.nanoTime();
+      assertThatThrownBy(() -> s.applyIfNewer("e", 5, tx -> effect(tx, "stalled", "e", 5)))
+          .isInstanceOf(dev.idem.result.InFlightException.class).hasMessageContaining("stalled/e");
+      assertThat(java.time.Duration.ofNanos(System.nanoTime() - started)).isLessThan(java.time.Duration.ofSeconds(20));
+      holder.commit();
+    }
+    assertThat(s.applyIfNewer("e", 5, tx -> effect(tx, "stalled", "e", 5))).isEqualTo(Outcome.ALREADY_DONE);
+    assertThat(effects("stalled", "e")).hasSize(1);
+  }
+
 }
