@@ -46,7 +46,7 @@ import javax.sql.DataSource;
  * A joined call never commits or rolls back your transaction: what it wrote commits with your
  * work or not at all. Without a binding, idem does not know about a framework's transaction: a
  * call inside Spring's {@code @Transactional} with no binding runs on a connection of its own and
- * commits alone. Install the framework's binding (the Spring starter does), or pass the
+ * commits alone. Install the framework's binding (see {@link TransactionBinding}), or pass the
  * connection. A {@code DataSource} that hands out the thread's current transaction (Spring's
  * {@code TransactionAwareDataSourceProxy}) is refused where idem would commit it.
  *

@@ -36,9 +36,10 @@ import org.jooq.impl.DSL;
  * its window. Each guard configures one over its {@link ClaimTable}. Not an API.
  *
  * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips
- * (the claim goes with {@code BEGIN}, or with the statements as one implicit transaction). A repeat
- * of a completed key, from a process that never saw it, writes nothing: two round trips for a
- * callback (the claim reads the row; an empty commit), one for statements (the claim stops them).
+ * (the claim goes with {@code BEGIN}; statements go with the claim and {@code COMMIT} in one
+ * string). A repeat of a completed key, from a process that never saw it, writes nothing and
+ * costs two round trips: for a callback, the claim reads the row and the empty transaction
+ * commits; for statements, the claim stops them and the transaction is rolled back.
  */
 public final class Claims {
   /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */

@@ -179,7 +179,7 @@ public final class Context {
         return false;
       }
       if (!callerRan) {
-        return ++raced < MAX_RACES && pause(raced);
+        return ++raced <= MAX_RACES && pause(raced);
       }
       return ++failed < retries.maxRuns() && pause(failed);
     }

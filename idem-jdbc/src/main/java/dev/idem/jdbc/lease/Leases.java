@@ -11,6 +11,7 @@ import dev.idem.jdbc.internal.OwnTransaction;
 import dev.idem.jdbc.internal.SqlStates;
 import java.sql.Statement;
 import dev.idem.jdbc.internal.DbTime;
+import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.key.IdempotencyKey;
 import java.sql.Connection;
@@ -207,6 +208,7 @@ public final class Leases {
     Require.notNull(tx, "tx");
     IdempotencyKey.check("resource", resource);
     Require.notNull(token, "token");
+    Driver.refuseAborted(tx, "the fence check on " + resource);
     try {
       if (tx.getAutoCommit()) {
         throw new IllegalArgumentException("tx is in auto-commit mode: checkFence must run in the transaction"

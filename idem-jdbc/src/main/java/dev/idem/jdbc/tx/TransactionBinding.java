@@ -5,7 +5,7 @@ import java.sql.Connection;
 /**
  * How idem finds the transaction a framework has open on this thread, so that idem's calls join it
  * on its connection instead of committing on a connection of their own. A framework supplies one
- * ({@code Idem.builder(dataSource).transactionBinding(...)}); the Spring starter does.
+ * ({@code Idem.builder(dataSource).transactionBinding(...)}); a Spring starter would install one.
  *
  * <p>idem's own {@code Idem.inTransaction} is always looked at first; this binding is asked only
  * when no idem transaction is open on this thread. Without a binding idem never guesses: a call
