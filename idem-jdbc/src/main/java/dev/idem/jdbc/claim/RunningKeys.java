@@ -10,8 +10,8 @@ import java.util.ArrayList;
  * The keys whose effects run on this thread right now, per {@link Context} (one per Idem), so that an effect
  * calling the guard again with its own key is refused instead of answered. Its key's row is
  * its own transaction's, uncommitted and without a result yet: a nested call would "replay" a
- * result that does not exist, or, claimed at commit, claim the key itself and make the outer call
- * conflict with its own transaction. Usually one entry or none, so a list.
+ * result that does not exist, or, on another connection, wait on its own transaction's row.
+ * Usually one entry or none, so a list.
  */
 public final class RunningKeys {
   /**

@@ -95,22 +95,13 @@ public final class OwnTransaction {
    * Never for a transaction that runs the caller's code on its connection: its level is the caller's.
    */
   public static <T, X extends Exception> T runReadCommitted(DataSource dataSource, Work<T, X> work) throws X {
+    // run() ends a transaction a pool handed out already begun (its test query), so SET TRANSACTION
+    // is the first statement here.
     return run(dataSource, c -> {
       try {
         readCommitted(c);
       } catch (SQLException e) {
-        if (!SqlStates.is(e, SqlStates.ACTIVE_SQL_TRANSACTION)) {
-          throw new DataAccessException("could not begin a READ COMMITTED transaction: " + e.getMessage(), e);
-        }
-        // The connection came from the pool with a transaction already begun (a pool in manual
-        // commit that ran its test query on it): nothing of idem's is in it yet, so end it.
-        try {
-          c.rollback();
-          readCommitted(c);
-        } catch (SQLException again) {
-          again.addSuppressed(e);
-          throw new DataAccessException("could not begin a READ COMMITTED transaction: " + again.getMessage(), again);
-        }
+        throw new DataAccessException("could not begin a READ COMMITTED transaction: " + e.getMessage(), e);
       }
       return work.run(c);
     });

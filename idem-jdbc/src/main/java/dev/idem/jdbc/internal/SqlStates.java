@@ -15,8 +15,6 @@ public final class SqlStates {
   public static final String OUT_OF_MEMORY = "53200";
   /** idem's own signal, raised by its claim when the key already has a row (see the migrations). */
   public static final String REPEAT = "IDEM1";
-  /** SET TRANSACTION after the transaction's first query. */
-  public static final String ACTIVE_SQL_TRANSACTION = "25001";
   /** A statement sent after an earlier one failed: PostgreSQL ignores all until the rollback. */
   public static final String IN_FAILED_SQL_TRANSACTION = "25P02";
 
