@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.tx.RetryBudget;
+import dev.idem.testing.Proxies;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.io.IOException;
@@ -180,7 +181,7 @@ class IdemTest {
   void aConnectionThatCannotBeUnwrappedStillCommits() {
     DataSource opaque = (DataSource) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
         new Class<?>[] {DataSource.class}, (p, m, args) -> {
-          Object r = invoke(m, ds, args);
+          Object r = Proxies.invoke(m, ds, args);
           if (!(r instanceof java.sql.Connection real)) {
             return r;
           }
@@ -189,21 +190,13 @@ class IdemTest {
                 if (cm.getName().equals("isWrapperFor") || cm.getName().equals("unwrap")) {
                   throw new java.sql.SQLFeatureNotSupportedException(cm.getName());
                 }
-                return invoke(cm, real, cargs);
+                return Proxies.invoke(cm, real, cargs);
               });
         });
     Idem.builder(opaque).schema("idem_custom").build()
         .useTransaction(tx -> tx.dsl().execute("INSERT INTO notes VALUES (6)"));
     assertThat(notes()).isEqualTo(1);
     idem.useTransaction(tx -> tx.dsl().execute("DELETE FROM notes"));
-  }
-
-  private static Object invoke(java.lang.reflect.Method m, Object target, Object[] args) throws Throwable {
-    try {
-      return m.invoke(target, args);
-    } catch (java.lang.reflect.InvocationTargetException e) {
-      throw e.getCause();
-    }
   }
 
   /** idem-flyway's constants are the ones idem-jdbc documents for users of their own Flyway. */

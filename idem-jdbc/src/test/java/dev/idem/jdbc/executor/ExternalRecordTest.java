@@ -9,6 +9,7 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.Proxies;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
@@ -73,13 +74,13 @@ class ExternalRecordTest {
       Connection c = real.getConnection();
       return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {Connection.class},
           (proxy, method, args) -> {
-            Object result = invoke(method, c, args);
+            Object result = Proxies.invoke(method, c, args);
             if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("\"result\" =")
                 && ((String) args[0]).startsWith("update")) {
               java.sql.PreparedStatement ps = (java.sql.PreparedStatement) result;
               return java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {java.sql.PreparedStatement.class},
                   (p2, m2, a2) -> {
-                    Object r2 = invoke(m2, ps, a2);
+                    Object r2 = Proxies.invoke(m2, ps, a2);
                     if (m2.getName().startsWith("execute") && armed.compareAndSet(true, false)) {
                       throw new SQLException("connection lost after the statement ran (test)", "08006");
                     }
@@ -88,14 +89,6 @@ class ExternalRecordTest {
             }
             return result;
           });
-    }
-
-    private static Object invoke(java.lang.reflect.Method m, Object target, Object[] args) throws Throwable {
-      try {
-        return m.invoke(target, args);
-      } catch (java.lang.reflect.InvocationTargetException e) {
-        throw e.getCause();
-      }
     }
   }
 
