@@ -128,18 +128,6 @@ public class ExecutorBenchmark {
     }
   }
 
-  /** Each thread's own counter, so new keys never collide and reads spread over the rows. */
-  @State(Scope.Thread)
-  public static class Local {
-    String prefix;
-    long n;
-
-    @Setup(Level.Trial)
-    public void start() {
-      prefix = UUID.randomUUID().toString();
-      n = (long) (Math.random() * READ_ROWS);
-    }
-  }
 
   static String pay(Connection c, String request) throws SQLException {
     try (PreparedStatement ps = c.prepareStatement(INSERT)) {
@@ -154,8 +142,8 @@ public class ExecutorBenchmark {
 
   /** (a) One transaction inserting one payment row. */
   @Benchmark
-  public String bareEffect(Shared s, Local l) throws SQLException {
-    return BareTransaction.run(s.ds, c -> pay(c, l.prefix + "-" + l.n++));
+  public String bareEffect(Shared s, ThreadKeys l) throws SQLException {
+    return BareTransaction.run(s.ds, c -> pay(c, l.newKey()));
   }
 
   /**
@@ -164,32 +152,32 @@ public class ExecutorBenchmark {
    * replay.
    */
   @Benchmark
-  public Execution<Void> executorNewKey(Shared s, Local l) {
-    String request = l.prefix + "-" + l.n++;
+  public Execution<Void> executorNewKey(Shared s, ThreadKeys l) {
+    String request = l.newKey();
     return s.executor.execute(IdempotencyKey.of("bench/new", request), Fingerprint.EMPTY,
         DSL.insertInto(PAYMENTS, REQUEST, AMOUNT).values(request, 100));
   }
 
   /** (b1) The same effect as a callback, its result stored: claim, effect, result with COMMIT. */
   @Benchmark
-  public Execution<String> executorNewKeyCallback(Shared s, Local l) throws SQLException {
-    String request = l.prefix + "-" + l.n++;
+  public Execution<String> executorNewKeyCallback(Shared s, ThreadKeys l) throws SQLException {
+    String request = l.newKey();
     return s.executor.execute(IdempotencyKey.of("bench/callback", request), Fingerprint.EMPTY, Codec.utf8(),
         (Tx tx) -> pay(tx.connection(), request));
   }
 
   /** (b') As (b1), with a codec that stores nothing: no result UPDATE at all. */
   @Benchmark
-  public Execution<Object> executorNewKeyNoResult(Shared s, Local l) throws SQLException {
-    String request = l.prefix + "-" + l.n++;
+  public Execution<Object> executorNewKeyNoResult(Shared s, ThreadKeys l) throws SQLException {
+    String request = l.newKey();
     return s.executor.execute(IdempotencyKey.of("bench/none", request), Fingerprint.EMPTY, Codec.none(),
         (Tx tx) -> pay(tx.connection(), request));
   }
 
   /** (c) A repeat of a completed key: the stored result, replayed. */
   @Benchmark
-  public String executorReplay(Shared s, Local l) throws SQLException {
-    Execution<String> e = s.replayer.execute(s.replayKey((int) (l.n++ % REPLAY_KEYS)), Fingerprint.EMPTY, Codec.utf8(),
+  public String executorReplay(Shared s, ThreadKeys l) throws SQLException {
+    Execution<String> e = s.replayer.execute(s.replayKey(l.nextIndex(REPLAY_KEYS)), Fingerprint.EMPTY, Codec.utf8(),
         tx -> {
           throw new IllegalStateException("a replay must not run the effect");
         });
@@ -198,10 +186,10 @@ public class ExecutorBenchmark {
 
   /** (d) A primary-key SELECT of one payment row. */
   @Benchmark
-  public String barePkRead(Shared s, Local l) throws SQLException {
+  public String barePkRead(Shared s, ThreadKeys l) throws SQLException {
     try (Connection c = s.ds.getConnection();
         PreparedStatement ps = c.prepareStatement("SELECT request, amount FROM payments WHERE id = ?")) {
-      ps.setLong(1, 1 + (l.n++ % READ_ROWS));
+      ps.setLong(1, 1 + l.nextIndex(READ_ROWS));
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();
         return rs.getString(1);

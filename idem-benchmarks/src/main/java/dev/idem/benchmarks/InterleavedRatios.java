@@ -70,12 +70,12 @@ public final class InterleavedRatios {
     shared.start();
     try {
       Map<String, PerThread> ops = new LinkedHashMap<>();
-      ops.put("bareEffect", () -> executorOp(l -> bench.bareEffect(shared, l)));
-      ops.put("executorNewKey", () -> executorOp(l -> bench.executorNewKey(shared, l)));
-      ops.put("executorNewKeyCallback", () -> executorOp(l -> bench.executorNewKeyCallback(shared, l)));
-      ops.put("executorNewKeyNoResult", () -> executorOp(l -> bench.executorNewKeyNoResult(shared, l)));
-      ops.put("executorReplay", () -> executorOp(l -> bench.executorReplay(shared, l)));
-      ops.put("barePkRead", () -> executorOp(l -> bench.barePkRead(shared, l)));
+      ops.put("bareEffect", () -> op(l -> bench.bareEffect(shared, l)));
+      ops.put("executorNewKey", () -> op(l -> bench.executorNewKey(shared, l)));
+      ops.put("executorNewKeyCallback", () -> op(l -> bench.executorNewKeyCallback(shared, l)));
+      ops.put("executorNewKeyNoResult", () -> op(l -> bench.executorNewKeyNoResult(shared, l)));
+      ops.put("executorReplay", () -> op(l -> bench.executorReplay(shared, l)));
+      ops.put("barePkRead", () -> op(l -> bench.barePkRead(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("b/a ", mean, "executorNewKey", "bareEffect");
       ratio("b1/a", mean, "executorNewKeyCallback", "bareEffect");
@@ -92,9 +92,9 @@ public final class InterleavedRatios {
     shared.start();
     try {
       Map<String, PerThread> ops = new LinkedHashMap<>();
-      ops.put("bareEffect", () -> inboxOp(l -> bench.bareEffect(shared, l)));
-      ops.put("inboxReceive", () -> inboxOp(l -> bench.inboxReceive(shared, l)));
-      ops.put("inboxReceiveStatement", () -> inboxOp(l -> bench.inboxReceiveStatement(shared, l)));
+      ops.put("bareEffect", () -> op(l -> bench.bareEffect(shared, l)));
+      ops.put("inboxReceive", () -> op(l -> bench.inboxReceive(shared, l)));
+      ops.put("inboxReceiveStatement", () -> op(l -> bench.inboxReceiveStatement(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("inbox/bare         ", mean, "inboxReceive", "bareEffect");
       ratio("inboxStatement/bare", mean, "inboxReceiveStatement", "bareEffect");
@@ -128,7 +128,7 @@ public final class InterleavedRatios {
       inbox.start(db);
 
       Map<String, PerThread> ops = new LinkedHashMap<>();
-      ops.put("barePkRead", () -> repeatOp(l -> b.barePkRead(db, l)));
+      ops.put("barePkRead", () -> op(l -> b.barePkRead(db, l)));
       ops.put("inboxRepeatCold", () -> {
         RepeatBenchmark.ColdInbox cold = new RepeatBenchmark.ColdInbox();
         cold.start(db, inboxIds);
@@ -139,7 +139,7 @@ public final class InterleavedRatios {
         cold.start(db, inboxIds);
         return () -> b.inboxRepeatColdStatement(cold);
       });
-      ops.put("inboxRepeatWarm", () -> repeatOp(l -> b.inboxRepeatWarm(warmInbox, l)));
+      ops.put("inboxRepeatWarm", () -> op(l -> b.inboxRepeatWarm(warmInbox, l)));
       ops.put("executorReplayCold", () -> {
         RepeatBenchmark.ColdExecutor cold = new RepeatBenchmark.ColdExecutor();
         cold.start(db, executorKeys);
@@ -150,16 +150,16 @@ public final class InterleavedRatios {
         cold.start(db, executorKeys);
         return () -> b.executorReplayColdStatement(cold);
       });
-      ops.put("executorReplayWarm", () -> repeatOp(l -> b.executorReplayWarm(warmExecutor, l)));
-      ops.put("camelRepeatCold", () -> repeatOp(l -> b.camelRepeatCold(camel, l)));
-      ops.put("springIntegrationRepeatCold", () -> repeatOp(l -> b.springIntegrationRepeatCold(si, l)));
-      ops.put("naiveGuardRepeat", () -> repeatOp(l -> b.naiveGuardRepeat(db, naive, l)));
-      ops.put("bareEffect", () -> repeatOp(l -> b.bareEffect(db, l)));
-      ops.put("executorNewKeyStatement", () -> repeatOp(l -> b.executorNewKeyStatement(executor, l)));
-      ops.put("executorNewKeyCallback", () -> repeatOp(l -> b.executorNewKeyCallback(executor, l)));
-      ops.put("inboxNewKeyStatement", () -> repeatOp(l -> b.inboxNewKeyStatement(inbox, l)));
-      ops.put("inboxNewKeyCallback", () -> repeatOp(l -> b.inboxNewKeyCallback(inbox, l)));
-      ops.put("naiveGuardNewKey", () -> repeatOp(l -> b.naiveGuardNewKey(db, l)));
+      ops.put("executorReplayWarm", () -> op(l -> b.executorReplayWarm(warmExecutor, l)));
+      ops.put("camelRepeatCold", () -> op(l -> b.camelRepeatCold(camel, l)));
+      ops.put("springIntegrationRepeatCold", () -> op(l -> b.springIntegrationRepeatCold(si, l)));
+      ops.put("naiveGuardRepeat", () -> op(l -> b.naiveGuardRepeat(db, naive, l)));
+      ops.put("bareEffect", () -> op(l -> b.bareEffect(db, l)));
+      ops.put("executorNewKeyStatement", () -> op(l -> b.executorNewKeyStatement(executor, l)));
+      ops.put("executorNewKeyCallback", () -> op(l -> b.executorNewKeyCallback(executor, l)));
+      ops.put("inboxNewKeyStatement", () -> op(l -> b.inboxNewKeyStatement(inbox, l)));
+      ops.put("inboxNewKeyCallback", () -> op(l -> b.inboxNewKeyCallback(inbox, l)));
+      ops.put("naiveGuardNewKey", () -> op(l -> b.naiveGuardNewKey(db, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       for (String guard : new String[] {"inboxRepeatCold", "inboxRepeatColdStatement", "inboxRepeatWarm", "executorReplayCold",
           "executorReplayColdStatement", "executorReplayWarm", "camelRepeatCold", "springIntegrationRepeatCold", "naiveGuardRepeat"}) {
@@ -186,36 +186,15 @@ public final class InterleavedRatios {
   }
 
   @FunctionalInterface
-  interface OnRepeatState {
-    void run(RepeatBenchmark.Local local) throws Exception;
+  interface OnThreadKeys {
+    void run(ThreadKeys keys) throws Exception;
   }
 
-  private static Op repeatOp(OnRepeatState op) {
-    RepeatBenchmark.Local local = new RepeatBenchmark.Local();
-    local.start();
-    return () -> op.run(local);
-  }
-
-  @FunctionalInterface
-  interface OnExecutorState {
-    void run(ExecutorBenchmark.Local local) throws Exception;
-  }
-
-  @FunctionalInterface
-  interface OnInboxState {
-    void run(InboxBenchmark.Local local) throws Exception;
-  }
-
-  private static Op executorOp(OnExecutorState op) {
-    ExecutorBenchmark.Local local = new ExecutorBenchmark.Local();
-    local.start();
-    return () -> op.run(local);
-  }
-
-  private static Op inboxOp(OnInboxState op) {
-    InboxBenchmark.Local local = new InboxBenchmark.Local();
-    local.start();
-    return () -> op.run(local);
+  /** A benchmark method bound to a fresh thread's keys. */
+  private static Op op(OnThreadKeys op) {
+    ThreadKeys keys = new ThreadKeys();
+    keys.start();
+    return () -> op.run(keys);
   }
 
   /**

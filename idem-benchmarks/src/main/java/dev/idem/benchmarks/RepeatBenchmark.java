@@ -20,7 +20,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -386,33 +385,13 @@ public class RepeatBenchmark {
     }
   }
 
-  /** A thread's own counters: new keys never collide, repeats and reads spread over the ids. */
-  @State(Scope.Thread)
-  public static class Local {
-    String prefix;
-    long n;
-
-    @Setup(Level.Trial)
-    public void start() {
-      prefix = UUID.randomUUID().toString();
-      n = ThreadLocalRandom.current().nextInt(IDS);
-    }
-
-    String newKey() {
-      return prefix + "-" + n++;
-    }
-
-    int nextIndex(int bound) {
-      return (int) (n++ % bound);
-    }
-  }
 
   // ---------------------------------------------------------------------------------------------
   // The yardsticks
 
   /** An auto-commit primary-key SELECT of one payment row. */
   @Benchmark
-  public String barePkRead(Db db, Local l) throws SQLException {
+  public String barePkRead(Db db, ThreadKeys l) throws SQLException {
     try (Connection c = db.ds.getConnection();
         PreparedStatement ps = c.prepareStatement("SELECT request, amount FROM payments WHERE id = ?")) {
       ps.setLong(1, 1 + l.nextIndex(READ_ROWS));
@@ -425,7 +404,7 @@ public class RepeatBenchmark {
 
   /** A bare JDBC transaction inserting one payment row. */
   @Benchmark
-  public String bareEffect(Db db, Local l) throws SQLException {
+  public String bareEffect(Db db, ThreadKeys l) throws SQLException {
     return BareTransaction.run(db.ds, c -> pay(c, l.newKey()));
   }
 
@@ -450,7 +429,7 @@ public class RepeatBenchmark {
 
   /** A repeat of an id the inbox applied itself lately. */
   @Benchmark
-  public void inboxRepeatWarm(WarmInbox warm, Local l) {
+  public void inboxRepeatWarm(WarmInbox warm, ThreadKeys l) {
     String id = warmId(l.nextIndex(WARM_IDS));
     replayed(warm.inbox.receive(id, tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + id);
@@ -475,7 +454,7 @@ public class RepeatBenchmark {
 
   /** A repeat of a key the executor completed itself lately. */
   @Benchmark
-  public void executorReplayWarm(WarmExecutor warm, Local l) {
+  public void executorReplayWarm(WarmExecutor warm, ThreadKeys l) {
     String request = warmId(l.nextIndex(WARM_IDS));
     replayedValue(warm.executor.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
       throw new IllegalStateException("a repeat must not run the effect: " + request);
@@ -487,7 +466,7 @@ public class RepeatBenchmark {
 
   /** Camel: {@code JdbcMessageIdRepository.add} of a present id (a transaction: SELECT COUNT(*), COMMIT). */
   @Benchmark
-  public boolean camelRepeatCold(Camel camel, Local l) {
+  public boolean camelRepeatCold(Camel camel, ThreadKeys l) {
     if (camel.repository.add(inboxId(l.nextIndex(IDS)))) {
       throw new IllegalStateException("camel took a present id for a new one");
     }
@@ -496,7 +475,7 @@ public class RepeatBenchmark {
 
   /** Spring Integration: {@code JdbcMetadataStore.putIfAbsent} of a present key (INSERT ... HAVING COUNT(*)=0, then SELECT). */
   @Benchmark
-  public String springIntegrationRepeatCold(SpringIntegration si, Local l) {
+  public String springIntegrationRepeatCold(SpringIntegration si, ThreadKeys l) {
     String present = si.store.putIfAbsent(inboxId(l.nextIndex(IDS)), "1");
     if (present == null) {
       throw new IllegalStateException("spring integration took a present key for a new one");
@@ -506,7 +485,7 @@ public class RepeatBenchmark {
 
   /** The hand-rolled guard: BEGIN, INSERT ... ON CONFLICT DO NOTHING (nothing inserted), ROLLBACK. */
   @Benchmark
-  public boolean naiveGuardRepeat(Db db, Naive naive, Local l) throws SQLException {
+  public boolean naiveGuardRepeat(Db db, Naive naive, ThreadKeys l) throws SQLException {
     try (Connection c = db.ds.getConnection()) {
       if (naiveGuard(c, inboxId(l.nextIndex(IDS)), null)) {
         throw new IllegalStateException("the naive guard took a present key for a new one");
@@ -534,14 +513,14 @@ public class RepeatBenchmark {
 
   /** The payment insert through the executor, as a statement: claim, insert, COMMIT in one round trip. */
   @Benchmark
-  public void executorNewKeyStatement(ExecutorState ex, Local l) {
+  public void executorNewKeyStatement(ExecutorState ex, ThreadKeys l) {
     String request = l.newKey();
     ex.executor.execute(IdempotencyKey.of("bench/new", request), fingerprint(request), payment(request));
   }
 
   /** The payment insert through the executor, as a callback, its result (the payment id) stored. */
   @Benchmark
-  public void executorNewKeyCallback(ExecutorState ex, Local l) throws SQLException {
+  public void executorNewKeyCallback(ExecutorState ex, ThreadKeys l) throws SQLException {
     String request = l.newKey();
     ex.executor.execute(IdempotencyKey.of("bench/new", request), fingerprint(request), Codec.utf8(),
         tx -> pay(tx.connection(), request));
@@ -549,14 +528,14 @@ public class RepeatBenchmark {
 
   /** The payment insert through the inbox, as a statement. */
   @Benchmark
-  public void inboxNewKeyStatement(InboxState in, Local l) {
+  public void inboxNewKeyStatement(InboxState in, ThreadKeys l) {
     String id = l.newKey();
     in.inbox.receive(id, payment(id));
   }
 
   /** The payment insert through the inbox, as a callback. */
   @Benchmark
-  public void inboxNewKeyCallback(InboxState in, Local l) throws SQLException {
+  public void inboxNewKeyCallback(InboxState in, ThreadKeys l) throws SQLException {
     String id = l.newKey();
     in.inbox.receive(id, tx -> {
       pay(tx.connection(), id);
@@ -565,7 +544,7 @@ public class RepeatBenchmark {
 
   /** The hand-rolled guard for a new key: BEGIN, INSERT ... ON CONFLICT DO NOTHING, the payment insert, COMMIT. */
   @Benchmark
-  public boolean naiveGuardNewKey(Db db, Local l) throws SQLException {
+  public boolean naiveGuardNewKey(Db db, ThreadKeys l) throws SQLException {
     String key = l.newKey();
     try (Connection c = db.ds.getConnection()) {
       return naiveGuard(c, key, key);

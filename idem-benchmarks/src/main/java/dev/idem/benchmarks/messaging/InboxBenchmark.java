@@ -1,6 +1,7 @@
 package dev.idem.benchmarks.messaging;
 
 import dev.idem.benchmarks.BareTransaction;
+import dev.idem.benchmarks.ThreadKeys;
 import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
@@ -15,7 +16,6 @@ import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.jooq.Field;
 import org.jooq.Record;
@@ -88,17 +88,6 @@ public class InboxBenchmark {
     }
   }
 
-  /** Each thread's own message ids, so every receive is a first copy. */
-  @State(Scope.Thread)
-  public static class Local {
-    String prefix;
-    long n;
-
-    @Setup(Level.Trial)
-    public void start() {
-      prefix = UUID.randomUUID().toString();
-    }
-  }
 
   static void charge(Connection c, String messageId) throws SQLException {
     try (PreparedStatement ps = c.prepareStatement(INSERT)) {
@@ -109,23 +98,23 @@ public class InboxBenchmark {
   }
 
   @Benchmark
-  public void bareEffect(Shared s, Local l) throws SQLException {
+  public void bareEffect(Shared s, ThreadKeys l) throws SQLException {
     BareTransaction.run(s.ds, c -> {
-      charge(c, l.prefix + "-" + l.n++);
+      charge(c, l.newKey());
       return null;
     });
   }
 
   @Benchmark
-  public Execution<Void> inboxReceive(Shared s, Local l) throws SQLException {
-    String id = l.prefix + "-" + l.n++;
+  public Execution<Void> inboxReceive(Shared s, ThreadKeys l) throws SQLException {
+    String id = l.newKey();
     return s.inbox.receive(id, tx -> charge(tx.connection(), id));
   }
 
   /** The same INSERT as a statement: the claim, the insert and COMMIT in one round trip, the claim first. */
   @Benchmark
-  public Execution<Void> inboxReceiveStatement(Shared s, Local l) {
-    String id = l.prefix + "-" + l.n++;
+  public Execution<Void> inboxReceiveStatement(Shared s, ThreadKeys l) {
+    String id = l.newKey();
     return s.inbox.receive(id, DSL.insertInto(CHARGES, MESSAGE_ID, AMOUNT).values(id, 10));
   }
 
