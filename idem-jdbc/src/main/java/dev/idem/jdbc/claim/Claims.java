@@ -368,22 +368,16 @@ public final class Claims {
     try {
       return ClaimTable.single(c, reclaim, 1, binds) != null;
     } catch (SQLException e) {
-      if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
-        throw new Busy(retryAfter);
-      }
-      throw failed(e);
+      throw classified(e);
     }
   }
 
-  /** A claim statement: a wait on another copy past the bound (55P03) means that copy is in flight. */
+  /** A claim statement: see {@link #classified} for what its failure means. */
   private ClaimRow claim(Connection c, Sql sql, int index, Binds binds, long started) {
     try {
       return ClaimTable.row(c, sql, index, binds, started);
     } catch (SQLException e) {
-      if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
-        throw new Busy(retryAfter);
-      }
-      throw failed(e);
+      throw classified(e);
     }
   }
 
@@ -414,6 +408,11 @@ public final class Claims {
     }
   }
 
+  /**
+   * What a claim statement's failure means: idem's signal (the key has a row) is {@link Repeat}; a
+   * wait on the key table past the bound, another copy in flight, is {@link Busy}; anything else
+   * is the failure.
+   */
   private RuntimeException classified(SQLException e) {
     Repeat repeat = Repeat.of(e);
     if (repeat != null) {

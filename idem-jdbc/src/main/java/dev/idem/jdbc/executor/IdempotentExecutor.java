@@ -270,7 +270,7 @@ public final class IdempotentExecutor {
     long waitUntil = started + settings.inFlightWait().toNanos(); // only this caller's patience
     Duration poll = FIRST_POLL;
     int changed = 0; // rounds in which the row changed under a write, or a write was refused 40001
-    ClaimRow row = externalWrite(c -> claimRow(c, table.claimExternal, binds, started));
+    ClaimRow row = externalWrite(c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
     while (true) {
       if (row == null) {
         if (++changed >= MAX_EXTERNAL_ROUNDS || !context.pause(changed)) {
@@ -279,7 +279,7 @@ public final class IdempotentExecutor {
         }
         row = claims.read(binds, started);
         if (row == null) {
-          row = externalWrite(c -> claimRow(c, table.claimExternal, binds, started));
+          row = externalWrite(c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
         }
         continue;
       }
@@ -412,10 +412,6 @@ public final class IdempotentExecutor {
     } catch (RuntimeException e) {
       failure.addSuppressed(e); // the lease then ends on its own; the call's failure matters more
     }
-  }
-
-  private ClaimRow claimRow(Connection c, dev.idem.jdbc.claim.Sql sql, Binds binds, long started) throws java.sql.SQLException {
-    return ClaimTable.readRow(c, sql, binds, started);
   }
 
   /**

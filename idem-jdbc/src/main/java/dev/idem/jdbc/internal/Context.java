@@ -62,10 +62,6 @@ public final class Context {
     return listener;
   }
 
-  public RetryBudget retries() {
-    return retries;
-  }
-
   /** A jOOQ context with no connection, for rendering SQL once. */
   public DSLContext dsl() {
     return detached;
@@ -217,23 +213,16 @@ public final class Context {
    * nothing).
    */
   public <R> R autoCommit(String what, AutoCommit.Work<R> work) {
-    for (int run = 1; ; run++) {
+    Runs runs = new Runs();
+    while (true) {
       try {
         return AutoCommit.run(dataSource, what, work);
       } catch (DataAccessException e) {
-        if (!retryAfter(run, e)) {
+        if (!runs.again(e, false)) { // idem's own statements: no caller code ran
           throw e;
         }
       }
     }
-  }
-
-  /**
-   * After run {@code run} failed with {@code e}: true (having waited the back-off) if the budget
-   * allows another run and {@code e} is one a new run can clear; false to throw it.
-   */
-  public boolean retryAfter(int run, Throwable e) {
-    return run < retries.maxRuns() && SqlStates.isRetryable(e) && pause(run);
   }
 
   /**

@@ -277,7 +277,8 @@ public final class Leases {
    * READ or SERIALIZABLE), so a lost race answers as under READ COMMITTED: empty or false.
    */
   private <T> T bounded(T whenBusy, java.util.function.Function<DSLContext, T> statement) {
-    for (int run = 1; ; run++) {
+    Context.Runs runs = idem.runs();
+    while (true) {
       try {
         return OwnTransaction.run(idem.dataSource(), c -> {
           try (Statement st = c.createStatement()) {
@@ -295,7 +296,7 @@ public final class Leases {
           }
           return whenBusy;
         }
-        if (!idem.retryAfter(run, e)) {
+        if (!runs.again(e, false)) { // one statement of idem's, no caller code: a lost race
           throw e;
         }
       }
