@@ -5,7 +5,6 @@ import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
 import dev.idem.jdbc.claim.Binds;
-import dev.idem.jdbc.claim.Busy;
 import dev.idem.jdbc.claim.ClaimRow;
 import dev.idem.jdbc.claim.ClaimSettings;
 import dev.idem.jdbc.claim.ClaimTable;

@@ -6,7 +6,6 @@ import dev.idem.internal.Sha256;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.internal.Expiry;
-import dev.idem.jdbc.internal.OwnTransaction;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;

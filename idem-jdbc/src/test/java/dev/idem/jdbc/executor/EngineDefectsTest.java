@@ -12,7 +12,6 @@ import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import com.zaxxer.hikari.HikariDataSource;
 import java.sql.Connection;
-import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;

@@ -23,7 +23,6 @@ import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
-import org.jooq.DSLContext;
 import org.jooq.exception.DataAccessException;
 import org.postgresql.PGConnection;
 import org.junit.jupiter.api.AfterAll;
