@@ -23,6 +23,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadLocalRandom;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
@@ -80,6 +81,9 @@ public final class Relay implements AutoCloseable {
   /** The longest {@linkplain Builder#pollInterval poll interval}: one day. */
   public static final Duration MAX_POLL_INTERVAL = Duration.ofDays(1);
 
+  /** The longest {@linkplain Builder#shutdownTimeout shutdown timeout}: ten minutes. */
+  public static final Duration MAX_SHUTDOWN_TIMEOUT = Duration.ofMinutes(10);
+
   private static final Logger LOG = LoggerFactory.getLogger("dev.idem.relay");
   private static final int MAX_ERROR_LENGTH = 2000;
   /** {@code last_error} when the database refused the error's own text. */
@@ -99,6 +103,8 @@ public final class Relay implements AutoCloseable {
   private final boolean ordered;
   private final Duration retention;
   private final boolean listen;
+  private final ThreadFactory threads;
+  private final Duration shutdownTimeout;
   private final Events events;
   private final String claimSql;
   private final String markSentSql;
@@ -119,6 +125,8 @@ public final class Relay implements AutoCloseable {
     this.ordered = b.ordered;
     this.retention = b.retention;
     this.listen = b.listen;
+    this.threads = b.threads;
+    this.shutdownTimeout = b.shutdownTimeout;
     this.events = Events.to(idem.listener(), "outbox");
     DSLContext d = idem.dsl();
 
@@ -373,20 +381,36 @@ public final class Relay implements AutoCloseable {
   }
 
   /**
-   * Starts the background loop on a daemon thread: batches back to back while they send
-   * something, and after a batch that sent nothing (nothing due, or every publish failed) a wait of
-   * the poll interval. Errors (a lost database) are logged and retried after the poll interval.
+   * Starts the background loop on a thread of the {@linkplain Builder#threadFactory thread
+   * factory}: batches back to back while they send something, and after a batch that sent nothing
+   * (nothing due, or every publish failed) a wait of the poll interval. Errors (a lost database) are
+   * logged and retried after the poll interval. A relay stopped by {@link #close()} can be started
+   * again.
    *
-   * @throws IllegalStateException if already started
+   * @throws IllegalStateException if already running, or if the previous loop was closed while a
+   *     publish ignored the interrupt and has not ended yet
    */
   public synchronized void start() {
     if (loop != null) {
-      throw new IllegalStateException("relay already started");
+      if (loop.isAlive()) {
+        throw new IllegalStateException(running ? "relay already started"
+            : "relay's previous loop has not ended yet (a publish ignores the interrupt); start it again later");
+      }
+      loop = null;
     }
     running = true;
-    loop = new Thread(this::loop, "idem-relay");
-    loop.setDaemon(true);
-    loop.start();
+    Thread t = threads.newThread(this::loop);
+    if (t == null) {
+      running = false;
+      throw new IllegalStateException("the relay's thread factory returned no thread");
+    }
+    loop = t;
+    t.start();
+  }
+
+  /** Whether the background loop runs: started, not closed, and its thread alive. */
+  public synchronized boolean isRunning() {
+    return running && loop != null && loop.isAlive();
   }
 
   private void loop() {
@@ -526,12 +550,13 @@ public final class Relay implements AutoCloseable {
 
   /**
    * Stops the background loop: the batch in progress finishes and commits, then the loop ends.
-   * Waits for it up to 30 seconds, then interrupts it and waits 5 seconds more. A publisher that
+   * Waits for it four fifths of the {@linkplain Builder#shutdownTimeout shutdown timeout} (default
+   * 10 s), then interrupts it and waits the last fifth. A publisher that
    * ignores the interrupt (a blocking socket write) is then left running: this logs a warning and
    * returns, so an application's shutdown is never held forever by a hung broker. That batch commits
    * its marks if it finishes later; if the process ends first, its messages stay unsent and are
    * published again by the next relay (at least once, as after a crash). Idempotent; a relay never
-   * started closes at once.
+   * started closes at once; a closed relay can be {@linkplain #start() started} again.
    */
   @Override
   public void close() {
@@ -549,11 +574,15 @@ public final class Relay implements AutoCloseable {
     if (listen) {
       wakeListeners();
     }
+    // Most of the bound for the batch in progress to finish on its own; the rest for an interrupted
+    // publish to give up. The whole stays within shutdownTimeout, so a hung broker never holds an
+    // application's shutdown (and Kubernetes' grace period) longer than configured.
+    long total = shutdownTimeout.toMillis();
     try {
-      t.join(30_000);
+      t.join(Math.max(1, total * 4 / 5));
       if (t.isAlive()) {
         t.interrupt();
-        t.join(5_000);
+        t.join(Math.max(1, total / 5));
         if (t.isAlive()) {
           LOG.warn("relay closed while its batch in progress still runs (a publish ignores the interrupt);"
               + " unmarked messages of that batch will be published again");
@@ -561,6 +590,11 @@ public final class Relay implements AutoCloseable {
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    }
+    synchronized (this) {
+      if (loop == t && !t.isAlive() && !running) {
+        loop = null;
+      }
     }
   }
 
@@ -578,6 +612,12 @@ public final class Relay implements AutoCloseable {
 
   private record Failure(OutboxMessage message, Throwable error) {}
 
+  private static final ThreadFactory DAEMON = r -> {
+    Thread t = new Thread(r, "idem-relay");
+    t.setDaemon(true);
+    return t;
+  };
+
   /** Configures a {@link Relay}; validated and copied in {@link #build()}. */
   public static final class Builder {
     private final Context idem;
@@ -590,6 +630,8 @@ public final class Relay implements AutoCloseable {
     private boolean ordered;
     private Duration retention = Duration.ofDays(7);
     private boolean listen;
+    private ThreadFactory threads = DAEMON;
+    private Duration shutdownTimeout = Duration.ofSeconds(10);
 
     private Builder(Context idem, Publisher publisher) {
       if (idem == null) {
@@ -668,6 +710,26 @@ public final class Relay implements AutoCloseable {
     }
 
     /**
+     * Makes the thread of the background loop ({@link Relay#start()}); one thread per start. Default:
+     * a daemon thread named {@code idem-relay}. Give a virtual-thread factory ({@code
+     * Thread.ofVirtual().name("idem-relay").factory()}, Java 21) or your platform's managed one.
+     */
+    public Builder threadFactory(ThreadFactory threads) {
+      this.threads = threads;
+      return this;
+    }
+
+    /**
+     * How long {@link Relay#close()} waits for the batch in progress, interrupting it for the last
+     * fifth; default 10 s, well inside Kubernetes' 30 s grace period. At most {@link
+     * Relay#MAX_SHUTDOWN_TIMEOUT}.
+     */
+    public Builder shutdownTimeout(Duration timeout) {
+      this.shutdownTimeout = timeout;
+      return this;
+    }
+
+    /**
      * Checks the settings and builds the relay.
      *
      * @throws IllegalArgumentException naming the setting, if one is out of its range: a batch size
@@ -689,6 +751,8 @@ public final class Relay implements AutoCloseable {
         throw new IllegalArgumentException("max backoff " + maxBackoff + " is shorter than the initial backoff " + initialBackoff);
       }
       checkDuration(retention, "retention", MAX_RETENTION);
+      Require.notNull(threads, "threadFactory");
+      checkDuration(shutdownTimeout, "shutdownTimeout", MAX_SHUTDOWN_TIMEOUT);
       return new Relay(this);
     }
 

@@ -625,6 +625,65 @@ class RelayTest {
   }
 
   @Test
+  void aClosedRelayStartsAgainOnTheGivenThreadsAndPublishesWhatCameMeanwhile() throws Exception {
+    List<String> threads = new CopyOnWriteArrayList<>();
+    AtomicInteger made = new AtomicInteger();
+    List<OutboxMessage> seen = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(m -> {
+      threads.add(Thread.currentThread().getName());
+      seen.add(m);
+    }).pollInterval(Duration.ofMillis(20)).threadFactory(r -> new Thread(r, "mine-" + made.incrementAndGet())).build();
+    assertThat(relay.isRunning()).isFalse();
+    runUntilOnePublishedAndClose(relay);
+    assertThat(relay.isRunning()).isFalse();
+    UUID meanwhile = enqueue(msg("while stopped"));
+    Thread.sleep(100); // a stopped relay publishes nothing: the message waits
+    assertThat(status(meanwhile)).isEqualTo("P");
+    runUntilOnePublishedAndClose(relay);
+    assertThat(status(meanwhile)).isEqualTo("S");
+    assertThat(made).hasValue(2);
+    assertThat(threads).containsOnly("mine-1", "mine-2");
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
+    assertThat(seen).extracting(OutboxMessage::id).doesNotHaveDuplicates().contains(meanwhile);
+    assertThatThrownBy(() -> idem.relay(m -> {}).shutdownTimeout(Duration.ZERO).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("shutdownTimeout");
+    assertThatThrownBy(() -> idem.relay(m -> {}).threadFactory(null).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("threadFactory");
+  }
+
+  @Test
+  void closeWaitsNoLongerThanTheShutdownTimeoutForAPublishThatIgnoresInterrupts() throws Exception {
+    enqueue(msg("stuck"));
+    CountDownLatch publishing = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    Relay relay = idem.relay(m -> {
+      publishing.countDown();
+      while (true) {
+        try {
+          if (release.await(30, TimeUnit.SECONDS)) {
+            return;
+          }
+        } catch (InterruptedException ignored) {
+          // a broker client that swallows the interrupt
+        }
+      }
+    }).shutdownTimeout(Duration.ofMillis(500)).build();
+    relay.start();
+    assertThat(publishing.await(20, TimeUnit.SECONDS)).isTrue();
+    long t0 = System.nanoTime();
+    relay.close();
+    long tookMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+    assertThat(tookMs).isGreaterThanOrEqualTo(400).isLessThan(5_000);
+    assertThatThrownBy(relay::start).isInstanceOf(IllegalStateException.class).hasMessageContaining("has not ended yet");
+    release.countDown();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") == 0) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
+
+  @Test
   void aClosedListeningRelayGivesItsConnectionBackNoLongerListening() throws Exception {
     try (HikariDataSource pool = db.dataSource(3)) {
       Relay relay = Idem.builder(pool).build().relay(m -> {}).listen(true).pollInterval(Duration.ofMinutes(10)).build();
