@@ -1,0 +1,64 @@
+package dev.idem.spring;
+
+import dev.idem.jdbc.tx.TransactionBinding;
+import java.sql.Connection;
+import javax.sql.DataSource;
+import org.springframework.jdbc.datasource.ConnectionHolder;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * Spring's transaction as idem's: inside {@code @Transactional} or a {@code TransactionTemplate},
+ * every idem call joins the transaction on the connection Spring bound to this thread for the
+ * DataSource (the one JdbcTemplate and jOOQ use), so the key commits or rolls back with the
+ * effect's rows. Outside a Spring transaction, idem runs in a transaction of its own.
+ *
+ * <p>Never guesses: a Spring transaction that is read-only, or that holds no connection of this
+ * DataSource (a transaction manager of another DataSource, or JTA without one bound), is refused
+ * with an {@link IllegalStateException} before idem writes anything, rather than committed apart.
+ *
+ * <p>Works with {@code DataSourceTransactionManager}, {@code JdbcTransactionManager} and {@code
+ * JpaTransactionManager} (which binds its JDBC connection too).
+ */
+public final class SpringTransactionBinding implements TransactionBinding {
+  private final DataSource dataSource;
+
+  /**
+   * A binding to the transactions Spring runs on {@code dataSource} (a {@code
+   * TransactionAwareDataSourceProxy} is unwrapped: Spring binds the target's connection).
+   */
+  public SpringTransactionBinding(DataSource dataSource) {
+    if (dataSource == null) {
+      throw new IllegalArgumentException("dataSource must not be null");
+    }
+    this.dataSource = unwrap(dataSource);
+  }
+
+  /** {@code dataSource} without a {@code TransactionAwareDataSourceProxy} around it. */
+  public static DataSource unwrap(DataSource dataSource) {
+    DataSource d = dataSource;
+    while (d instanceof TransactionAwareDataSourceProxy proxy && proxy.getTargetDataSource() != null) {
+      d = proxy.getTargetDataSource();
+    }
+    return d;
+  }
+
+  @Override
+  public Connection currentConnection() {
+    if (!TransactionSynchronizationManager.isActualTransactionActive()) {
+      return null;
+    }
+    String name = TransactionSynchronizationManager.getCurrentTransactionName();
+    if (TransactionSynchronizationManager.isCurrentTransactionReadOnly()) {
+      throw new IllegalStateException("the Spring transaction open on this thread (" + name + ") is read-only,"
+          + " and idem writes its key there: call idem outside it, or from a read-write transaction"
+          + " (@Transactional without readOnly = true)");
+    }
+    if (TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder holder && holder.isSynchronizedWithTransaction()) {
+      return holder.getConnection();
+    }
+    throw new IllegalStateException("a Spring transaction is open on this thread (" + name + ") but holds no"
+        + " connection of idem's DataSource, so idem cannot join it and will not commit on a connection of its own:"
+        + " run idem's calls in a transaction of the transaction manager of that DataSource");
+  }
+}

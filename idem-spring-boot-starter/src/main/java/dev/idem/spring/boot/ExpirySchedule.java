@@ -1,0 +1,82 @@
+package dev.idem.spring.boot;
+
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.context.SmartLifecycle;
+
+/**
+ * Deletes keys and inbox ids past their window, for every executor and inbox bean, every {@code
+ * idem.expiry.interval}, on one daemon thread of its own. Expiry is decided by the database clock
+ * and batched by each tool; several instances running it at once delete each row once.
+ */
+final class ExpirySchedule implements SmartLifecycle {
+  private static final Logger LOG = LoggerFactory.getLogger(ExpirySchedule.class);
+  private final Supplier<List<IdempotentExecutor>> executors;
+  private final Supplier<List<Inbox>> inboxes;
+  private final Duration interval;
+  private ScheduledExecutorService scheduler;
+
+  ExpirySchedule(Supplier<List<IdempotentExecutor>> executors, Supplier<List<Inbox>> inboxes, Duration interval) {
+    if (interval == null || interval.isNegative() || interval.isZero()) {
+      throw new IllegalArgumentException("idem.expiry.interval must be positive, was " + interval);
+    }
+    this.executors = executors;
+    this.inboxes = inboxes;
+    this.interval = interval;
+  }
+
+  /** One pass over every executor and inbox; returns the rows deleted. */
+  long runOnce() {
+    long n = 0;
+    for (IdempotentExecutor e : executors.get()) {
+      n += e.expire();
+    }
+    for (Inbox i : inboxes.get()) {
+      n += i.expire();
+    }
+    return n;
+  }
+
+  @Override
+  public synchronized void start() {
+    scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "idem-expiry");
+      t.setDaemon(true);
+      return t;
+    });
+    long ms = interval.toMillis();
+    scheduler.scheduleWithFixedDelay(() -> {
+      try {
+        runOnce();
+      } catch (RuntimeException e) {
+        LOG.warn("idem expiry failed; trying again in {}", interval, e);
+      }
+    }, ms, ms, TimeUnit.MILLISECONDS);
+  }
+
+  @Override
+  public synchronized void stop() {
+    if (scheduler != null) {
+      scheduler.shutdownNow();
+      try {
+        scheduler.awaitTermination(5, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      scheduler = null;
+    }
+  }
+
+  @Override
+  public synchronized boolean isRunning() {
+    return scheduler != null;
+  }
+}

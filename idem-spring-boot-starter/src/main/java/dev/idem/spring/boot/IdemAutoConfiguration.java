@@ -1,0 +1,150 @@
+package dev.idem.spring.boot;
+
+import dev.idem.event.IdemListener;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.outbox.Publisher;
+import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.tx.TransactionBinding;
+import dev.idem.spring.AfterCommitListener;
+import dev.idem.spring.IdemExceptionTranslator;
+import dev.idem.spring.RelayLifecycle;
+import dev.idem.spring.SpringTransactionBinding;
+import java.util.concurrent.ThreadFactory;
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.annotation.Qualifier;
+import org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.actuate.health.HealthIndicator;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+import org.springframework.core.env.Environment;
+import org.springframework.core.task.VirtualThreadTaskExecutor;
+
+/**
+ * idem on the application's DataSource, with Spring's transaction as idem's (see {@link
+ * SpringTransactionBinding}). Every bean here backs off when the application defines its own of the
+ * same type. See docs/spring.md for the properties.
+ */
+@AutoConfiguration(afterName = {
+    "org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration",
+    "org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration",
+    "org.springframework.boot.autoconfigure.flyway.FlywayAutoConfiguration",
+    "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
+    "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
+    "org.springframework.boot.flyway.autoconfigure.FlywayAutoConfiguration"})
+@ConditionalOnClass(Idem.class)
+@ConditionalOnSingleCandidate(DataSource.class)
+@EnableConfigurationProperties(IdemProperties.class)
+@Import(IdemToolsRegistrar.class)
+public class IdemAutoConfiguration {
+
+  /** Spring's transaction on this DataSource as idem's. */
+  @Bean
+  @ConditionalOnMissingBean
+  public TransactionBinding idemTransactionBinding(DataSource dataSource) {
+    return new SpringTransactionBinding(dataSource);
+  }
+
+  /** idem's tables, created or updated at start-up ({@code idem.migrate.enabled}). */
+  @Bean
+  @ConditionalOnMissingBean
+  @ConditionalOnClass(name = "dev.idem.flyway.IdemFlyway")
+  @ConditionalOnProperty(prefix = "idem.migrate", name = "enabled", matchIfMissing = true)
+  public IdemMigrations idemMigrations(DataSource dataSource, IdemProperties properties) {
+    return new IdemMigrations(SpringTransactionBinding.unwrap(dataSource), properties.getSchema());
+  }
+
+  /**
+   * The entry point, on the DataSource's target (never a {@code TransactionAwareDataSourceProxy}:
+   * idem joins Spring's transaction through the binding, and commits its own on a plain connection).
+   */
+  @Bean
+  @ConditionalOnMissingBean
+  public Idem idem(DataSource dataSource, TransactionBinding binding, IdemProperties properties,
+      ObjectProvider<IdemListener> listeners, ObjectProvider<IdemMigrations> migrations) {
+    migrations.ifAvailable(m -> {}); // made (and run) first
+    return Idem.builder(SpringTransactionBinding.unwrap(dataSource))
+        .schema(properties.getSchema())
+        .transactionBinding(binding)
+        .listener(new AfterCommitListener(listeners.orderedStream().toList()))
+        .build();
+  }
+
+  /** The transactional outbox. */
+  @Bean
+  @ConditionalOnMissingBean
+  public Outbox idemOutbox(Idem idem) {
+    return idem.outbox();
+  }
+
+  /** idem's data-access errors as Spring's {@code DataAccessException}s, from {@code @Repository} beans. */
+  @Bean
+  @ConditionalOnMissingBean
+  public IdemExceptionTranslator idemExceptionTranslator(DataSource dataSource) {
+    return new IdemExceptionTranslator(dataSource);
+  }
+
+  /** The relay of the outbox to the application's {@link Publisher}, started and stopped with the context. */
+  @Bean
+  @ConditionalOnBean(Publisher.class)
+  @ConditionalOnMissingBean
+  @ConditionalOnProperty(prefix = "idem.relay", name = "enabled", matchIfMissing = true)
+  public RelayLifecycle idemRelay(Idem idem, Publisher publisher, IdemProperties properties, Environment environment,
+      @Qualifier("idemRelayThreadFactory") ObjectProvider<ThreadFactory> threads) {
+    IdemProperties.RelayProperties p = properties.getRelay();
+    Relay.Builder b = idem.relay(publisher)
+        .batchSize(p.getBatchSize())
+        .pollInterval(p.getPollInterval())
+        .maxAttempts(p.getMaxAttempts())
+        .backoff(p.getBackoffInitial(), p.getBackoffMax())
+        .orderedByAggregateKey(p.isOrdered())
+        .retention(p.getRetention())
+        .listen(p.isListen())
+        .shutdownTimeout(p.getShutdownTimeout());
+    ThreadFactory mine = threads.getIfAvailable();
+    boolean virtual = p.getVirtualThreads() != null ? p.getVirtualThreads()
+        : environment.getProperty("spring.threads.virtual.enabled", Boolean.class, false);
+    if (mine != null) {
+      b.threadFactory(mine);
+    } else if (virtual) {
+      if (Runtime.version().feature() < 21) {
+        throw new IllegalStateException("idem.relay.virtual-threads (or spring.threads.virtual.enabled) needs Java 21+,"
+            + " this is Java " + Runtime.version().feature());
+      }
+      b.threadFactory(new VirtualThreadTaskExecutor("idem-relay-").getVirtualThreadFactory());
+    }
+    return new RelayLifecycle(b.build(), true);
+  }
+
+  /** The expiry of every executor and inbox bean ({@code idem.expiry.*}). */
+  @Bean
+  @ConditionalOnProperty(prefix = "idem.expiry", name = "enabled", matchIfMissing = true)
+  ExpirySchedule idemExpirySchedule(ObjectProvider<IdempotentExecutor> executors, ObjectProvider<Inbox> inboxes,
+      IdemProperties properties) {
+    return new ExpirySchedule(() -> executors.orderedStream().toList(), () -> inboxes.orderedStream().toList(),
+        properties.getExpiry().getInterval());
+  }
+
+  /** {@code /actuator/health/idem}, with Spring Boot Actuator. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(HealthIndicator.class)
+  @ConditionalOnEnabledHealthIndicator("idem")
+  static class Health {
+    @Bean
+    @ConditionalOnMissingBean(name = "idemHealthIndicator")
+    HealthIndicator idemHealthIndicator(Outbox outbox, ObjectProvider<RelayLifecycle> relay) {
+      return new IdemHealthIndicator(outbox, relay.getIfAvailable());
+    }
+  }
+}

@@ -1,0 +1,322 @@
+package dev.idem.spring.boot;
+
+import dev.idem.window.RepeatSource;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+
+/**
+ * Settings of idem's auto-configuration, under {@code idem.*}. A setting left unset takes the
+ * default of the idem builder it feeds, given in each comment.
+ */
+@ConfigurationProperties("idem")
+public class IdemProperties {
+  /** Schema of idem's tables. */
+  private String schema = "idem";
+
+  private final Migrate migrate = new Migrate();
+
+  /** Executors by name, each a bean of that name (inject with {@code @Qualifier("name")}). */
+  private final Map<String, Guard> executors = new LinkedHashMap<>();
+
+  /** Inboxes by consumer name, each a bean of that name. */
+  private final Map<String, Guard> inboxes = new LinkedHashMap<>();
+
+  private final RelayProperties relay = new RelayProperties();
+
+  private final Expiry expiry = new Expiry();
+
+  private final Http http = new Http();
+
+  public String getSchema() {
+    return schema;
+  }
+
+  public void setSchema(String schema) {
+    this.schema = schema;
+  }
+
+  public Migrate getMigrate() {
+    return migrate;
+  }
+
+  public Map<String, Guard> getExecutors() {
+    return executors;
+  }
+
+  public Map<String, Guard> getInboxes() {
+    return inboxes;
+  }
+
+  public RelayProperties getRelay() {
+    return relay;
+  }
+
+  public Expiry getExpiry() {
+    return expiry;
+  }
+
+  public Http getHttp() {
+    return http;
+  }
+
+  /** idem's own migrations. */
+  public static class Migrate {
+    /**
+     * Whether to create and update idem's tables at start-up (with Flyway, history table {@code
+     * idem_schema_history} in idem's schema, apart from the application's own Flyway).
+     */
+    private boolean enabled = true;
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+  }
+
+  /** One executor or inbox. */
+  public static class Guard {
+    /**
+     * How long a key is remembered. Default: 24 h for an executor, 7 d for an inbox.
+     */
+    private Duration window;
+
+    /**
+     * Where repeats come from: the window must cover the slowest of these, or start-up fails
+     * (e.g. {@code client-retry, webhook-retries}).
+     */
+    private List<RepeatSource> covers = new ArrayList<>();
+
+    /** How long a copy waits for the first to finish before answering "in flight". Default 2 s. */
+    private Duration inFlightWait;
+
+    /** The retry-after told to a copy answered "in flight". Default 1 s. */
+    private Duration retryAfter;
+
+    /** An executor's lease for external effects. Default 30 s. */
+    private Duration lease;
+
+    public Duration getWindow() {
+      return window;
+    }
+
+    public void setWindow(Duration window) {
+      this.window = window;
+    }
+
+    public List<RepeatSource> getCovers() {
+      return covers;
+    }
+
+    public void setCovers(List<RepeatSource> covers) {
+      this.covers = covers;
+    }
+
+    public Duration getInFlightWait() {
+      return inFlightWait;
+    }
+
+    public void setInFlightWait(Duration inFlightWait) {
+      this.inFlightWait = inFlightWait;
+    }
+
+    public Duration getRetryAfter() {
+      return retryAfter;
+    }
+
+    public void setRetryAfter(Duration retryAfter) {
+      this.retryAfter = retryAfter;
+    }
+
+    public Duration getLease() {
+      return lease;
+    }
+
+    public void setLease(Duration lease) {
+      this.lease = lease;
+    }
+  }
+
+  /** The outbox relay, run when the application defines a {@code Publisher} bean. */
+  public static class RelayProperties {
+    /** Whether to run the relay (it runs only if a {@code Publisher} bean exists). */
+    private boolean enabled = true;
+
+    /** Messages claimed and published per transaction. */
+    private int batchSize = 100;
+
+    /** Wait after a batch that sent nothing. */
+    private Duration pollInterval = Duration.ofMillis(500);
+
+    /** Failed publishes after which a message is parked. */
+    private int maxAttempts = 10;
+
+    /** Back-off after the first failure, doubling per failure. */
+    private Duration backoffInitial = Duration.ofSeconds(1);
+
+    /** Longest back-off. */
+    private Duration backoffMax = Duration.ofMinutes(5);
+
+    /** Keep order per aggregate key. */
+    private boolean ordered = false;
+
+    /** How long sent messages are kept. */
+    private Duration retention = Duration.ofDays(7);
+
+    /** LISTEN for enqueues made with {@code outbox.notifying()} (holds one pooled connection). */
+    private boolean listen = false;
+
+    /** Longest wait for the batch in progress when the context stops. */
+    private Duration shutdownTimeout = Duration.ofSeconds(10);
+
+    /**
+     * Run the loop on a virtual thread (Java 21+). Default: {@code spring.threads.virtual.enabled}.
+     * A {@code ThreadFactory} bean named {@code idemRelayThreadFactory} takes precedence.
+     */
+    private Boolean virtualThreads;
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public int getBatchSize() {
+      return batchSize;
+    }
+
+    public void setBatchSize(int batchSize) {
+      this.batchSize = batchSize;
+    }
+
+    public Duration getPollInterval() {
+      return pollInterval;
+    }
+
+    public void setPollInterval(Duration pollInterval) {
+      this.pollInterval = pollInterval;
+    }
+
+    public int getMaxAttempts() {
+      return maxAttempts;
+    }
+
+    public void setMaxAttempts(int maxAttempts) {
+      this.maxAttempts = maxAttempts;
+    }
+
+    public Duration getBackoffInitial() {
+      return backoffInitial;
+    }
+
+    public void setBackoffInitial(Duration backoffInitial) {
+      this.backoffInitial = backoffInitial;
+    }
+
+    public Duration getBackoffMax() {
+      return backoffMax;
+    }
+
+    public void setBackoffMax(Duration backoffMax) {
+      this.backoffMax = backoffMax;
+    }
+
+    public boolean isOrdered() {
+      return ordered;
+    }
+
+    public void setOrdered(boolean ordered) {
+      this.ordered = ordered;
+    }
+
+    public Duration getRetention() {
+      return retention;
+    }
+
+    public void setRetention(Duration retention) {
+      this.retention = retention;
+    }
+
+    public boolean isListen() {
+      return listen;
+    }
+
+    public void setListen(boolean listen) {
+      this.listen = listen;
+    }
+
+    public Duration getShutdownTimeout() {
+      return shutdownTimeout;
+    }
+
+    public void setShutdownTimeout(Duration shutdownTimeout) {
+      this.shutdownTimeout = shutdownTimeout;
+    }
+
+    public Boolean getVirtualThreads() {
+      return virtualThreads;
+    }
+
+    public void setVirtualThreads(Boolean virtualThreads) {
+      this.virtualThreads = virtualThreads;
+    }
+  }
+
+  /** Deleting keys and inbox ids past their window. */
+  public static class Expiry {
+    /** Whether to run the expiry of every configured executor and inbox on a schedule. */
+    private boolean enabled = true;
+
+    /** Time between runs (the first a full interval after start-up). */
+    private Duration interval = Duration.ofHours(1);
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public Duration getInterval() {
+      return interval;
+    }
+
+    public void setInterval(Duration interval) {
+      this.interval = interval;
+    }
+  }
+
+  /** The Idempotency-Key filter, registered in a Spring MVC application when idem-http is present. */
+  public static class Http {
+    /** Whether to register the filter. */
+    private boolean enabled = true;
+
+    /** URL patterns the filter sees (of those, it guards POST and PATCH). */
+    private List<String> urlPatterns = new ArrayList<>(List.of("/*"));
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public List<String> getUrlPatterns() {
+      return urlPatterns;
+    }
+
+    public void setUrlPatterns(List<String> urlPatterns) {
+      this.urlPatterns = urlPatterns;
+    }
+  }
+}

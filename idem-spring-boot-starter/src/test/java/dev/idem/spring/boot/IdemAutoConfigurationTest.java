@@ -1,0 +1,275 @@
+package dev.idem.spring.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.outbox.Publisher;
+import dev.idem.jdbc.tx.TransactionBinding;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.spring.IdemExceptionTranslator;
+import dev.idem.spring.RelayLifecycle;
+import dev.idem.spring.SpringTransactionBinding;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Qualifier;
+import org.springframework.boot.actuate.health.HealthIndicator;
+import org.springframework.boot.actuate.health.Status;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.autoconfigure.dao.PersistenceExceptionTranslationAutoConfiguration;
+import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
+import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
+import org.springframework.boot.autoconfigure.jdbc.JdbcTemplateAutoConfiguration;
+import org.springframework.boot.autoconfigure.transaction.TransactionAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.BadSqlGrammarException;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.stereotype.Repository;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * The starter in a real Spring context on a real PostgreSQL: what it makes, what it backs off from,
+ * and Spring's transaction as idem's, checked by reading the rows.
+ */
+class IdemAutoConfigurationTest {
+  static TestDatabase db;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("starter");
+    db.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  static ApplicationContextRunner runner() {
+    return new ApplicationContextRunner()
+        .withConfiguration(AutoConfigurations.of(DataSourceAutoConfiguration.class,
+            DataSourceTransactionManagerAutoConfiguration.class, TransactionAutoConfiguration.class,
+            JdbcTemplateAutoConfiguration.class, PersistenceExceptionTranslationAutoConfiguration.class,
+            IdemAutoConfiguration.class))
+        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=6");
+  }
+
+  static IdempotencyKey key(String value) {
+    return IdempotencyKey.of("starter", value);
+  }
+
+  static long payments(String order) {
+    return db.count("SELECT count(*) FROM payments WHERE order_id = ?", order);
+  }
+
+  static long keys(String value) {
+    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'starter' AND key = ?", value);
+  }
+
+  static void await(BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime()).as("waited 20 s").isLessThan(deadline);
+      Thread.sleep(10);
+    }
+  }
+
+  @Test
+  void makesIdemOnTheDataSourceWithSpringsBindingAndRunsItsMigrations() {
+    runner().withPropertyValues("idem.executors.payments.window=1h", "idem.inboxes.orders.window=2d").withBean(Holder.class).run(ctx -> {
+      assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).hasSingleBean(Outbox.class)
+          .hasSingleBean(IdemExceptionTranslator.class).doesNotHaveBean(RelayLifecycle.class);
+      assertThat(ctx.getBean(TransactionBinding.class)).isInstanceOf(SpringTransactionBinding.class);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
+      assertThat(ctx.getBean("idem.executors.payments", IdempotentExecutor.class).window().length()).isEqualTo(Duration.ofHours(1));
+      assertThat(ctx.getBean("idem.inboxes.orders", Inbox.class)).isNotNull();
+      assertThat(ctx.getBean(Holder.class).payments.window().length()).isEqualTo(Duration.ofHours(1));
+    });
+  }
+
+  /** Takes the executor of {@code idem.executors.payments} by its qualifier. */
+  static class Holder {
+    final IdempotentExecutor payments;
+
+    Holder(@Qualifier("payments") IdempotentExecutor payments) {
+      this.payments = payments;
+    }
+  }
+
+  @Test
+  void backsOffFromTheApplicationsOwnBeansAndFromDisabledFeatures() {
+    Idem mine = Idem.builder(db.dataSource(2)).build();
+    runner().withBean("mine", Idem.class, () -> mine)
+        .withPropertyValues("idem.migrate.enabled=false", "idem.expiry.enabled=false")
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed().doesNotHaveBean(IdemMigrations.class).doesNotHaveBean(ExpirySchedule.class);
+          assertThat(ctx.getBean(Idem.class)).isSameAs(mine);
+        });
+  }
+
+  @Test
+  void aWindowShorterThanTheRepeatsItMustCoverFailsStartUpNamingTheProperty() {
+    runner().withPropertyValues("idem.executors.webhooks.window=1h", "idem.executors.webhooks.covers=webhook-retries")
+        .run(ctx -> assertThat(ctx).hasFailed().getFailure().rootCause().hasMessageContaining("WEBHOOK_RETRIES"))
+        .run(ctx -> assertThat(ctx).hasFailed().getFailure().hasStackTraceContaining("idem.executors.webhooks: "));
+    runner().withPropertyValues("idem.inboxes.orders.lease=10s")
+        .run(ctx -> assertThat(ctx).hasFailed().getFailure().rootCause().hasMessageContaining("idem.inboxes.orders.lease"));
+  }
+
+  @Test
+  void insideSpringsTransactionTheKeyCommitsAndRollsBackWithThePayment() {
+    runner().withPropertyValues("idem.executors.payments.window=1h").withUserConfiguration(Events.class).run(ctx -> {
+      TransactionTemplate tx = ctx.getBean(TransactionTemplate.class);
+      JdbcTemplate jdbc = ctx.getBean(JdbcTemplate.class);
+      IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+      List<IdemEvent> events = ctx.getBean(Events.class).seen;
+
+      // The lost payment of issue 15: the outer transaction rolls back after idem's call.
+      tx.executeWithoutResult(status -> {
+        Execution<String> e = payments.execute(key("rb"), Fingerprint.of("o-rb"), Codec.utf8(), t -> {
+          // the same connection as JdbcTemplate's in this transaction
+          assertThat(t.dsl().fetchValue("SELECT pg_backend_pid()"))
+              .isEqualTo(jdbc.queryForObject("SELECT pg_backend_pid()", Integer.class));
+          jdbc.update("INSERT INTO payments VALUES ('o-rb', 4000)");
+          return "pay_rb";
+        });
+        assertThat(e.applied()).isTrue();
+        status.setRollbackOnly();
+      });
+      assertThat(payments("o-rb")).isZero();
+      assertThat(keys("rb")).isZero();
+      assertThat(events).isEmpty(); // Applied is delivered after commit, never for a rollback
+
+      String first = tx.execute(status -> payments.execute(key("rb"), Fingerprint.of("o-rb"), Codec.utf8(), t -> {
+        jdbc.update("INSERT INTO payments VALUES ('o-rb', 4000)");
+        return "pay_rb";
+      }).value());
+      Execution<String> again = tx.execute(status -> payments.execute(key("rb"), Fingerprint.of("o-rb"), Codec.utf8(), t -> {
+        jdbc.update("INSERT INTO payments VALUES ('o-rb', 4000)");
+        return "other";
+      }));
+      assertThat(first).isEqualTo("pay_rb");
+      assertThat(again.replayed()).isTrue();
+      assertThat(again.value()).isEqualTo("pay_rb");
+      assertThat(payments("o-rb")).isEqualTo(1);
+      assertThat(keys("rb")).isEqualTo(1);
+      assertThat(events).hasSize(2).first().isInstanceOf(IdemEvent.Applied.class);
+      assertThat(events.get(1)).isInstanceOf(IdemEvent.Replayed.class);
+    });
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class Events implements IdemListener {
+    final List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void onApplied(IdemEvent.Applied event) {
+      seen.add(event);
+    }
+
+    @Override
+    public void onReplayed(IdemEvent.Replayed event) {
+      seen.add(event);
+    }
+  }
+
+  @Test
+  void aReadOnlyTransactionIsRefusedBeforeAnyWrite() {
+    runner().withPropertyValues("idem.executors.payments.window=1h").run(ctx -> {
+      TransactionTemplate readOnly = new TransactionTemplate(ctx.getBean(TransactionTemplate.class).getTransactionManager());
+      readOnly.setReadOnly(true);
+      IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+      Outbox outbox = ctx.getBean(Outbox.class);
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> readOnly.executeWithoutResult(s ->
+              payments.execute(key("ro"), Fingerprint.of("o-ro"), Codec.utf8(), t -> "x")))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("read-only");
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> readOnly.executeWithoutResult(s ->
+              outbox.enqueue(NewMessage.of("orders", new byte[] {1}))))
+          .isInstanceOf(IllegalStateException.class).hasMessageContaining("read-only");
+      assertThat(keys("ro")).isZero();
+    });
+  }
+
+  @Test
+  void idemsDataAccessErrorsFromARepositoryAreSpringsDataAccessExceptions() {
+    runner().withPropertyValues("idem.schema=no_such_schema", "idem.migrate.enabled=false",
+            "idem.executors.payments.window=1h")
+        .withUserConfiguration(PaymentsRepository.class)
+        .run(ctx -> org.assertj.core.api.Assertions.assertThatThrownBy(() -> ctx.getBean(PaymentsRepository.class).pay("tr"))
+            .isInstanceOf(BadSqlGrammarException.class));
+  }
+
+  @Repository
+  static class PaymentsRepository {
+    final IdempotentExecutor payments;
+
+    PaymentsRepository(@Qualifier("payments") IdempotentExecutor payments) {
+      this.payments = payments;
+    }
+
+    public String pay(String k) {
+      return payments.execute(key(k), Fingerprint.of(k), Codec.utf8(), t -> "paid").value();
+    }
+  }
+
+  @Test
+  void theRelayPublishesAndStopsAndStartsWithTheContext() {
+    List<UUID> published = new CopyOnWriteArrayList<>();
+    runner().withBean(Publisher.class, () -> m -> published.add(m.id()))
+        .withPropertyValues("idem.relay.poll-interval=20ms", "idem.relay.shutdown-timeout=2s")
+        .run(ctx -> {
+          Outbox outbox = ctx.getBean(Outbox.class);
+          TransactionTemplate tx = ctx.getBean(TransactionTemplate.class);
+          RelayLifecycle relay = ctx.getBean(RelayLifecycle.class);
+          assertThat(relay.isRunning()).isTrue();
+          UUID first = tx.execute(s -> outbox.enqueue(NewMessage.of("orders", new byte[] {1})));
+          await(() -> published.contains(first));
+
+          ctx.stop();
+          assertThat(relay.isRunning()).isFalse();
+          UUID second = tx.execute(s -> outbox.enqueue(NewMessage.of("orders", new byte[] {2})));
+          Thread.sleep(100); // a stopped relay publishes nothing
+          assertThat(published).doesNotContain(second);
+          assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE id = ? AND status = 'P'", second)).isEqualTo(1);
+
+          ctx.start();
+          assertThat(relay.isRunning()).isTrue();
+          await(() -> published.contains(second));
+          assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE id IN (?, ?) AND status = 'S'", first, second)).isEqualTo(2);
+          assertThat(published).containsOnlyOnce(first, second);
+
+          HealthIndicator health = ctx.getBean("idemHealthIndicator", HealthIndicator.class);
+          assertThat(health.health().getStatus()).isEqualTo(Status.UP);
+          assertThat(health.health().getDetails()).containsEntry("relay", "running").containsKey("outboxParked");
+        });
+  }
+
+  @Test
+  void theExpiryScheduleDeletesKeysPastTheirWindow() {
+    runner().withPropertyValues("idem.executors.short.window=1ms", "idem.expiry.interval=100ms").run(ctx -> {
+      IdempotentExecutor shortLived = ctx.getBean("idem.executors.short", IdempotentExecutor.class);
+      shortLived.execute(key("ex"), Fingerprint.of("ex"), Codec.utf8(), t -> "x");
+      await(() -> keys("ex") == 0);
+    });
+  }
+
+}
