@@ -12,12 +12,14 @@ import dev.idem.spring.AfterCommitListener;
 import dev.idem.spring.IdemExceptionTranslator;
 import dev.idem.spring.RelayLifecycle;
 import dev.idem.spring.SpringTransactionBinding;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.util.concurrent.ThreadFactory;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
-import org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator;
-import org.springframework.boot.actuate.health.HealthIndicator;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -26,7 +28,6 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.core.env.Environment;
 import org.springframework.core.task.VirtualThreadTaskExecutor;
@@ -73,12 +74,32 @@ public class IdemAutoConfiguration {
   @ConditionalOnMissingBean
   public Idem idem(DataSource dataSource, TransactionBinding binding, IdemProperties properties,
       ObjectProvider<IdemListener> listeners, ObjectProvider<IdemMigrations> migrations) {
-    migrations.ifAvailable(m -> {}); // made (and run) first
-    return Idem.builder(SpringTransactionBinding.unwrap(dataSource))
+    DataSource target = SpringTransactionBinding.unwrap(dataSource);
+    if (migrations.getIfAvailable() == null && properties.getMigrate().isEnabled()) {
+      requireTables(target, properties.getSchema()); // no idem-flyway: fail at start-up, not at the first call
+    }
+    return Idem.builder(target)
         .schema(properties.getSchema())
         .transactionBinding(binding)
         .listener(new AfterCommitListener(listeners.orderedStream().toList()))
         .build();
+  }
+
+  private static void requireTables(DataSource dataSource, String schema) {
+    String table = schema + ".idem_keys";
+    try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
+      ps.setString(1, table);
+      try (ResultSet rs = ps.executeQuery()) {
+        if (rs.next() && rs.getBoolean(1)) {
+          return;
+        }
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not check for idem's tables in schema " + schema + ": " + e.getMessage(), e);
+    }
+    throw new IllegalStateException("idem's tables are not in schema " + schema + " (no " + table + "): add the dependency"
+        + " dev.idem:idem-flyway to create them at start-up, or run idem's migrations (" + Idem.MIGRATIONS + ") with your"
+        + " own tool and set idem.migrate.enabled=false");
   }
 
   /** The transactional outbox. */
@@ -134,17 +155,5 @@ public class IdemAutoConfiguration {
       IdemProperties properties) {
     return new ExpirySchedule(() -> executors.orderedStream().toList(), () -> inboxes.orderedStream().toList(),
         properties.getExpiry().getInterval());
-  }
-
-  /** {@code /actuator/health/idem}, with Spring Boot Actuator. */
-  @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass(HealthIndicator.class)
-  @ConditionalOnEnabledHealthIndicator("idem")
-  static class Health {
-    @Bean
-    @ConditionalOnMissingBean(name = "idemHealthIndicator")
-    HealthIndicator idemHealthIndicator(Outbox outbox, ObjectProvider<RelayLifecycle> relay) {
-      return new IdemHealthIndicator(outbox, relay.getIfAvailable());
-    }
   }
 }

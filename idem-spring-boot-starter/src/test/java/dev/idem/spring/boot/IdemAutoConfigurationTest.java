@@ -3,6 +3,7 @@ package dev.idem.spring.boot;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.event.IdemEvent;
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
@@ -30,14 +31,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Qualifier;
-import org.springframework.boot.actuate.health.HealthIndicator;
-import org.springframework.boot.actuate.health.Status;
-import org.springframework.boot.autoconfigure.AutoConfigurations;
-import org.springframework.boot.autoconfigure.dao.PersistenceExceptionTranslationAutoConfiguration;
-import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
-import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
-import org.springframework.boot.autoconfigure.jdbc.JdbcTemplateAutoConfiguration;
-import org.springframework.boot.autoconfigure.transaction.TransactionAutoConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -66,12 +61,15 @@ class IdemAutoConfigurationTest {
 
   static ApplicationContextRunner runner() {
     return new ApplicationContextRunner()
-        .withConfiguration(AutoConfigurations.of(DataSourceAutoConfiguration.class,
-            DataSourceTransactionManagerAutoConfiguration.class, TransactionAutoConfiguration.class,
-            JdbcTemplateAutoConfiguration.class, PersistenceExceptionTranslationAutoConfiguration.class,
-            IdemAutoConfiguration.class))
-        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=6");
+        .withUserConfiguration(Boot.class)
+        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=6",
+            "spring.flyway.enabled=false"); // this application has no Flyway migrations of its own
   }
+
+  /** Every auto-configuration on the class path, as in an application (and the same on Boot 3 and 4). */
+  @Configuration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  static class Boot {}
 
   static IdempotencyKey key(String value) {
     return IdempotencyKey.of("starter", value);
@@ -112,6 +110,35 @@ class IdemAutoConfigurationTest {
 
     Holder(@Qualifier("payments") IdempotentExecutor payments) {
       this.payments = payments;
+    }
+  }
+
+  @Test
+  void idemsMigrationsRunBesideTheApplicationsOwnFlywayEachWithItsHistory() {
+    try (TestDatabase fresh = TestPostgres.newDatabase("starter-flyway")) {
+      runner().withPropertyValues("spring.datasource.url=" + fresh.jdbcUrl(), "spring.flyway.enabled=true",
+          "spring.flyway.locations=classpath:db/app").run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
+            assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE script LIKE '%idem%'")).isZero();
+            assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
+            assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE script = 'V1__orders.sql'")).isZero();
+          });
+    }
+  }
+
+  @Test
+  void withoutIdemFlywayStartUpChecksTheTablesAndSaysHowToGetThem() {
+    try (TestDatabase fresh = TestPostgres.newDatabase("starter-bare")) {
+      runner().withClassLoader(new FilteredClassLoader(IdemFlyway.class)).withPropertyValues("spring.datasource.url=" + fresh.jdbcUrl())
+          .run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).hasStackTraceContaining("add the dependency dev.idem:idem-flyway");
+          });
+      assertThat(fresh.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'")).isZero();
+      runner().withClassLoader(new FilteredClassLoader(IdemFlyway.class))
+          .withPropertyValues("spring.datasource.url=" + fresh.jdbcUrl(), "idem.migrate.enabled=false")
+          .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class));
     }
   }
 
@@ -256,10 +283,6 @@ class IdemAutoConfigurationTest {
           await(() -> published.contains(second));
           assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE id IN (?, ?) AND status = 'S'", first, second)).isEqualTo(2);
           assertThat(published).containsOnlyOnce(first, second);
-
-          HealthIndicator health = ctx.getBean("idemHealthIndicator", HealthIndicator.class);
-          assertThat(health.health().getStatus()).isEqualTo(Status.UP);
-          assertThat(health.health().getDetails()).containsEntry("relay", "running").containsKey("outboxParked");
         });
   }
 

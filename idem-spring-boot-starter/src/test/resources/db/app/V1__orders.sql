@@ -1,0 +1,1 @@
+CREATE TABLE orders (id text PRIMARY KEY);
