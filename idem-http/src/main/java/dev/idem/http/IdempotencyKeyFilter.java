@@ -1,0 +1,483 @@
+package dev.idem.http;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Execution;
+import dev.idem.window.DedupeWindow;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.Filter;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.security.Principal;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.function.Function;
+import java.util.function.Predicate;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A servlet filter that makes a route safe to repeat by the client's {@code Idempotency-Key}
+ * (draft-ietf-httpapi-idempotency-key-header-07): the handler runs once per key, its writes and
+ * its response commit together with the key, and every repeat gets that first response back.
+ *
+ * <pre>{@code
+ * IdempotencyKeyFilter filter = IdempotencyKeyFilter.builder(idem).build();
+ * context.addFilter("idempotency", filter).addMappingForUrlPatterns(null, false, "/payments/*");
+ * // in the servlet: idem.useTransaction(tx -> insertPayment(tx, ...)); it joins the key's transaction
+ * }</pre>
+ *
+ * <h2>Guarantees, for each key (its value within its {@linkplain Builder#scope scope})</h2>
+ *
+ * <ul>
+ *   <li>The handler's writes made through idem's transaction ({@code idem.inTransaction}, or the
+ *       framework's, see {@link RequestTransaction}) and the stored response commit in one
+ *       transaction with the key, or none of them does. Nothing reaches the client before that
+ *       commit.
+ *   <li>A repeat with the same request (see {@link RequestFingerprint}) gets the first response:
+ *       its status, its {@linkplain Builder#replayedHeaders stored headers} and body, plus {@code
+ *       Idempotent-Replayed: true}. The handler does not run.
+ *   <li>A repeat with another request gets 422; a repeat while the first still runs, past {@link
+ *       Builder#inFlightWait}, gets 409 with {@code Retry-After}. In this process a repeat with
+ *       another request gets 422 even while the first runs; one that reaches another process gets
+ *       409 until the first commits, then 422 (the first's claim is invisible until it commits).
+ *   <li>A response whose status the {@link StorePolicy} does not store, and an exception from the
+ *       handler, roll everything back: the key is free and a retry runs the handler again. The
+ *       response is still sent (the exception reaches the container as it was thrown).
+ *   <li>A missing key (when {@linkplain Builder#keyRequired required}) or a malformed one is a 400,
+ *       a body over {@link Builder#maxBodySize} a 413, before anything is claimed or run. Every
+ *       answer of the filter's own is an RFC 9457 {@code application/problem+json} body.
+ * </ul>
+ *
+ * <p>Does not guarantee: anything the handler does outside the transaction (an email, a call to
+ * another company: use idem's outbox or an external effect); that writes the handler makes on
+ * another connection (a pool of its own, auto-commit) roll back with the key; recognising a repeat
+ * after the {@link Builder#window}. The handler may run more than once for one key when attempts
+ * roll back: after an exception, a status not stored, or a serialization failure that idem's
+ * executor runs again within its {@code RetryBudget} (a servlet container then starts the rest of
+ * the chain again; filters after this one are not re-run by Tomcat, so map this filter last).
+ *
+ * <p>Only requests of {@link DispatcherType#REQUEST} dispatches that the {@link Builder#guarded}
+ * predicate selects are guarded; everything else passes through untouched. A guarded handler may
+ * not go asynchronous ({@code startAsync} throws {@link IllegalStateException}) nor read multipart
+ * parts: its response must be complete when the transaction commits.
+ *
+ * <p>Immutable and thread-safe; one instance serves every request. Details: docs/http.md.
+ */
+public final class IdempotencyKeyFilter implements Filter {
+  /** The header's name in the draft: {@value}. */
+  public static final String IDEMPOTENCY_KEY = "Idempotency-Key";
+  /** Added to every replayed response: {@value}{@code : true}. */
+  public static final String IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
+
+  private static final Logger LOG = LoggerFactory.getLogger(IdempotencyKeyFilter.class);
+  /** Headers every stored response keeps: the body means nothing without them. */
+  private static final List<String> ALWAYS_REPLAYED = List.of("Content-Type", "Content-Encoding", "Location");
+  private static final String ANONYMOUS = "anonymous";
+
+  private final IdempotentExecutor executor;
+  private final String headerName;
+  private final boolean bareKeys;
+  private final boolean keyRequired;
+  private final Predicate<HttpServletRequest> guarded;
+  private final Function<HttpServletRequest, String> scope;
+  private final RequestFingerprint fingerprint;
+  private final int maxBodySize;
+  private final StorePolicy storePolicy;
+  private final List<String> replayedHeaders;
+  private final RequestTransaction transaction;
+  private final URI problemTypeBase;
+  private final InFlightRequests running = new InFlightRequests();
+
+  private IdempotencyKeyFilter(Builder b, IdempotentExecutor executor) {
+    this.executor = executor;
+    this.headerName = b.headerName;
+    this.bareKeys = b.bareKeys;
+    this.keyRequired = b.keyRequired;
+    this.guarded = b.guarded;
+    this.scope = b.scope;
+    this.fingerprint = b.fingerprint;
+    this.maxBodySize = b.maxBodySize;
+    this.storePolicy = b.storePolicy;
+    this.replayedHeaders = b.replayedHeaders;
+    this.transaction = b.transaction;
+    this.problemTypeBase = b.problemTypeBase;
+  }
+
+  /**
+   * Starts the configuration of a filter whose keys live in {@code idem}'s key table.
+   *
+   * @throws IllegalArgumentException if {@code idem} is null
+   */
+  public static Builder builder(Idem idem) {
+    return new Builder(idem);
+  }
+
+  /**
+   * Deletes keys past their window, in batches (see {@code IdempotentExecutor.expire()}); call it
+   * from a scheduler. Returns how many were deleted.
+   */
+  public long expire() {
+    return executor.expire();
+  }
+
+  @Override
+  public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain) throws IOException, ServletException {
+    if (!(req instanceof HttpServletRequest request) || !(res instanceof HttpServletResponse response)
+        || request.getDispatcherType() != DispatcherType.REQUEST || !guarded.test(request)) {
+      chain.doFilter(req, res);
+      return;
+    }
+    List<String> fields = Collections.list(request.getHeaders(headerName));
+    if (fields.isEmpty()) {
+      if (keyRequired) {
+        Problem.missingKey(headerName).send(response, problemTypeBase);
+      } else {
+        chain.doFilter(req, res);
+      }
+      return;
+    }
+    String value;
+    try {
+      if (fields.size() > 1) {
+        throw new KeyHeader.Malformed(headerName + " was sent " + fields.size() + " times; send exactly one key");
+      }
+      value = KeyHeader.parse(headerName, fields.get(0), bareKeys);
+    } catch (KeyHeader.Malformed e) {
+      Problem.malformedKey(e.getMessage()).send(response, problemTypeBase);
+      return;
+    }
+    byte[] body = BufferedRequest.read(request, maxBodySize);
+    if (body == null) {
+      Problem.tooLarge(maxBodySize).send(response, problemTypeBase);
+      return;
+    }
+    IdempotencyKey key = IdempotencyKey.of(scopeOf(request), value);
+    guard(request, response, chain, key, fingerprint.of(request, body), body);
+  }
+
+  private void guard(HttpServletRequest request, HttpServletResponse response, FilterChain chain, IdempotencyKey key,
+      Fingerprint print, byte[] body) throws IOException, ServletException {
+    CapturedResponse[] last = new CapturedResponse[1];
+    try (InFlightRequests.Holder holder = running.request(key, print)) {
+      Execution<StoredResponse> outcome = transaction.run(() -> executor.execute(key, print, ResponseCodec.INSTANCE, tx -> {
+        holder.holds();
+        // A fresh request and response on every run: a run the executor repeats reads the whole
+        // body again and leaves nothing of the failed run in the answer.
+        CapturedResponse captured = new CapturedResponse(response);
+        last[0] = captured;
+        chain.doFilter(new BufferedRequest(request, body), captured);
+        if (!storePolicy.stores(captured.getStatus())) {
+          throw new NotStored(captured);
+        }
+        return captured.stored(replayedHeaders);
+      }));
+      if (outcome instanceof Execution.Applied) {
+        last[0].sendTo(response);
+      } else if (outcome instanceof Execution.Replayed<StoredResponse> replayed) {
+        replay(replayed.value(), response);
+      } else if (running.runsAnother(key, print)) {
+        Problem.keyReused(headerName).send(response, problemTypeBase);
+      } else {
+        Execution.InFlight<StoredResponse> inFlight = (Execution.InFlight<StoredResponse>) outcome;
+        response.setHeader("Retry-After", Long.toString(seconds(inFlight.retryAfter())));
+        Problem.inFlight(headerName).send(response, problemTypeBase);
+      }
+    } catch (NotStored notStored) {
+      LOG.debug("key {}: status {} is not stored; the handler's transaction was rolled back and the key is free",
+          key, notStored.response.getStatus());
+      notStored.response.sendTo(response);
+    } catch (KeyReuseException reused) {
+      Problem.keyReused(headerName).send(response, problemTypeBase);
+    } catch (IOException | ServletException | RuntimeException e) {
+      throw e;
+    } catch (Exception e) {
+      // Only a RequestTransaction that breaks its contract (wraps what the work threw) gets here.
+      throw new ServletException("the request transaction failed: " + e, e);
+    }
+  }
+
+  private static void replay(StoredResponse stored, HttpServletResponse response) throws IOException {
+    response.setStatus(stored.status());
+    Set<String> seen = new HashSet<>();
+    for (StoredResponse.Header h : stored.headers()) {
+      if (seen.add(h.name().toLowerCase(Locale.ROOT))) {
+        response.setHeader(h.name(), h.value());
+      } else {
+        response.addHeader(h.name(), h.value());
+      }
+    }
+    response.setHeader(IDEMPOTENT_REPLAYED, "true");
+    response.setContentLength(stored.body().length);
+    if (stored.body().length > 0) {
+      response.getOutputStream().write(stored.body());
+    }
+    response.flushBuffer();
+  }
+
+  /** Retry-After is whole seconds (RFC 9110); never 0, which would invite an immediate retry. */
+  private static long seconds(Duration retryAfter) {
+    return Math.max(1, (retryAfter.toMillis() + 999) / 1000);
+  }
+
+  /**
+   * The scope of the request's key. A scope that is not a valid key part (a principal name with
+   * spaces or accents) is replaced by its SHA-256, so it stays one scope per client.
+   */
+  private String scopeOf(HttpServletRequest request) {
+    String s = scope.apply(request);
+    if (s == null) {
+      throw new IllegalStateException("the scope function of IdempotencyKeyFilter returned null for "
+          + request.getMethod() + " " + request.getRequestURI() + "; return a constant for requests without a client");
+    }
+    try {
+      return IdempotencyKey.check("scope", s);
+    } catch (IllegalArgumentException notAKeyPart) {
+      try {
+        return "sha256:" + HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8)));
+      } catch (NoSuchAlgorithmException e) {
+        throw new IllegalStateException("every JVM ships SHA-256", e);
+      }
+    }
+  }
+
+  /** Thrown from the effect to roll it back on purpose; carries the response to send anyway. */
+  private static final class NotStored extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final transient CapturedResponse response;
+
+    NotStored(CapturedResponse response) {
+      super("status " + response.getStatus() + " is not stored", null, false, false);
+      this.response = response;
+    }
+  }
+
+  /**
+   * Configures an {@link IdempotencyKeyFilter}. Each setter checks its argument and throws an
+   * {@link IllegalArgumentException} naming it; {@link #build()} checks the executor's settings and
+   * builds an immutable filter. The builder itself is not thread-safe.
+   */
+  public static final class Builder {
+    private static final Predicate<HttpServletRequest> POST_AND_PATCH =
+        r -> "POST".equals(r.getMethod()) || "PATCH".equals(r.getMethod());
+    private static final Function<HttpServletRequest, String> PRINCIPAL = r -> {
+      Principal p = r.getUserPrincipal();
+      return p == null || p.getName() == null || p.getName().isEmpty() ? ANONYMOUS : p.getName();
+    };
+
+    private final Idem idem;
+    private String name = "http";
+    private DedupeWindow window = DedupeWindow.CLIENT_RETRY;
+    private Duration inFlightWait = Duration.ofMillis(250);
+    private Duration retryAfter = Duration.ofSeconds(1);
+    private String headerName = IDEMPOTENCY_KEY;
+    private boolean bareKeys = true;
+    private boolean keyRequired = true;
+    private Predicate<HttpServletRequest> guarded = POST_AND_PATCH;
+    private Function<HttpServletRequest, String> scope = PRINCIPAL;
+    private RequestFingerprint fingerprint = RequestFingerprint.canonicalJson();
+    private int maxBodySize = 1024 * 1024;
+    private StorePolicy storePolicy = StorePolicy.DEFAULT;
+    private List<String> replayedHeaders = ALWAYS_REPLAYED;
+    private RequestTransaction transaction = RequestTransaction.DIRECT;
+    private URI problemTypeBase;
+
+    private Builder(Idem idem) {
+      this.idem = notNull(idem, "idem");
+    }
+
+    /** The executor's name, carried by idem's events; default {@code "http"}. */
+    public Builder name(String name) {
+      this.name = notNull(name, "name");
+      return this;
+    }
+
+    /**
+     * How long a key is remembered, by the database clock; default {@link
+     * DedupeWindow#CLIENT_RETRY} (24 hours, as Stripe). A repeat after it runs again.
+     */
+    public Builder window(DedupeWindow window) {
+      this.window = notNull(window, "window");
+      return this;
+    }
+
+    /**
+     * How long a repeat waits for the first copy still running before it is answered 409; default
+     * 250 ms. If the first finishes within it, the repeat gets the replay (or runs, if the first
+     * rolled back). The wait holds a pool connection and a request thread.
+     */
+    public Builder inFlightWait(Duration wait) {
+      this.inFlightWait = notNull(wait, "inFlightWait");
+      return this;
+    }
+
+    /** The {@code Retry-After} of a 409, rounded up to whole seconds; default 1 s. */
+    public Builder retryAfter(Duration retryAfter) {
+      this.retryAfter = notNull(retryAfter, "retryAfter");
+      return this;
+    }
+
+    /** The request header that carries the key; default {@value IdempotencyKeyFilter#IDEMPOTENCY_KEY}. */
+    public Builder headerName(String headerName) {
+      notNull(headerName, "headerName");
+      if (headerName.isEmpty() || !headerName.chars().allMatch(Builder::tchar)) {
+        throw new IllegalArgumentException("headerName \"" + headerName + "\" is not an HTTP field name (RFC 9110"
+            + " token: letters, digits and !#$%&'*+-.^_`|~)");
+      }
+      this.headerName = headerName;
+      return this;
+    }
+
+    /**
+     * Whether a key sent unquoted ({@code Idempotency-Key: 8e03...}, as most clients do) is taken
+     * as it is; default true. False accepts only the draft's Structured Field string ({@code
+     * "8e03..."}) and answers anything else 400.
+     */
+    public Builder acceptBareKeys(boolean accept) {
+      this.bareKeys = accept;
+      return this;
+    }
+
+    /**
+     * Whether a guarded request without the header is refused with 400; default true. False lets
+     * it through unguarded: the handler runs, with no key and nothing stored.
+     */
+    public Builder keyRequired(boolean required) {
+      this.keyRequired = required;
+      return this;
+    }
+
+    /**
+     * Which requests are guarded; default POST and PATCH (the draft's non-idempotent methods).
+     * Others pass through untouched.
+     */
+    public Builder guarded(Predicate<HttpServletRequest> guarded) {
+      this.guarded = notNull(guarded, "guarded");
+      return this;
+    }
+
+    /**
+     * Whose key it is: the same key value under two scopes is two keys. Default: the
+     * authenticated principal's name ({@code getUserPrincipal()}), else {@code "anonymous"}. Use
+     * the tenant or API account when clients are not servlet principals. A scope that is not a
+     * valid key part (over 255 characters, spaces, non-ASCII) is replaced by its SHA-256.
+     */
+    public Builder scope(Function<HttpServletRequest, String> scope) {
+      this.scope = notNull(scope, "scope");
+      return this;
+    }
+
+    /** What is compared when a key comes back; default {@link RequestFingerprint#canonicalJson()}. */
+    public Builder fingerprint(RequestFingerprint fingerprint) {
+      this.fingerprint = notNull(fingerprint, "fingerprint");
+      return this;
+    }
+
+    /**
+     * The largest request body a guarded request may have, in bytes; default 1 MiB. The body is
+     * held in memory to fingerprint and replay it; a larger one is answered 413 and nothing is
+     * claimed or run.
+     */
+    public Builder maxBodySize(int bytes) {
+      if (bytes < 0 || bytes > Integer.MAX_VALUE - 8) {
+        throw new IllegalArgumentException("maxBodySize must be 0 to " + (Integer.MAX_VALUE - 8) + " bytes, was " + bytes);
+      }
+      this.maxBodySize = bytes;
+      return this;
+    }
+
+    /** Which statuses are stored and replayed; default {@link StorePolicy#DEFAULT}. */
+    public Builder storePolicy(StorePolicy policy) {
+      this.storePolicy = notNull(policy, "storePolicy");
+      return this;
+    }
+
+    /**
+     * Response headers stored and replayed besides Content-Type, Content-Encoding and Location
+     * (always kept); default none. The first response carries every header the handler set;
+     * repeats only these. Do not name headers that must not be repeated (Set-Cookie, a Date).
+     *
+     * @throws IllegalArgumentException if {@code names} is null or a name is null or blank
+     */
+    public Builder replayedHeaders(String... names) {
+      notNull(names, "replayedHeaders");
+      List<String> all = new ArrayList<>(ALWAYS_REPLAYED);
+      for (String n : names) {
+        if (n == null || n.isBlank()) {
+          throw new IllegalArgumentException("replayedHeaders: a header name must not be null or blank");
+        }
+        if (all.stream().noneMatch(n::equalsIgnoreCase)) {
+          all.add(n);
+        }
+      }
+      this.replayedHeaders = List.copyOf(all);
+      return this;
+    }
+
+    /**
+     * The transaction each guarded request runs in; default {@link RequestTransaction#DIRECT}
+     * (idem's executor owns it). The Spring starter sets Spring's here.
+     */
+    public Builder transaction(RequestTransaction transaction) {
+      this.transaction = notNull(transaction, "transaction");
+      return this;
+    }
+
+    /**
+     * Where the filter's problem types live: each problem's {@code type} is this URI resolved
+     * against its name ({@code idempotency-key-missing}, {@code idempotency-key-malformed}, {@code
+     * idempotency-key-reused}, {@code idempotency-key-in-flight}, {@code request-too-large}), e.g.
+     * {@code https://api.example.com/problems/}. Default none: {@code about:blank}, told apart by
+     * status and detail.
+     */
+    public Builder problemTypeBase(URI base) {
+      this.problemTypeBase = notNull(base, "problemTypeBase");
+      return this;
+    }
+
+    /**
+     * Builds the filter and its executor; touches no database.
+     *
+     * @throws IllegalArgumentException naming the setting, if the executor refuses it (a name that
+     *     is not a valid key part, a negative or too long inFlightWait, a retryAfter not positive)
+     */
+    public IdempotencyKeyFilter build() {
+      IdempotentExecutor executor = idem.executor()
+          .name(name)
+          .window(window)
+          .inFlightWait(inFlightWait)
+          .retryAfter(retryAfter)
+          .build();
+      return new IdempotencyKeyFilter(this, executor);
+    }
+
+    private static boolean tchar(int c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || "!#$%&'*+-.^_`|~".indexOf(c) >= 0;
+    }
+
+    private static <T> T notNull(T value, String argument) {
+      if (value == null) {
+        throw new IllegalArgumentException(argument + " must not be null");
+      }
+      return value;
+    }
+  }
+}

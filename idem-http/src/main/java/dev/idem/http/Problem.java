@@ -1,0 +1,62 @@
+package dev.idem.http;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.net.URI;
+
+/**
+ * The filter's own answers, as RFC 9457 problem details ({@code application/problem+json}): type,
+ * title, status and a detail that says what to do. Never a stack trace or an exception's text
+ * beyond the validation message of the key itself. Never stored: the client corrects the request
+ * or waits, and resends with the same key.
+ *
+ * @param slug the problem's name, appended to the configured type base
+ */
+record Problem(int status, String slug, String title, String detail) {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  static Problem missingKey(String header) {
+    return new Problem(400, "idempotency-key-missing", header + " is missing",
+        "This operation requires an " + header + " header: make one key per intent (a random UUID), and send"
+            + " the same key with every retry of it.");
+  }
+
+  static Problem malformedKey(String detail) {
+    return new Problem(400, "idempotency-key-malformed", "Idempotency key is malformed", detail);
+  }
+
+  static Problem keyReused(String header) {
+    return new Problem(422, "idempotency-key-reused", header + " is already used",
+        "This key was first used with a different request (method, route or body). A key names one intent:"
+            + " send a new key for a new request.");
+  }
+
+  static Problem inFlight(String header) {
+    return new Problem(409, "idempotency-key-in-flight", "A request is outstanding for this " + header,
+        "A request with the same key is being processed. Retry after the time given in Retry-After; the retry"
+            + " gets its response.");
+  }
+
+  static Problem tooLarge(long limit) {
+    return new Problem(413, "request-too-large", "Request body too large",
+        "A request guarded by an idempotency key may have a body of at most " + limit + " bytes.");
+  }
+
+  /** Writes this problem as the whole response; {@code typeBase} null means {@code about:blank}. */
+  void send(HttpServletResponse response, URI typeBase) throws IOException {
+    ObjectNode body = JSON.createObjectNode();
+    body.put("type", typeBase == null ? "about:blank" : typeBase.resolve(slug).toString());
+    body.put("title", title);
+    body.put("status", status);
+    body.put("detail", detail);
+    byte[] bytes = JSON.writeValueAsBytes(body);
+    response.setStatus(status);
+    response.setContentType("application/problem+json");
+    response.setHeader("Cache-Control", "no-store");
+    response.setContentLength(bytes.length);
+    response.getOutputStream().write(bytes);
+    response.flushBuffer();
+  }
+}

@@ -1,0 +1,226 @@
+package dev.idem.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.idem.flyway.IdemFlyway;
+import dev.idem.jdbc.Idem;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import java.util.function.UnaryOperator;
+import javax.sql.DataSource;
+import org.apache.catalina.Context;
+import org.apache.catalina.LifecycleException;
+import org.apache.catalina.startup.Tomcat;
+import org.apache.tomcat.util.descriptor.web.FilterDef;
+import org.apache.tomcat.util.descriptor.web.FilterMap;
+
+/**
+ * One database with idem migrated and a {@code payments} table standing for the user's effect,
+ * and embedded Tomcats on loopback serving {@link PaymentServlet} behind an {@link
+ * IdempotencyKeyFilter}. Everything the tests assert is read back from the database as well as the
+ * HTTP answer.
+ */
+final class HttpFixture implements AutoCloseable {
+  static final ObjectMapper JSON = new ObjectMapper();
+
+  final TestDatabase db;
+  final DataSource ds;
+  final Idem idem;
+  final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+  /** Handlers that block: an order's latch, released by the test; and a latch counted down on entry. */
+  final Map<String, CountDownLatch> gates = new ConcurrentHashMap<>();
+  final Map<String, CountDownLatch> entered = new ConcurrentHashMap<>();
+  /** How many times the handler ran, per order (every attempt, rolled back or not). */
+  final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+  private final List<Tomcat> servers = new ArrayList<>();
+
+  HttpFixture(String hint) {
+    db = TestPostgres.newDatabase(hint);
+    ds = db.dataSource(24);
+    idem = Idem.builder(ds).build();
+    IdemFlyway.migrate(ds);
+    db.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL,"
+        + " outcome text NOT NULL)");
+  }
+
+  /** A server on a free loopback port with the filter {@code configure} makes; its base URI. */
+  URI serve(UnaryOperator<IdempotencyKeyFilter.Builder> configure) throws IOException, LifecycleException {
+    IdempotencyKeyFilter filter = configure.apply(IdempotencyKeyFilter.builder(idem)
+        // Tests act as several API clients: the client's account comes in a header.
+        .scope(r -> r.getHeader("X-Account") == null ? "anonymous" : r.getHeader("X-Account"))).build();
+    Tomcat tomcat = new Tomcat();
+    tomcat.setBaseDir(Files.createTempDirectory("idem-http-tomcat").toString());
+    tomcat.setPort(0);
+    tomcat.getConnector();
+    Context context = tomcat.addContext("", null);
+    Tomcat.addServlet(context, "payments", new PaymentServlet());
+    context.addServletMappingDecoded("/payments", "payments");
+    FilterDef def = new FilterDef();
+    def.setFilterName("idempotency");
+    def.setFilter(filter);
+    context.addFilterDef(def);
+    FilterMap map = new FilterMap();
+    map.setFilterName("idempotency");
+    map.addURLPattern("/*");
+    context.addFilterMap(map);
+    tomcat.start();
+    servers.add(tomcat);
+    return URI.create("http://127.0.0.1:" + localPort(tomcat) + "/payments");
+  }
+
+  /**
+   * The port the connector bound. By reflection: the tests compile inside module dev.idem.http,
+   * which does not read java.management, and Tomcat's Connector is an MBean.
+   */
+  private static int localPort(Tomcat tomcat) {
+    Object connector = tomcat.getConnector();
+    try {
+      return (Integer) connector.getClass().getMethod("getLocalPort").invoke(connector);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("could not read Tomcat's port", e);
+    }
+  }
+
+  /** A payment request body. */
+  static String payment(String order, int amount, String card) {
+    return "{\"order\":\"" + order + "\",\"amount\":" + amount + ",\"card\":\"" + card + "\"}";
+  }
+
+  /** POST {@code body} to {@code uri} with the header lines given as name, value pairs. */
+  HttpResponse<String> post(URI uri, String body, String... headers) throws IOException, InterruptedException {
+    HttpRequest.Builder b = HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(30))
+        .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body));
+    for (int i = 0; i < headers.length; i += 2) {
+      b.header(headers[i], headers[i + 1]);
+    }
+    return client.send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  long payments(String order) {
+    return db.count("SELECT count(*) FROM payments WHERE order_id = ?", order);
+  }
+
+  long keyRows(String scope, String key) {
+    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, key);
+  }
+
+  long keyRows(String key) {
+    return keyRows("anonymous", key);
+  }
+
+  static JsonNode json(HttpResponse<String> response) throws IOException {
+    return JSON.readTree(response.body());
+  }
+
+  /** Waits until {@code condition} holds, polling, for at most ten seconds. */
+  static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting until " + what);
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  CountDownLatch gate(String order) {
+    entered.put(order, new CountDownLatch(1));
+    CountDownLatch gate = new CountDownLatch(1);
+    gates.put(order, gate);
+    return gate;
+  }
+
+  @Override
+  public void close() {
+    for (Tomcat t : servers) {
+      try {
+        t.stop();
+        t.destroy();
+      } catch (LifecycleException e) {
+        // the JVM ends soon; a server that will not stop must not hide the test's result
+      }
+    }
+    db.close();
+  }
+
+  /**
+   * The user's handler: POST {"order", "amount", "card"} writes one payment row through {@code
+   * idem.inTransaction} (which joins the key's transaction), then answers by the card: "ok" 201
+   * with a JSON body and a Location; "declined" 402; "status-NNN" that status; "error-NNN"
+   * sendError(NNN); "throw" an exception; "block" waits on the order's gate, then 201;
+   * "serialization" fails the first run with SQLSTATE 40001 after writing part of its answer.
+   */
+  final class PaymentServlet extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+      resp.setContentType("text/plain");
+      resp.getWriter().write("payments");
+    }
+
+    @Override
+    protected void doPost(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+      JsonNode body = JSON.readTree(req.getInputStream());
+      String order = body.get("order").asText();
+      int amount = body.get("amount").asInt();
+      String card = body.get("card").asText();
+      int run = runs.computeIfAbsent(order, o -> new AtomicInteger()).incrementAndGet();
+      String outcome = card.equals("declined") ? "declined" : "captured";
+      // Joins the transaction the filter's executor opened for the key: commits with it, or not at all.
+      long id = idem.inTransaction(tx -> tx.dsl().resultQuery(
+          "INSERT INTO payments (order_id, amount, outcome) VALUES (?, ?, ?) RETURNING id", order, amount, outcome)
+          .fetchOne(0, Long.class));
+      if (card.equals("serialization") && run == 1) {
+        resp.setStatus(201);
+        resp.getWriter().write("partial answer of a run that rolls back");
+        resp.flushBuffer();
+        idem.useTransaction(tx -> tx.dsl().execute(
+            "DO $$ BEGIN RAISE EXCEPTION 'test: serialization failure' USING ERRCODE = 'serialization_failure'; END $$"));
+      }
+      if (card.equals("block")) {
+        entered.get(order).countDown();
+        try {
+          if (!gates.get(order).await(30, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("the test never opened the gate of " + order);
+          }
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new IllegalStateException(e);
+        }
+      }
+      if (card.equals("throw")) {
+        throw new IllegalStateException("test: the handler failed after writing its payment row");
+      }
+      if (card.startsWith("error-")) {
+        resp.sendError(Integer.parseInt(card.substring("error-".length())), "test error");
+        return;
+      }
+      int status = card.equals("declined") ? 402
+          : card.startsWith("status-") ? Integer.parseInt(card.substring("status-".length())) : 201;
+      resp.setStatus(status);
+      resp.setContentType("application/json");
+      resp.setHeader("Location", "/payments/pay_" + id);
+      resp.setHeader("X-Run", Integer.toString(run));
+      resp.getWriter().write("{\"id\":\"pay_" + id + "\",\"order\":\"" + order + "\",\"outcome\":\"" + outcome + "\"}");
+    }
+  }
+}
