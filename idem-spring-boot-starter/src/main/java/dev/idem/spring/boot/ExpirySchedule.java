@@ -1,46 +1,42 @@
 package dev.idem.spring.boot;
 
-import dev.idem.jdbc.executor.IdempotentExecutor;
-import dev.idem.jdbc.inbox.Inbox;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.context.SmartLifecycle;
 
 /**
- * Deletes keys and inbox ids past their window, for every executor and inbox bean, every {@code
+ * Deletes keys and inbox ids past their window, for every executor, inbox and Idempotency-Key
+ * filter bean, every {@code
  * idem.expiry.interval}, on one daemon thread of its own. Expiry is decided by the database clock
  * and batched by each tool; several instances running it at once delete each row once.
  */
 final class ExpirySchedule implements SmartLifecycle {
   private static final Logger LOG = LoggerFactory.getLogger(ExpirySchedule.class);
-  private final Supplier<List<IdempotentExecutor>> executors;
-  private final Supplier<List<Inbox>> inboxes;
+  private final Supplier<List<LongSupplier>> expiries;
   private final Duration interval;
   private ScheduledExecutorService scheduler;
 
-  ExpirySchedule(Supplier<List<IdempotentExecutor>> executors, Supplier<List<Inbox>> inboxes, Duration interval) {
+  /** {@code expiries}: each tool's {@code expire()}, asked for anew at every run (beans may be lazy). */
+  ExpirySchedule(Supplier<List<LongSupplier>> expiries, Duration interval) {
     if (interval == null || interval.isNegative() || interval.isZero()) {
       throw new IllegalArgumentException("idem.expiry.interval must be positive, was " + interval);
     }
-    this.executors = executors;
-    this.inboxes = inboxes;
+    this.expiries = expiries;
     this.interval = interval;
   }
 
-  /** One pass over every executor and inbox; returns the rows deleted. */
+  /** One pass over every tool; returns the rows deleted. */
   long runOnce() {
     long n = 0;
-    for (IdempotentExecutor e : executors.get()) {
-      n += e.expire();
-    }
-    for (Inbox i : inboxes.get()) {
-      n += i.expire();
+    for (LongSupplier expire : expiries.get()) {
+      n += expire.getAsLong();
     }
     return n;
   }

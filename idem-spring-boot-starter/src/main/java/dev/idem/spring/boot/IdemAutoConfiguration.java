@@ -1,6 +1,7 @@
 package dev.idem.spring.boot;
 
 import dev.idem.event.IdemListener;
+import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
@@ -17,6 +18,8 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.concurrent.ThreadFactory;
+import java.util.function.LongSupplier;
+import java.util.stream.Stream;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
@@ -148,12 +151,15 @@ public class IdemAutoConfiguration {
     return new RelayLifecycle(b.build(), true);
   }
 
-  /** The expiry of every executor and inbox bean ({@code idem.expiry.*}). */
+  /** The expiry of every executor, inbox and Idempotency-Key filter bean ({@code idem.expiry.*}). */
   @Bean
   @ConditionalOnProperty(prefix = "idem.expiry", name = "enabled", matchIfMissing = true)
   ExpirySchedule idemExpirySchedule(ObjectProvider<IdempotentExecutor> executors, ObjectProvider<Inbox> inboxes,
-      IdemProperties properties) {
-    return new ExpirySchedule(() -> executors.orderedStream().toList(), () -> inboxes.orderedStream().toList(),
-        properties.getExpiry().getInterval());
+      ObjectProvider<IdempotencyKeyFilter> filters, IdemProperties properties) {
+    return new ExpirySchedule(() -> Stream.of(
+            executors.orderedStream().<LongSupplier>map(e -> e::expire),
+            inboxes.orderedStream().<LongSupplier>map(i -> i::expire),
+            filters.orderedStream().<LongSupplier>map(f -> f::expire))
+        .flatMap(s -> s).toList(), properties.getExpiry().getInterval());
   }
 }

@@ -7,6 +7,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.util.unit.DataSize;
 
 /**
  * Settings of idem's auto-configuration, under {@code idem.*}. A setting left unset takes the
@@ -295,13 +296,61 @@ public class IdemProperties {
     }
   }
 
-  /** The Idempotency-Key filter, registered in a Spring MVC application when idem-http is present. */
+  /**
+   * The Idempotency-Key filter, registered in a servlet web application. Anything not here (the
+   * scope of keys, which requests are guarded by code, the store policy) is set with an {@link
+   * IdempotencyKeyFilterCustomizer} bean.
+   */
   public static class Http {
     /** Whether to register the filter. */
     private boolean enabled = true;
 
-    /** URL patterns the filter sees (of those, it guards POST and PATCH). */
+    /** URL patterns the filter sees; of those requests it guards the {@code methods}. */
     private List<String> urlPatterns = new ArrayList<>(List.of("/*"));
+
+    /** HTTP methods guarded (others pass through). */
+    private List<String> methods = new ArrayList<>(List.of("POST", "PATCH"));
+
+    /** The request header that carries the key. */
+    private String headerName = "Idempotency-Key";
+
+    /** Accept a bare token besides the draft's quoted Structured Field string. */
+    private boolean acceptBareKeys = true;
+
+    /** Refuse a guarded request without the header with 400 (false: run it unguarded). */
+    private boolean keyRequired = true;
+
+    /** How long a key is remembered. Default 24 h (as Stripe). */
+    private Duration window;
+
+    /** How long a repeat waits for the first still running before a 409. Default 250 ms. */
+    private Duration inFlightWait;
+
+    /** The Retry-After of a 409. Default 1 s. */
+    private Duration retryAfter;
+
+    /** Largest request body of a guarded request (larger: 413). Default 1 MB. */
+    private DataSize maxBodySize;
+
+    /** What a returning key is compared on besides method and path: the canonical JSON body, or the raw bytes. */
+    private Fingerprint fingerprint = Fingerprint.CANONICAL_JSON;
+
+    /** Only these JSON fields (JSON pointers, e.g. /amount) of the body, instead of all of it. */
+    private List<String> fingerprintFields = new ArrayList<>();
+
+    /** Request headers that are part of the fingerprint too. */
+    private List<String> fingerprintHeaders = new ArrayList<>();
+
+    /** Response headers stored and replayed besides Content-Type, Content-Encoding and Location. */
+    private List<String> replayedHeaders = new ArrayList<>();
+
+    /** How a request is compared with the first of its key. */
+    public enum Fingerprint {
+      /** The JSON body, field order and white space ignored (any other body as its bytes). */
+      CANONICAL_JSON,
+      /** The body's bytes. */
+      RAW_BODY
+    }
 
     public boolean isEnabled() {
       return enabled;
@@ -317,6 +366,102 @@ public class IdemProperties {
 
     public void setUrlPatterns(List<String> urlPatterns) {
       this.urlPatterns = urlPatterns;
+    }
+
+    public List<String> getMethods() {
+      return methods;
+    }
+
+    public void setMethods(List<String> methods) {
+      this.methods = methods;
+    }
+
+    public String getHeaderName() {
+      return headerName;
+    }
+
+    public void setHeaderName(String headerName) {
+      this.headerName = headerName;
+    }
+
+    public boolean isAcceptBareKeys() {
+      return acceptBareKeys;
+    }
+
+    public void setAcceptBareKeys(boolean acceptBareKeys) {
+      this.acceptBareKeys = acceptBareKeys;
+    }
+
+    public boolean isKeyRequired() {
+      return keyRequired;
+    }
+
+    public void setKeyRequired(boolean keyRequired) {
+      this.keyRequired = keyRequired;
+    }
+
+    public Duration getWindow() {
+      return window;
+    }
+
+    public void setWindow(Duration window) {
+      this.window = window;
+    }
+
+    public Duration getInFlightWait() {
+      return inFlightWait;
+    }
+
+    public void setInFlightWait(Duration inFlightWait) {
+      this.inFlightWait = inFlightWait;
+    }
+
+    public Duration getRetryAfter() {
+      return retryAfter;
+    }
+
+    public void setRetryAfter(Duration retryAfter) {
+      this.retryAfter = retryAfter;
+    }
+
+    public DataSize getMaxBodySize() {
+      return maxBodySize;
+    }
+
+    public void setMaxBodySize(DataSize maxBodySize) {
+      this.maxBodySize = maxBodySize;
+    }
+
+    public Fingerprint getFingerprint() {
+      return fingerprint;
+    }
+
+    public void setFingerprint(Fingerprint fingerprint) {
+      this.fingerprint = fingerprint;
+    }
+
+    public List<String> getFingerprintFields() {
+      return fingerprintFields;
+    }
+
+    public void setFingerprintFields(List<String> fingerprintFields) {
+      this.fingerprintFields = fingerprintFields;
+    }
+
+    public List<String> getFingerprintHeaders() {
+      return fingerprintHeaders;
+    }
+
+    public void setFingerprintHeaders(List<String> fingerprintHeaders) {
+      this.fingerprintHeaders = fingerprintHeaders;
+    }
+
+    public List<String> getReplayedHeaders() {
+      return replayedHeaders;
+    }
+
+    public void setReplayedHeaders(List<String> replayedHeaders) {
+      this.replayedHeaders = replayedHeaders;
     }
   }
 }
