@@ -173,7 +173,11 @@ final class BufferedRequest extends HttpServletRequestWrapper {
   }
 
   private Charset charset() {
-    String encoding = getCharacterEncoding();
+    return charset(getCharacterEncoding());
+  }
+
+  /** The charset named by a request's or response's character encoding; ISO-8859-1 (the servlet default) if none or unknown. */
+  static Charset charset(String encoding) {
     try {
       return encoding == null ? StandardCharsets.ISO_8859_1 : Charset.forName(encoding);
     } catch (IllegalArgumentException e) {

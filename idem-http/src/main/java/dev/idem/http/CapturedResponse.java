@@ -280,12 +280,7 @@ final class CapturedResponse extends HttpServletResponseWrapper {
   }
 
   private Charset charset() {
-    String encoding = getCharacterEncoding();
-    try {
-      return encoding == null ? StandardCharsets.ISO_8859_1 : Charset.forName(encoding);
-    } catch (IllegalArgumentException e) {
-      return StandardCharsets.ISO_8859_1;
-    }
+    return BufferedRequest.charset(getCharacterEncoding());
   }
 
   @Override

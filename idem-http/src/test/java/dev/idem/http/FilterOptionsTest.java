@@ -8,7 +8,6 @@ import dev.idem.window.DedupeWindow;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.time.Duration;
-import java.util.UUID;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -32,15 +31,11 @@ class FilterOptionsTest {
     f.close();
   }
 
-  private static String unique(String prefix) {
-    return prefix + "-" + UUID.randomUUID();
-  }
-
   @Test
   void aKeyReusedAfterItsWindowRunsAgain() throws Exception {
     URI uri = f.serve(b -> b.window(DedupeWindow.of(Duration.ofMillis(300))));
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> first = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
     // The window is counted by the database clock: wait until the database says it is over.
     HttpFixture.await("the key's window is over", () -> f.db.count(
@@ -58,7 +53,7 @@ class FilterOptionsTest {
   @Test
   void anOptionalKeyLetsARequestWithoutOneThroughUnguarded() throws Exception {
     URI uri = f.serve(b -> b.keyRequired(false));
-    String order = unique("o");
+    String order = HttpFixture.unique("o");
     long keysBefore = f.db.count("SELECT count(*) FROM idem.idem_keys");
     HttpResponse<String> one = f.post(uri, payment(order, 4000, "ok"));
     HttpResponse<String> two = f.post(uri, payment(order, 4000, "ok"));
@@ -73,8 +68,8 @@ class FilterOptionsTest {
   @Test
   void withBareKeysOffOnlyAStructuredFieldStringIsAKey() throws Exception {
     URI uri = f.serve(b -> b.acceptBareKeys(false).headerName("X-Request-Key"));
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> bare = f.post(uri, payment(order, 4000, "ok"), "X-Request-Key", key);
     HttpResponse<String> quoted = f.post(uri, payment(order, 4000, "ok"), "X-Request-Key", "\"" + key + "\"");
 
@@ -88,8 +83,8 @@ class FilterOptionsTest {
   @Test
   void aSmallBodyLimitRefusesALargerBodyWith413() throws Exception {
     URI uri = f.serve(b -> b.maxBodySize(32).problemTypeBase(URI.create("https://api.example.com/problems/")));
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> r = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
 
     assertThat(r.statusCode()).isEqualTo(413);
@@ -101,8 +96,8 @@ class FilterOptionsTest {
   @Test
   void rawBodyFingerprintsTellMemberOrderApart() throws Exception {
     URI uri = f.serve(b -> b.fingerprint(RequestFingerprint.rawBody()));
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
     HttpResponse<String> reordered = f.post(uri,
         "{\"amount\":4000,\"order\":\"" + order + "\",\"card\":\"ok\"}", "Idempotency-Key", key);
@@ -114,8 +109,8 @@ class FilterOptionsTest {
   @Test
   void selectedJsonFieldsAndHeadersAreAllThatIsCompared() throws Exception {
     URI uri = f.serve(b -> b.fingerprint(RequestFingerprint.jsonFields("/order", "/amount").withHeaders("X-Currency")));
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> first = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Currency", "EUR");
     HttpResponse<String> otherCard = f.post(uri,
         "{\"order\":\"" + order + "\",\"amount\":4000,\"card\":\"declined\",\"note\":\"retry\"}",
@@ -133,9 +128,9 @@ class FilterOptionsTest {
   @Test
   void aStorePolicyCanStoreA404AndNotA402() throws Exception {
     URI uri = f.serve(b -> b.storePolicy(StorePolicy.DEFAULT.alsoStoring(404).notStoring(402)));
-    String order = unique("o");
-    String notFound = unique("k");
-    String declined = unique("k");
+    String order = HttpFixture.unique("o");
+    String notFound = HttpFixture.unique("k");
+    String declined = HttpFixture.unique("k");
     f.post(uri, payment(order, 1, "status-404"), "Idempotency-Key", notFound);
     HttpResponse<String> replayed404 = f.post(uri, payment(order, 1, "status-404"), "Idempotency-Key", notFound);
     HttpResponse<String> decline = f.post(uri, payment(order, 2, "declined"), "Idempotency-Key", declined);
@@ -157,8 +152,8 @@ class FilterOptionsTest {
   void onAnotherInstanceAnotherRequestUnderAKeyInFlightIs409UntilTheFirstCommitsThen422() throws Exception {
     URI one = f.serve(b -> b);
     URI two = f.serve(b -> b);
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     CountDownLatch gate = f.gate(order);
     CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(() -> {
       try {
@@ -191,9 +186,9 @@ class FilterOptionsTest {
       }
     };
     URI uri = f.serve(b -> b.transaction(framework));
-    String order = unique("o");
-    String stored = unique("k");
-    String refused = unique("k");
+    String order = HttpFixture.unique("o");
+    String stored = HttpFixture.unique("k");
+    String refused = HttpFixture.unique("k");
     HttpResponse<String> created = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", stored);
     HttpResponse<String> repeat = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", stored);
     HttpResponse<String> invalid = f.post(uri, payment(order, 1, "status-400"), "Idempotency-Key", refused);

@@ -148,6 +148,11 @@ final class HttpFixture implements AutoCloseable {
     return gate;
   }
 
+  /** A value no other test uses, for orders and keys. */
+  static String unique(String prefix) {
+    return prefix + "-" + java.util.UUID.randomUUID();
+  }
+
   @Override
   public void close() {
     for (Tomcat t : servers) {

@@ -38,15 +38,11 @@ class IdempotencyKeyFilterTest {
     f.close();
   }
 
-  private static String unique(String prefix) {
-    return prefix + "-" + UUID.randomUUID();
-  }
-
   // --- the filter's own refusals ---------------------------------------------------------------
 
   @Test
   void aGuardedRequestWithoutAKeyIs400ProblemAndNothingRuns() throws Exception {
-    String order = unique("o");
+    String order = HttpFixture.unique("o");
     HttpResponse<String> r = f.post(payments, payment(order, 4000, "ok"));
 
     assertThat(r.statusCode()).isEqualTo(400);
@@ -65,7 +61,7 @@ class IdempotencyKeyFilterTest {
       "\"unterminated", "\"has a space\"", "\"bad\\escape\"", "\"one\", \"two\"", "\"key\";param=1",
       "a,b", "\"\"", "   "})
   void aMalformedKeyIs400ProblemAndNothingRuns(String field) throws Exception {
-    String order = unique("o");
+    String order = HttpFixture.unique("o");
     long keysBefore = f.db.count("SELECT count(*) FROM idem.idem_keys");
     HttpResponse<String> r = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", field);
 
@@ -79,7 +75,7 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void twoKeyHeaderLinesAre400() throws Exception {
-    String order = unique("o");
+    String order = HttpFixture.unique("o");
     HttpResponse<String> r = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", "\"k1\"",
         "Idempotency-Key", "\"k2\"");
 
@@ -91,8 +87,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void aBodyOverTheLimitIs413AndNothingIsStored() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     String padding = "x".repeat(1024 * 1024);
     HttpResponse<String> r = f.post(payments,
         "{\"order\":\"" + order + "\",\"amount\":1,\"card\":\"ok\",\"pad\":\"" + padding + "\"}", "Idempotency-Key", key);
@@ -107,8 +103,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void aRepeatGetsTheFirstStatusHeadersAndBodyMarkedReplayedAndRunsNothing() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> first = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", "\"" + key + "\"");
     HttpResponse<String> repeat = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", "\"" + key + "\"");
 
@@ -128,11 +124,11 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void aStructuredFieldStringWithEscapesAndTheSameKeyBareAreOneKey() throws Exception {
-    String order = unique("o");
+    String order = HttpFixture.unique("o");
     String key = "k\"q\\" + UUID.randomUUID(); // a quote and a backslash, escaped in the sf-string
     String sfString = "\"" + key.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
     HttpResponse<String> quoted = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", sfString);
-    String bareKey = unique("bare");
+    String bareKey = HttpFixture.unique("bare");
     HttpResponse<String> bare = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", bareKey);
     HttpResponse<String> bareAgainQuoted = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key",
         "\"" + bareKey + "\"");
@@ -147,8 +143,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void aStoredDeclineIsReplayedAsA402() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> first = f.post(payments, payment(order, 4000, "declined"), "Idempotency-Key", key);
     HttpResponse<String> repeat = f.post(payments, payment(order, 4000, "declined"), "Idempotency-Key", key);
 
@@ -162,8 +158,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void theSameKeyWithAnotherBodyIs422AndTheFirstStaysReplayable() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> first = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", key);
     HttpResponse<String> other = f.post(payments, payment(order, 5000, "ok"), "Idempotency-Key", key);
     HttpResponse<String> repeat = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", key);
@@ -180,8 +176,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void theSameKeyOnAnotherRouteIs422() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", key);
     HttpResponse<String> otherRoute = f.post(URI.create(payments + "?express=true"), payment(order, 4000, "ok"),
         "Idempotency-Key", key);
@@ -192,8 +188,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void jsonMemberOrderWhitespaceAndNumberSpellingDoNotMakeAnotherRequest() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> first = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", key);
     HttpResponse<String> reordered = f.post(payments,
         "{ \"card\" : \"ok\",\n  \"amount\": 4000.0, \"order\": \"" + order + "\" }", "Idempotency-Key", key);
@@ -206,8 +202,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void twoClientsSendingOneKeyValueHaveTwoKeys() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> a = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", "acct_a");
     HttpResponse<String> b = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", "acct_b");
 
@@ -235,8 +231,8 @@ class IdempotencyKeyFilterTest {
   @ValueSource(strings = {"status-400", "status-404", "status-409", "status-422", "status-429", "status-500",
       "status-503", "error-400", "error-500"})
   void aStatusThatIsNotStoredRollsBackTheHandlersWritesAndFreesTheKey(String card) throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     int status = Integer.parseInt(card.substring(card.indexOf('-') + 1));
     HttpResponse<String> r = f.post(payments, payment(order, 4000, card), "Idempotency-Key", key);
 
@@ -255,8 +251,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void aHandlerExceptionLeavesNoPaymentAndNoKeyAndARetryRuns() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> failed = f.post(payments, payment(order, 4000, "throw"), "Idempotency-Key", key);
 
     assertThat(failed.statusCode()).isEqualTo(500); // the container's answer to the exception
@@ -272,8 +268,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void aRunTheExecutorRepeatsAfterASerializationFailureSendsOnlyTheLastRunsAnswer() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     HttpResponse<String> r = f.post(payments, payment(order, 4000, "serialization"), "Idempotency-Key", key);
 
     assertThat(r.statusCode()).isEqualTo(201);
@@ -288,8 +284,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void aCopyWhileTheFirstRunsIs409WithRetryAfterAndGetsTheReplayOnceItCommits() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     CountDownLatch gate = f.gate(order);
     CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(() -> post(payment(order, 4000, "block"), key));
     assertThat(f.entered.get(order).await(10, TimeUnit.SECONDS)).isTrue();
@@ -312,8 +308,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void anotherRequestUnderAKeyInFlightIs422Not409() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     CountDownLatch gate = f.gate(order);
     CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(() -> post(payment(order, 4000, "block"), key));
     assertThat(f.entered.get(order).await(10, TimeUnit.SECONDS)).isTrue();
@@ -329,8 +325,8 @@ class IdempotencyKeyFilterTest {
 
   @Test
   void concurrentCopiesOfOneKeyCommitOnePaymentAndEveryOtherCopyIsAReplayOrA409() throws Exception {
-    String order = unique("o");
-    String key = unique("k");
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
     List<HttpResponse<String>> answers = Race.together(8, i -> post(payment(order, 4000, "ok"), key));
 
     List<HttpResponse<String>> applied = answers.stream()

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.idem.jdbc.outbox.OutboxMessage;
 import dev.idem.spring.RelayLifecycle;
 import dev.idem.testing.TestDatabase;
+import dev.idem.testing.Poll;
 import dev.idem.testing.TestPostgres;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -14,7 +15,6 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -83,14 +83,6 @@ class PaymentsApplicationTest {
     return provider.charges.size();
   }
 
-  static void await(BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime()).as("waited 20 s").isLessThan(deadline);
-      Thread.sleep(20);
-    }
-  }
-
   static void assertProblem(HttpResponse<String> r, int status) {
     assertThat(r.statusCode()).isEqualTo(status);
     assertThat(r.headers().firstValue("Content-Type")).hasValueSatisfying(v -> assertThat(v).startsWith("application/problem+json"));
@@ -110,7 +102,7 @@ class PaymentsApplicationTest {
     assertThat(payments("o1")).isEqualTo(1);
     assertThat(httpKeys("k-o1")).isEqualTo(1);
     assertThat(chargesAtProvider()).isEqualTo(before + 1);
-    await(() -> receipts("o1") == 1);
+    Poll.until("the receipt of o1", () -> receipts("o1") == 1);
   }
 
   @Test
@@ -218,12 +210,12 @@ class PaymentsApplicationTest {
   @Test
   void aRedeliveredMessageAppliesOnce() throws Exception {
     assertThat(pay("k-redeliver", "o-redeliver", 100).statusCode()).isEqualTo(201);
-    await(() -> receipts("o-redeliver") == 1);
+    Poll.until("the receipt of o-redeliver", () -> receipts("o-redeliver") == 1);
     ReceiptBroker broker = app.getBean(ReceiptBroker.class);
     OutboxMessage again = broker.log().stream().filter(m -> "o-redeliver".equals(m.aggregateKey())).findFirst().orElseThrow();
     broker.redeliver(again);
     broker.redeliver(again);
-    await(() -> db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'receipts' AND message_id = ?", again.id().toString()) == 1);
+    Poll.until("the inbox row of the message", () -> db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'receipts' AND message_id = ?", again.id().toString()) == 1);
     Thread.sleep(300); // both redeliveries consumed
     assertThat(receipts("o-redeliver")).isEqualTo(1);
   }
@@ -242,6 +234,6 @@ class PaymentsApplicationTest {
       app.start();
     }
     assertThat(relay.isRunning()).isTrue();
-    await(() -> receipts("o-stopped") == 1);
+    Poll.until("the receipt of o-stopped", () -> receipts("o-stopped") == 1);
   }
 }

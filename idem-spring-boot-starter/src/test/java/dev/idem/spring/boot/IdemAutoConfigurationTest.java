@@ -20,13 +20,13 @@ import dev.idem.spring.IdemExceptionTranslator;
 import dev.idem.spring.RelayLifecycle;
 import dev.idem.spring.SpringTransactionBinding;
 import dev.idem.testing.TestDatabase;
+import dev.idem.testing.Poll;
 import dev.idem.testing.TestPostgres;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -81,14 +81,6 @@ class IdemAutoConfigurationTest {
 
   static long keys(String value) {
     return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'starter' AND key = ?", value);
-  }
-
-  static void await(BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime()).as("waited 20 s").isLessThan(deadline);
-      Thread.sleep(10);
-    }
   }
 
   @Test
@@ -269,7 +261,7 @@ class IdemAutoConfigurationTest {
           RelayLifecycle relay = ctx.getBean(RelayLifecycle.class);
           assertThat(relay.isRunning()).isTrue();
           UUID first = tx.execute(s -> outbox.enqueue(NewMessage.of("orders", new byte[] {1})));
-          await(() -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE id = ? AND status = 'S'", first) == 1);
+          Poll.until("the first message marked sent", () -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE id = ? AND status = 'S'", first) == 1);
 
           ctx.stop();
           assertThat(relay.isRunning()).isFalse();
@@ -281,7 +273,7 @@ class IdemAutoConfigurationTest {
           ctx.start();
           assertThat(relay.isRunning()).isTrue();
           // marked sent when the batch commits, just after the publish
-          await(() -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE id IN (?, ?) AND status = 'S'", first, second) == 2);
+          Poll.until("both messages marked sent", () -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE id IN (?, ?) AND status = 'S'", first, second) == 2);
           assertThat(published).containsOnlyOnce(first, second);
         });
   }
@@ -291,7 +283,7 @@ class IdemAutoConfigurationTest {
     runner().withPropertyValues("idem.executors.short.window=1ms", "idem.expiry.interval=100ms").run(ctx -> {
       IdempotentExecutor shortLived = ctx.getBean("idem.executors.short", IdempotentExecutor.class);
       shortLived.execute(key("ex"), Fingerprint.of("ex"), Codec.utf8(), t -> "x");
-      await(() -> keys("ex") == 0);
+      Poll.until("the expired key deleted", () -> keys("ex") == 0);
     });
   }
 

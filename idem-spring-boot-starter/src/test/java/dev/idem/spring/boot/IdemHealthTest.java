@@ -6,6 +6,7 @@ import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.spring.RelayLifecycle;
+import dev.idem.testing.Poll;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -35,7 +36,7 @@ class IdemHealthTest {
         .run(ctx -> {
           Outbox outbox = ctx.getBean(Outbox.class);
           ctx.getBean(TransactionTemplate.class).executeWithoutResult(s -> outbox.enqueue(NewMessage.of("orders", new byte[] {1})));
-          IdemAutoConfigurationTest.await(() -> outbox.countParked() == 1);
+          Poll.until("the message parked", () -> outbox.countParked() == 1);
           HealthIndicator health = ctx.getBean("idemHealthIndicator", HealthIndicator.class);
           assertThat(health.health().getStatus()).isEqualTo(Status.UP);
           assertThat(health.health().getDetails()).containsEntry("relay", "running").containsEntry("outboxParked", 1L)
