@@ -24,7 +24,9 @@ import dev.idem.testing.Poll;
 import dev.idem.testing.TestPostgres;
 import java.time.Duration;
 import java.util.List;
+import com.zaxxer.hikari.HikariDataSource;
 import java.util.UUID;
+import javax.sql.DataSource;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
@@ -38,6 +40,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.BadSqlGrammarException;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 import org.springframework.stereotype.Repository;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -194,6 +197,31 @@ class IdemAutoConfigurationTest {
       assertThat(events).hasSize(2).first().isInstanceOf(IdemEvent.Applied.class);
       assertThat(events.get(1)).isInstanceOf(IdemEvent.Replayed.class);
     });
+  }
+
+  @Test
+  void aTransactionAwareDataSourceProxyIsUnwrappedAndTheKeyStillJoinsSpringsTransaction() {
+    try (HikariDataSource pool = db.dataSource(4)) {
+      runner().withBean(DataSource.class, () -> new TransactionAwareDataSourceProxy(pool))
+          .withPropertyValues("idem.executors.payments.window=1h").run(ctx -> {
+            TransactionTemplate tx = ctx.getBean(TransactionTemplate.class);
+            JdbcTemplate jdbc = ctx.getBean(JdbcTemplate.class);
+            IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+            for (boolean commit : new boolean[] {false, true}) {
+              tx.executeWithoutResult(status -> {
+                payments.execute(key("proxy"), Fingerprint.of("o-proxy"), Codec.utf8(), t -> {
+                  jdbc.update("INSERT INTO payments VALUES ('o-proxy', 1)");
+                  return "p";
+                });
+                if (!commit) {
+                  status.setRollbackOnly();
+                }
+              });
+              assertThat(payments("o-proxy")).isEqualTo(commit ? 1 : 0);
+              assertThat(keys("proxy")).isEqualTo(commit ? 1 : 0);
+            }
+          });
+    }
   }
 
   @Configuration(proxyBeanMethods = false)
