@@ -20,7 +20,6 @@ import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.HexFormat;
 import org.jooq.Condition;
@@ -455,9 +454,14 @@ public final class Claims {
 
   /** Undoes a joined call's claim; if that fails, the caller's transaction is not usable and says so. */
   private void rollbackToSavepoint(Connection c, IdempotencyKey key) {
-    try (Statement st = c.createStatement()) {
-      st.execute(rollbackToSavepoint.text());
+    try {
+      Driver.savepointCommand(c, rollbackToSavepoint.text());
     } catch (SQLException e) {
+      if (SqlStates.NO_SUCH_SAVEPOINT.equals(e.getSQLState()) && !Driver.aborted(c)) {
+        // pgjdbc's autosave=always (42.7.8) rolled the failed string back to a savepoint of its own
+        // set before it: the claim went with our savepoint, and the transaction is usable.
+        return;
+      }
       throw new DataAccessException(name + ": could not roll back to the savepoint before the claim of key " + key
           + ", so the caller's transaction may hold it or be aborted; roll the transaction back: " + e.getMessage(), e);
     }

@@ -2,6 +2,7 @@ package dev.idem.jdbc.internal;
 
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.sql.Statement;
 import org.postgresql.core.BaseConnection;
 import org.postgresql.core.TransactionState;
 
@@ -40,6 +41,22 @@ public final class Driver {
     if (aborted(callerTx)) {
       throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
           + " was caught); roll it back: nothing of " + what + " was sent");
+    }
+  }
+
+  /**
+   * Runs {@code sql}, a savepoint command, without pgjdbc's {@code autosave} wrapping it: on an
+   * aborted transaction autosave would first set a savepoint of its own, which PostgreSQL refuses
+   * there, and the rollback to idem's savepoint would never be sent (pgjdbc 42.7.8, the version
+   * Spring Boot 3.5 manages). Through the statement API when the connection is not pgjdbc's.
+   */
+  public static void savepointCommand(Connection c, String sql) throws SQLException {
+    if (c.isWrapperFor(BaseConnection.class)) {
+      c.unwrap(BaseConnection.class).execSQLUpdate(sql); // no autosave savepoint in an aborted transaction
+      return;
+    }
+    try (Statement st = c.createStatement()) {
+      st.execute(sql);
     }
   }
 
