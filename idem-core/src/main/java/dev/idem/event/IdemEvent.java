@@ -5,6 +5,7 @@ import dev.idem.transition.Outcome;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.OptionalLong;
+import java.util.UUID;
 
 /**
  * Something a guard did, for metrics and logs. Every event names the {@code source}, the tool and
@@ -125,4 +126,42 @@ public sealed interface IdemEvent {
    * @param seq the ignored event's number
    */
   record SequenceIgnored(String source, IdempotencyKey key, long seq) implements IdemEvent {}
+
+  /**
+   * The relay handed an outbox message to the publisher, which returned: it is marked sent in the
+   * same transaction. Delivered after that transaction commits (a batch that failed to commit
+   * publishes its messages again, and they are reported again).
+   *
+   * @param source {@code "relay"}
+   * @param id the message id
+   * @param topic the message's topic
+   * @param attempt 1 for the first publish of the message, more after failures
+   * @param publishTime how long the publisher took, on this JVM's monotonic clock
+   */
+  record Published(String source, UUID id, String topic, int attempt, Duration publishTime) implements IdemEvent {}
+
+  /**
+   * A publish of an outbox message threw: it waits its back-off and is tried again, or, at the
+   * relay's {@code maxAttempts}, is parked until an operator redrives it. Delivered after the batch
+   * commits.
+   *
+   * @param source {@code "relay"}
+   * @param id the message id
+   * @param topic the message's topic
+   * @param attempt which attempt failed, from 1
+   * @param parked whether this failure parked the message
+   * @param error the publisher's exception, as text
+   */
+  record PublishFailed(String source, UUID id, String topic, int attempt, boolean parked, String error) implements IdemEvent {}
+
+  /**
+   * An operator changed idem's rows by hand through {@code Operations}: resolved or released a
+   * stuck key, redrove parked messages. Also logged, at INFO.
+   *
+   * @param source {@code "operations"}
+   * @param action what was done, e.g. {@code "resolve"}, {@code "release"}, {@code "redrive"}
+   * @param target what it was done to, e.g. a key or a message id, or a topic
+   * @param rows how many rows it changed
+   */
+  record OperatorAction(String source, String action, String target, long rows) implements IdemEvent {}
 }

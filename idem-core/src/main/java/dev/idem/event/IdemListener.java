@@ -43,4 +43,13 @@ public interface IdemListener {
 
   /** A per-entity sequence ignored an event whose number was not newer. */
   default void onSequenceIgnored(IdemEvent.SequenceIgnored event) {}
+
+  /** The relay published an outbox message. */
+  default void onPublished(IdemEvent.Published event) {}
+
+  /** A publish of an outbox message failed (and may have parked it). */
+  default void onPublishFailed(IdemEvent.PublishFailed event) {}
+
+  /** An operator resolved, released or redrove something through {@code Operations}. */
+  default void onOperatorAction(IdemEvent.OperatorAction event) {}
 }

@@ -8,6 +8,7 @@ import dev.idem.window.DedupeWindow;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.OptionalLong;
+import java.util.UUID;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 
@@ -52,6 +53,12 @@ public interface Events {
 
   /** {@code seq} for {@code (stream, entity)} was applied ({@code Applied}) or not newer ({@code SequenceIgnored}). */
   default void sequence(String stream, String entity, long seq, Outcome outcome) {}
+
+  default void published(UUID id, String topic, int attempt, Duration publishTime) {}
+
+  default void publishFailed(UUID id, String topic, int attempt, boolean parked, String error) {}
+
+  default void operatorAction(String action, String target, long rows) {}
 
   /** Delivers to one listener; see {@link Events}. */
   final class Delivering implements Events {
@@ -147,6 +154,21 @@ public interface Events {
         deliver(() -> new IdemEvent.SequenceIgnored(source, IdempotencyKey.of(stream, entity), seq),
             listener::onSequenceIgnored);
       }
+    }
+
+    @Override
+    public void published(UUID id, String topic, int attempt, Duration publishTime) {
+      deliver(() -> new IdemEvent.Published(source, id, topic, attempt, publishTime), listener::onPublished);
+    }
+
+    @Override
+    public void publishFailed(UUID id, String topic, int attempt, boolean parked, String error) {
+      deliver(() -> new IdemEvent.PublishFailed(source, id, topic, attempt, parked, error), listener::onPublishFailed);
+    }
+
+    @Override
+    public void operatorAction(String action, String target, long rows) {
+      deliver(() -> new IdemEvent.OperatorAction(source, action, target, rows), listener::onOperatorAction);
     }
   }
 }

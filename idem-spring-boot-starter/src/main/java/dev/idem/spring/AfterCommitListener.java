@@ -13,7 +13,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * Delivers the events that report a write ({@code Applied}, {@code Transition}) made inside a
  * Spring transaction after it commits, and never for a rollback, so a metric counts only effects
  * that exist. Every other event (a replay, an in-flight answer, a refused key or fence, a lease
- * taken over, an expiry) reports what happened whatever the transaction does, and goes at once.
+ * taken over, an expiry, the relay's publishes, an operator's action) reports what happened whatever the transaction does, and goes at once.
  *
  * <p>Delivers each event to every listener given, in order; one that throws is logged and does not
  * keep the event from the others, nor fail the call or the commit.
@@ -97,5 +97,20 @@ public final class AfterCommitListener implements IdemListener {
   @Override
   public void onSequenceIgnored(IdemEvent.SequenceIgnored event) {
     now(event, IdemListener::onSequenceIgnored);
+  }
+
+  @Override
+  public void onPublished(IdemEvent.Published event) {
+    now(event, IdemListener::onPublished);
+  }
+
+  @Override
+  public void onPublishFailed(IdemEvent.PublishFailed event) {
+    now(event, IdemListener::onPublishFailed);
+  }
+
+  @Override
+  public void onOperatorAction(IdemEvent.OperatorAction event) {
+    now(event, IdemListener::onOperatorAction);
   }
 }

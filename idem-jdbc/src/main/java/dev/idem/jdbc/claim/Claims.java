@@ -196,7 +196,7 @@ public final class Claims {
   private <T, X extends Exception> Execution<T> joined(Tx tx, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       Query[] statements, long started) throws X {
     Connection c = tx.connection();
-    Driver.refuseAborted(c, name + " " + binds.key);
+    Driver.refuseUnjoinable(c, name + " " + binds.key);
     if (statements != null) {
       // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
       // so there is nothing to roll back to (and an outer call's savepoint of that name must not be).
@@ -457,11 +457,6 @@ public final class Claims {
     try {
       Driver.savepointCommand(c, rollbackToSavepoint.text());
     } catch (SQLException e) {
-      if (SqlStates.NO_SUCH_SAVEPOINT.equals(e.getSQLState()) && !Driver.aborted(c)) {
-        // pgjdbc's autosave=always (42.7.8) rolled the failed string back to a savepoint of its own
-        // set before it: the claim went with our savepoint, and the transaction is usable.
-        return;
-      }
       throw new DataAccessException(name + ": could not roll back to the savepoint before the claim of key " + key
           + ", so the caller's transaction may hold it or be aborted; roll the transaction back: " + e.getMessage(), e);
     }

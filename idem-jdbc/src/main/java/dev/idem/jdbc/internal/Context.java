@@ -109,7 +109,7 @@ public final class Context {
     } catch (SQLException e) {
       throw new DataAccessException("could not read callerTx's auto-commit mode: " + e.getMessage(), e);
     }
-    Driver.refuseAborted(callerTx, what);
+    Driver.refuseUnjoinable(callerTx, what);
     Tx own = open.get();
     return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx);
   }

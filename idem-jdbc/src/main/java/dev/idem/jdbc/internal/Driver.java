@@ -5,6 +5,7 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import org.postgresql.core.BaseConnection;
 import org.postgresql.core.TransactionState;
+import org.postgresql.jdbc.AutoSave;
 
 /**
  * What pgjdbc knows of a connection, asked without a round trip. A connection that cannot be
@@ -30,18 +31,58 @@ public final class Driver {
   }
 
   /**
-   * Refuses a caller's transaction that is {@link #aborted}, before a joined call sends anything
-   * into it: nothing would run there, and a rollback to a savepoint's name after the savepoint
-   * itself failed could find an outer call's savepoint of that name and undo its work. {@code
+   * Refuses a caller's transaction a joined call cannot work in, before it sends anything: one that
+   * is {@link #aborted} (nothing would run there, and a rollback to a savepoint's name after the
+   * savepoint itself failed could find an outer call's savepoint of that name and undo its work),
+   * or one whose driver loses the savepoints idem sets there ({@link #losesSavepoints}). {@code
    * what} names the call's key or message in the message.
    *
-   * @throws IllegalArgumentException if the transaction on {@code callerTx} is aborted
+   * @throws IllegalArgumentException naming {@code callerTx} and what is wrong with it
    */
-  public static void refuseAborted(Connection callerTx, String what) {
+  public static void refuseUnjoinable(Connection callerTx, String what) {
     if (aborted(callerTx)) {
       throw new IllegalArgumentException("callerTx: its transaction is aborted (a statement in it failed and its error"
           + " was caught); roll it back: nothing of " + what + " was sent");
     }
+    if (losesSavepoints(callerTx)) {
+      throw new IllegalArgumentException("callerTx: " + org.postgresql.Driver.getVersion() + " with autosave=always"
+          + " drops the savepoints idem sets in your transaction (released with its own, fixed in 42.7.10), so a failed "
+          + what + " could not be undone apart from your work: use pgjdbc 42.7.10 or later (under Spring Boot 3.5 set"
+          + " the Maven property postgresql.version), or autosave=never or conservative; nothing was sent");
+    }
+  }
+
+  /**
+   * True if the connection is pgjdbc's before 42.7.10 with {@code autosave=always}: that driver
+   * releases a savepoint set inside a statement together with its own after the statement (with
+   * {@code cleanupSavepoints}), or rolls it back with a failed string, so idem could not roll back
+   * to it. Asked without a round trip.
+   */
+  public static boolean losesSavepoints(Connection c) {
+    try {
+      return c.isWrapperFor(BaseConnection.class)
+          && c.unwrap(BaseConnection.class).getQueryExecutor().getAutoSave() == AutoSave.ALWAYS
+          && OLD_AUTOSAVE;
+    } catch (SQLException | RuntimeException | LinkageError e) {
+      return false;
+    }
+  }
+
+  /** Whether the pgjdbc on the class path is older than 42.7.10 (read from the driver, not compiled in). */
+  private static final boolean OLD_AUTOSAVE = olderThan(org.postgresql.Driver.getVersion(), 42, 7, 10);
+
+  static boolean olderThan(String version, int... than) {
+    java.util.regex.Matcher m = java.util.regex.Pattern.compile("(\\d+)\\.(\\d+)\\.(\\d+)").matcher(version);
+    if (!m.find()) {
+      return false;
+    }
+    for (int i = 0; i < 3; i++) {
+      int part = Integer.parseInt(m.group(i + 1));
+      if (part != than[i]) {
+        return part < than[i];
+      }
+    }
+    return false;
   }
 
   /**

@@ -17,8 +17,6 @@ public final class SqlStates {
   public static final String REPEAT = "IDEM1";
   /** A statement sent after an earlier one failed: PostgreSQL ignores all until the rollback. */
   public static final String IN_FAILED_SQL_TRANSACTION = "25P02";
-  /** A rollback to or release of a savepoint that does not exist. */
-  public static final String NO_SUCH_SAVEPOINT = "3B001";
 
   private SqlStates() {}
 

@@ -208,7 +208,7 @@ public final class Leases {
     Require.notNull(tx, "tx");
     IdempotencyKey.check("resource", resource);
     Require.notNull(token, "token");
-    Driver.refuseAborted(tx, "the fence check on " + resource);
+    Driver.refuseUnjoinable(tx, "the fence check on " + resource);
     try {
       if (tx.getAutoCommit()) {
         throw new IllegalArgumentException("tx is in auto-commit mode: checkFence must run in the transaction"

@@ -184,16 +184,20 @@ public final class Relay implements AutoCloseable {
    * @return how many messages were published and marked sent
    */
   public int runOnce() {
+    List<Runnable> afterCommit = new ArrayList<>();
+    int sent;
     try {
       // READ COMMITTED whatever the pool's level: the batch rests on its row locks, and at
       // SERIALIZABLE relays claiming each other's rows would abort batches already published.
-      return OwnTransaction.runReadCommitted(idem.dataSource(), this::relayBatch);
+      sent = OwnTransaction.runReadCommitted(idem.dataSource(), c -> relayBatch(c, afterCommit));
     } catch (SQLException e) {
       throw new DataAccessException("relay batch failed: " + e.getMessage(), e);
     }
+    afterCommit.forEach(Runnable::run); // the events, once the marks are committed
+    return sent;
   }
 
-  private int relayBatch(Connection c) throws SQLException {
+  private int relayBatch(Connection c, List<Runnable> afterCommit) throws SQLException {
     List<OutboxMessage> batch = claim(c);
     if (batch.isEmpty()) {
       return 0;
@@ -201,9 +205,12 @@ public final class Relay implements AutoCloseable {
     List<UUID> sent = new ArrayList<>(batch.size());
     List<Failure> failed = new ArrayList<>();
     for (OutboxMessage m : batch) {
+      long started = System.nanoTime();
       try {
         publisher.publish(m);
         sent.add(m.id());
+        Duration took = Duration.ofNanos(System.nanoTime() - started);
+        afterCommit.add(() -> events.published(m.id(), m.topic(), m.attempt(), took));
       } catch (Throwable e) {
         // An Error from a publisher (an AssertionError, a serializer's StackOverflowError) is a
         // failed publish like any other: escaping here would roll back the batch, republish the
@@ -221,8 +228,17 @@ public final class Relay implements AutoCloseable {
     }
     if (!failed.isEmpty()) {
       markFailed(c, failed);
+      for (Failure f : failed) {
+        afterCommit.add(() -> events.publishFailed(f.message.id(), f.message.topic(), f.message.attempt(),
+            parks(f), describe(f.error)));
+      }
     }
     return sent.size();
+  }
+
+  /** Whether this failure is the one that parks its message. */
+  private boolean parks(Failure f) {
+    return f.message.attempt() >= maxAttempts;
   }
 
   /**
@@ -283,12 +299,17 @@ public final class Relay implements AutoCloseable {
     }
   }
 
-  /** Logs a failed publish with its exception; a logger that chokes on the exception must not fail the batch. */
-  private static void logFailure(Failure f) {
+  /**
+   * Logs a failed publish at WARN with the message id (and its parking, which needs an operator);
+   * a logger that chokes on the exception must not fail the batch.
+   */
+  private void logFailure(Failure f) {
+    String what = "publish of outbox message " + f.message.id() + " (topic " + f.message.topic() + ") failed, attempt "
+        + f.message.attempt() + " of " + maxAttempts + (parks(f) ? "; parked until redriven" : "; it will be retried");
     try {
-      LOG.debug("publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + ")", f.error);
+      LOG.warn(what, f.error);
     } catch (RuntimeException | StackOverflowError e) {
-      LOG.debug("publish of " + f.message.id() + " failed (attempt " + f.message.attempt() + "); its exception could not be logged");
+      LOG.warn(what + "; its exception could not be logged");
     }
   }
 

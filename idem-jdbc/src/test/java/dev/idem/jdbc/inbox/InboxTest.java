@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
@@ -268,6 +269,15 @@ class InboxTest {
     try (HikariDataSource autosave = db.dataSourceWithDriverParams(1, params)) {
       try (Connection c = autosave.getConnection()) {
         c.setAutoCommit(false);
+        if (Driver.losesSavepoints(c)) {
+          // pgjdbc before 42.7.10 under autosave=always: refused before anything is sent
+          assertThatThrownBy(() -> billing.receive(c, "m-auto-2", tx -> charge(tx, "m-auto-2")))
+              .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("42.7.10");
+          c.rollback();
+          c.setAutoCommit(true);
+          assertThat(inboxRows("billing", "m-auto-2")).isZero();
+          return;
+        }
         assertThatThrownBy(() -> billing.receive(c, "m-auto-1", tx -> {
           charge(tx, "m-auto-1");
           throw new IOException("no");

@@ -19,6 +19,8 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -649,6 +651,45 @@ class RelayTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("shutdownTimeout");
     assertThatThrownBy(() -> idem.relay(m -> {}).threadFactory(null).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("threadFactory");
+  }
+
+  @Test
+  void publishesAndFailuresAreEventsAfterTheBatchCommitsAndAParkingSaysSo() {
+    UUID ok = enqueue(msg("ok"));
+    UUID poison = enqueue(NewMessage.of("poison", new byte[] {1}));
+    List<IdemEvent> seen = new CopyOnWriteArrayList<>();
+    IdemListener listener = new IdemListener() {
+      @Override
+      public void onPublished(IdemEvent.Published e) {
+        seen.add(e);
+      }
+
+      @Override
+      public void onPublishFailed(IdemEvent.PublishFailed e) {
+        // delivered after the commit: the failure is counted in the row already
+        assertThat(count("SELECT attempts FROM idem.idem_outbox WHERE id = '" + e.id() + "'")).isEqualTo(e.attempt());
+        seen.add(e);
+      }
+    };
+    Relay relay = Idem.builder(ds).listener(listener).build().relay(m -> {
+      if (m.topic().equals("poison")) {
+        throw new IllegalStateException("cannot serialize");
+      }
+    }).maxAttempts(2).backoff(Duration.ofMillis(1), Duration.ofMillis(1)).build();
+    relay.runOnce();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!"X".equals(status(poison))) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      relay.runOnce();
+    }
+    assertThat(seen).filteredOn(IdemEvent.Published.class::isInstance).singleElement()
+        .satisfies(e -> assertThat(((IdemEvent.Published) e).id()).isEqualTo(ok));
+    List<IdemEvent.PublishFailed> failures = seen.stream().filter(IdemEvent.PublishFailed.class::isInstance)
+        .map(IdemEvent.PublishFailed.class::cast).toList();
+    assertThat(failures).extracting(IdemEvent.PublishFailed::attempt).containsExactly(1, 2);
+    assertThat(failures).extracting(IdemEvent.PublishFailed::parked).containsExactly(false, true);
+    assertThat(failures).allSatisfy(f -> assertThat(f.id()).isEqualTo(poison)).allSatisfy(f -> assertThat(f.error()).contains("cannot serialize"));
+    assertThat(status(ok)).isEqualTo("S");
   }
 
   @Test
