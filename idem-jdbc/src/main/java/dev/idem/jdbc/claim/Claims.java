@@ -58,11 +58,11 @@ public final class Claims {
   private final Sql claimSignal;
   /** [savepoint, prelude, claim or signal]: before statements in the caller's transaction. */
   private final Sql claimSignalJoined;
-  /** [prelude, claim or read, restore]: the claim of the slow path, result at 1. */
+  /** [claim or read]: a callback's claim, one statement (see {@link ClaimTable#claim}). */
   private final Sql claim;
-  /** [savepoint, prelude, claim or read, restore]: a joined callback's claim, result at 2. */
+  /** [savepoint, claim or read]: a joined callback's claim, result at 1. */
   private final Sql claimJoined;
-  /** [prelude, re-claim past the window, restore]: its fence at 1. */
+  /** [re-claim past the window]: its fence, or null. */
   private final Sql reclaim;
   private final Sql storeAndCommit;
   private final Sql storeAndRelease;
@@ -79,9 +79,9 @@ public final class Claims {
     DSLContext dsl = context.dsl();
     this.claimSignal = Sql.join(table.prelude, table.claimOrSignal);
     this.claimSignalJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claimOrSignal);
-    this.claim = Sql.join(table.prelude, table.claim);
-    this.claimJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claim);
-    this.reclaim = Sql.join(table.prelude, table.reclaim);
+    this.claim = table.claim;
+    this.claimJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.claim);
+    this.reclaim = table.reclaim;
     this.release = Sql.of(dsl, DSL.query(ClaimTable.RELEASE));
     this.rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + ClaimTable.SAVEPOINT), DSL.query(ClaimTable.RELEASE));
     this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
@@ -232,7 +232,7 @@ public final class Claims {
   private <T, X extends Exception> Execution<T> claimThenApply(Tx tx, Binds binds, Codec<T> codec,
       TxCallback<T, X> effect, long started, boolean joined) throws X {
     Connection c = tx.connection();
-    ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 2 : 1, binds, started);
+    ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 1 : 0, binds, started);
     for (int round = 1; ; round++) {
       if (row == null) {
         // The claim inserted nothing and saw no row: another copy's claim got there first (the
@@ -241,7 +241,7 @@ public final class Claims {
         // deleted meanwhile), claim again.
         row = readOn(c, binds, started);
         if (row == null) {
-          row = claim(c, claim, 1, binds, started);
+          row = claim(c, claim, 0, binds, started);
         }
       } else if (row.claimed()) {
         return applyLocal(tx, binds, codec, effect, joined);
@@ -366,19 +366,30 @@ public final class Claims {
   /** Re-claims a row past its window; false if another copy re-claimed it first. */
   private boolean reclaimed(Connection c, Binds binds) {
     try {
-      return ClaimTable.single(c, reclaim, 1, binds) != null;
+      return ClaimTable.single(c, reclaim, 0, binds) != null;
     } catch (SQLException e) {
-      throw classified(e);
+      throw claimFailed(e);
     }
   }
 
-  /** A claim statement: see {@link #classified} for what its failure means. */
+  /** A claim statement: see {@link #claimFailed} for what its failure means. */
   private ClaimRow claim(Connection c, Sql sql, int index, Binds binds, long started) {
     try {
       return ClaimTable.row(c, sql, index, binds, started);
     } catch (SQLException e) {
-      throw classified(e);
+      throw claimFailed(e);
     }
+  }
+
+  /**
+   * What the failure of a callback's claim, one statement alone in its round trip, means: as
+   * {@link #classified}, and a cancelled statement (57014) is a wait past the bound too. PostgreSQL
+   * arms statement_timeout when the statement starts, so the claim cannot lift it for its own wait,
+   * and a pool's statement_timeout shorter than inFlightWait ends the wait first. Nothing of the
+   * caller's runs in the statement, so what was cancelled is the claim, which wrote nothing.
+   */
+  private RuntimeException claimFailed(SQLException e) {
+    return SqlStates.is(e, SqlStates.QUERY_CANCELED) ? new Busy(retryAfter) : classified(e);
   }
 
   /**
