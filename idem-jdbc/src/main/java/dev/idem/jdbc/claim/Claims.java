@@ -8,6 +8,7 @@ import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.OwnTransaction;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.internal.RecentKeys;
+import dev.idem.jdbc.internal.RepeatShare;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxCallback;
@@ -37,9 +38,11 @@ import org.jooq.impl.DSL;
  *
  * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips
  * (the claim goes with {@code BEGIN}; statements go with the claim and {@code COMMIT} in one
- * string). A repeat of a completed key, from a process that never saw it, writes nothing and
- * costs two round trips: for a callback, the claim reads the row and the empty transaction
- * commits; for statements, the claim stops them and the transaction is rolled back.
+ * string). A repeat of a completed key writes nothing. Claimed first, it costs two round trips:
+ * for a callback, the claim reads the row and the empty transaction commits; for statements, the
+ * claim stops them and the transaction is rolled back. Read first, one: a call that owns its
+ * transaction reads first when its key was handled here lately, or when most of this guard's
+ * calls lately were repeats ({@link RepeatShare}); a new key then pays the read.
  */
 public final class Claims {
   /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */
@@ -53,6 +56,8 @@ public final class Claims {
   private final Duration retryAfter;
   private final String name;
   private final RecentKeys recent = new RecentKeys();
+  /** Whether this guard's calls lately were mostly repeats: then a call reads before it claims. */
+  private final RepeatShare repeats = new RepeatShare();
 
   /** [prelude, claim or signal]: sent before a call's statements and COMMIT, in one string. */
   private final Sql claimSignal;
@@ -104,22 +109,33 @@ public final class Claims {
     Tx open = caller != null ? caller : context.current();
     try {
       if (open != null) {
-        return reported(binds.key, joined(open, binds, codec, effect, statements, started));
+        // Claim first, in the caller's transaction: a read first would take a second pool
+        // connection while the caller holds one, and answer from outside the caller's snapshot.
+        return settled(binds.key, joined(open, binds, codec, effect, statements, started));
       }
       IdempotencyKey key = binds.key;
-      if (recent.mightContain(key.scope(), key.value())) {
-        // A key this process handled lately: most likely a repeat, which one read answers.
+      if (recent.mightContain(key.scope(), key.value()) || repeats.mostlyRepeats()) {
+        // Most likely a repeat (a key handled here lately, or a guard that gets mostly repeats):
+        // one auto-commit read answers a completed row within its window, judged as the claim
+        // judges it. Anything else (no row, in flight, past the window) is the claim's to decide.
         ClaimRow seen = read(binds, started);
-        if (seen != null && !seen.expirable()) {
-          return reported(key, answer(seen, binds, codec));
+        if (seen != null && seen.completed() && !seen.pastWindow()) {
+          return settled(key, answer(seen, binds, codec));
         }
       }
       Execution<T> outcome = owned(binds, codec, effect, statements, started);
       recent.remember(key.scope(), key.value());
-      return reported(key, outcome);
+      return settled(key, outcome);
     } catch (Busy busy) {
+      repeats.record(false);
       return inFlight(binds.key, busy.retryAfter);
     }
+  }
+
+  /** Reports a call's outcome, and counts it for {@link #repeats}. */
+  private <T> Execution<T> settled(IdempotencyKey key, Execution<T> outcome) {
+    repeats.record(outcome.replayed());
+    return reported(key, outcome);
   }
 
   /**
