@@ -113,7 +113,7 @@ public final class ClaimTable {
   /**
    * Claims, or returns the row already there, under the wait bound, in one statement: exactly one
    * row, all null if the claim neither inserted nor saw a row (see {@link #claimOrRead}). The bound
-   * is set by the insert's one-time filter ({@link #BOUND}), before the insert can wait, and the
+   * is set by the insert's one-time filter ({@link #bound}), before the insert can wait, and the
    * caller's lock_timeout is put back in the row the statement returns ({@link #RESTORE}), after
    * the insert: so the caller's code, which runs after the statement, waits as the caller set it
    * to. Only lock_timeout is bounded: PostgreSQL arms statement_timeout when a statement starts,
