@@ -151,6 +151,13 @@ public final class InterleavedRatios {
         return () -> b.executorReplayColdStatement(cold);
       });
       ops.put("executorReplayWarm", () -> op(l -> b.executorReplayWarm(warmExecutor, l)));
+      for (String mix : new String[] {"executorMixed10", "executorMixed90"}) {
+        ops.put(mix, () -> {
+          RepeatBenchmark.MixedExecutor mixed = new RepeatBenchmark.MixedExecutor();
+          mixed.start(db, executorKeys);
+          return mix.equals("executorMixed10") ? () -> b.executorMixed10(mixed) : () -> b.executorMixed90(mixed);
+        });
+      }
       ops.put("camelRepeatCold", () -> op(l -> b.camelRepeatCold(camel, l)));
       ops.put("springIntegrationRepeatCold", () -> op(l -> b.springIntegrationRepeatCold(si, l)));
       ops.put("naiveGuardRepeat", () -> op(l -> b.naiveGuardRepeat(db, naive, l)));
@@ -174,6 +181,10 @@ public final class InterleavedRatios {
       ratio("inboxNewKeyStatement         / bareEffect                 ", mean, "inboxNewKeyStatement", "bareEffect");
       ratio("executorNewKeyCallback       / naiveGuardNewKey           ", mean, "executorNewKeyCallback", "naiveGuardNewKey");
       ratio("inboxNewKeyCallback          / naiveGuardNewKey           ", mean, "inboxNewKeyCallback", "naiveGuardNewKey");
+      // A mix's throughput against the same mix of the pure figures (time per op weighted by share):
+      // below 1, the mix pays for its reads (new keys read first) or misses repeats (claimed first).
+      mixRatio("executorMixed10", 0.1, mean);
+      mixRatio("executorMixed90", 0.9, mean);
     } finally {
       if (camel.repository != null) {
         camel.stop();
@@ -234,6 +245,16 @@ public final class InterleavedRatios {
           name, opsPerSecond, c.jvmMicros / rounds, c.otherMicros / rounds);
     });
     return mean;
+  }
+
+  private static void mixRatio(String mix, double repeats, Map<String, Double> mean) {
+    Double newKey = mean.get("executorNewKeyCallback");
+    Double repeat = mean.get("executorReplayCold");
+    if (mean.containsKey(mix) && newKey != null && repeat != null) {
+      double pure = 1 / (repeats / repeat + (1 - repeats) / newKey);
+      System.out.printf("%-28s / the same mix of executorNewKeyCallback and executorReplayCold = %.2f (of %.0f ops/s)%n",
+          mix, mean.get(mix) / pure, pure);
+    }
   }
 
   private static void ratio(String label, Map<String, Double> mean, String of, String to) {

@@ -8,6 +8,7 @@ import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
+import dev.idem.result.Execution;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.window.DedupeWindow;
@@ -287,6 +288,22 @@ public class RepeatBenchmark {
     }
   }
 
+  /**
+   * A thread's executor for a mixed workload: mostly new keys, some repeats of keys another
+   * instance completed and this one never saw; fresh per pass, like {@link ColdExecutor}.
+   */
+  @State(Scope.Thread)
+  public static class MixedExecutor {
+    final ColdExecutor cold = new ColdExecutor();
+    final ThreadKeys keys = new ThreadKeys();
+
+    @Setup(Level.Trial)
+    public void start(Db db, ExecutorKeys completed) {
+      cold.start(db, completed);
+      keys.start();
+    }
+  }
+
   /** One inbox that applied {@value #WARM_IDS} ids itself, so it remembers them; shared by the threads. */
   @State(Scope.Benchmark)
   public static class WarmInbox {
@@ -491,6 +508,35 @@ public class RepeatBenchmark {
         throw new IllegalStateException("the naive guard took a present key for a new one");
       }
       return false;
+    }
+  }
+
+  /** A mixed workload, 10 % repeats: what reading first when it pays costs the new keys (compare executorNewKeyCallback). */
+  @Benchmark
+  public void executorMixed10(MixedExecutor mixed) throws SQLException {
+    mixed(mixed, 0.1);
+  }
+
+  /** A mixed workload, 90 % repeats. */
+  @Benchmark
+  public void executorMixed90(MixedExecutor mixed) throws SQLException {
+    mixed(mixed, 0.9);
+  }
+
+  /** With probability {@code repeats} a repeat (its stored result replayed), else a new key (its payment inserted). */
+  static void mixed(MixedExecutor mixed, double repeats) throws SQLException {
+    if (ThreadLocalRandom.current().nextDouble() < repeats) {
+      String request = mixed.cold.key();
+      replayedValue(mixed.cold.guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
+        throw new IllegalStateException("a repeat must not run the effect: " + request);
+      }), request);
+    } else {
+      String request = mixed.keys.newKey();
+      Execution<String> e = mixed.cold.guard.execute(IdempotencyKey.of("bench/new", request), fingerprint(request), Codec.utf8(),
+          tx -> pay(tx.connection(), request));
+      if (!e.applied()) {
+        throw new IllegalStateException("a new key was answered " + e);
+      }
     }
   }
 

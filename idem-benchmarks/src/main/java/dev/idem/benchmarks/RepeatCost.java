@@ -35,7 +35,8 @@ import org.springframework.integration.jdbc.metadata.JdbcMetadataStore;
  * repeat. Guards: idem's inbox (callback and statements forms), idem's executor (callback and
  * statements forms), Camel's {@code JdbcMessageIdRepository.add}, Spring Integration's {@code
  * JdbcMetadataStore.putIfAbsent}, a hand-rolled {@code INSERT ... ON CONFLICT DO NOTHING} guard;
- * then idem's warm repeats (the same instances again, which now remember the ids).
+ * then idem's warm repeats (the same instances again, which now remember the ids). Round trips
+ * per repeat ("trips") are counted on the guards' connections ({@link RoundTrips}).
  *
  * <p>How: one fresh database, autovacuum off on its tables (so nothing resets {@code n_dead_tup}
  * or analyzes mid-run, which would take a transaction id), a pool of {@value #POOL}; before and
@@ -82,8 +83,9 @@ public final class RepeatCost {
       // Applied by the writer (another instance), N ids per idem form; the peers' ids through the peers.
       Inbox writerInbox = writer.inbox(RepeatBenchmark.CONSUMER).window(WINDOW).build();
       IdempotentExecutor writerExecutor = writer.executor().window(WINDOW).build();
-      JdbcMessageIdRepository camel = RepeatBenchmark.camelRepository(ds);
-      JdbcMetadataStore si = RepeatBenchmark.springIntegrationStore(ds);
+      RoundTrips peers = new RoundTrips(ds);
+      JdbcMessageIdRepository camel = RepeatBenchmark.camelRepository(peers);
+      JdbcMetadataStore si = RepeatBenchmark.springIntegrationStore(peers);
       RepeatBenchmark.parallel(n, i -> {
         for (String id : List.of("cb-" + i, "st-" + i)) {
           writerInbox.receive(id, tx -> {
@@ -104,8 +106,10 @@ public final class RepeatCost {
         st.execute("VACUUM ANALYZE");
       }
 
-      // The instances that never saw the ids: another Idem on the same pool.
-      Idem other = Idem.builder(ds).build();
+      // The instances that never saw the ids: another Idem on the same pool, its round trips counted
+      // (and the peers' and the hand-rolled guard's, below).
+      RoundTrips counted = new RoundTrips(ds);
+      Idem other = Idem.builder(counted).build();
       Inbox coldInbox = other.inbox(RepeatBenchmark.CONSUMER).window(WINDOW).build();
       Inbox coldInboxStatements = other.inbox(RepeatBenchmark.CONSUMER).window(WINDOW).build();
       IdempotentExecutor coldExecutor = other.executor().window(WINDOW).build();
@@ -133,7 +137,7 @@ public final class RepeatCost {
       guards.put("camel JdbcMessageIdRepository.add", i -> check(!camel.add("m-" + i), "camel repeat"));
       guards.put("spring integration JdbcMetadataStore.putIfAbsent", i -> check(si.putIfAbsent("m-" + i, "1") != null, "si repeat"));
       guards.put("hand-rolled INSERT ON CONFLICT DO NOTHING, tx", i -> {
-        try (Connection c = ds.getConnection()) {
+        try (Connection c = peers.getConnection()) {
           check(!RepeatBenchmark.naiveGuard(c, "m-" + i, null), "naive repeat");
         }
       });
@@ -153,17 +157,19 @@ public final class RepeatCost {
 
       System.out.printf(Locale.ROOT, "RepeatCost: %d repeats per guard, PostgreSQL %d (%s), database %s%n", n, serverVersion,
           TestPostgres.server().kind(), db.name());
-      System.out.printf(Locale.ROOT, "%-50s %8s %8s %8s %8s %8s %8s %8s%n", "per repeat", "dead", "ins", "upd", "del",
-          "commit", "rollback", "xids");
+      System.out.printf(Locale.ROOT, "%-50s %8s %8s %8s %8s %8s %8s %8s %8s%n", "per repeat", "dead", "ins", "upd", "del",
+          "commit", "rollback", "xids", "trips");
       double[] idle = null;
       List<String> failed = new ArrayList<>();
       for (Map.Entry<String, Guard> g : guards.entrySet()) {
         Counters before = read(admin, ds, serverVersion);
+        long trips = counted.count() + peers.count();
         long t0 = System.nanoTime();
         for (int i = 0; i < n; i++) {
           g.getValue().repeat(i);
         }
         long elapsed = System.nanoTime() - t0;
+        trips = counted.count() + peers.count() - trips;
         Counters after = read(admin, ds, serverVersion);
         double[] per = {
           (after.dead - before.dead) / (double) n,
@@ -182,8 +188,8 @@ public final class RepeatCost {
             per[k] -= idle[k];
           }
         }
-        System.out.printf(Locale.ROOT, "%-50s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f   (%.0f µs per repeat, one thread)%n",
-            g.getKey(), per[0], per[1], per[2], per[3], per[4], per[5], per[6], elapsed / 1000.0 / n);
+        System.out.printf(Locale.ROOT, "%-50s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f   (%.0f µs per repeat, one thread)%n",
+            g.getKey(), per[0], per[1], per[2], per[3], per[4], per[5], per[6], trips / (double) n, elapsed / 1000.0 / n);
         for (Map.Entry<String, long[]> t : after.perTable.entrySet()) {
           long[] b = before.perTable.getOrDefault(t.getKey(), new long[4]);
           long[] a = t.getValue();

@@ -30,6 +30,9 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
       return null;
     }
     boolean claimed = rs.getBoolean(1);
+    if (rs.wasNull()) {
+      return null; // a claim's one row, all null: it neither inserted nor saw a row
+    }
     long fence = rs.getLong(2);
     if (claimed) {
       return new ClaimRow(true, fence, null, null, null, null, null, null, false, false);

@@ -74,6 +74,9 @@ public final class ClaimTable {
   public static final Field<String> RESTORED = field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"
       + " || set_config('statement_timeout', current_setting('idem.statement_timeout'), true)", String.class);
 
+  /** Puts the caller's lock_timeout back, as a local claim saved it ({@link #bound}). */
+  private static final String RESTORE = "set_config('lock_timeout', current_setting('idem.lock_timeout'), true)";
+
   final Layout layout;
   final Table<Record> t;
   final Field<String> scope;
@@ -95,7 +98,11 @@ public final class ClaimTable {
    */
   final Condition expirable;
 
-  /** Saves the caller's waits and bounds the claim's: the first statement of every claim string. */
+  /**
+   * Saves the caller's waits and bounds the claim's: the statement before a statements form's claim
+   * ({@link #claimOrSignal}), which must turn statement_timeout off in a statement of its own (see
+   * {@link #claim}).
+   */
   final Sql prelude;
   /**
    * The claim with its effect to follow in the same round trip: inserts the row, or, if the key has
@@ -103,11 +110,20 @@ public final class ClaimTable {
    * round trip back having written nothing. Restores the caller's waits once the row is in.
    */
   final Sql claimOrSignal;
-  /** Claims, or returns the row already there, in one statement (see {@link #claimOrRead}). */
+  /**
+   * Claims, or returns the row already there, under the wait bound, in one statement: exactly one
+   * row, all null if the claim neither inserted nor saw a row (see {@link #claimOrRead}). The bound
+   * is set by the insert's one-time filter ({@link #bound}), before the insert can wait, and the
+   * caller's lock_timeout is put back in the row the statement returns ({@link #RESTORE}), after
+   * the insert: so the caller's code, which runs after the statement, waits as the caller set it
+   * to. Only lock_timeout is bounded: PostgreSQL arms statement_timeout when a statement starts,
+   * so a pool's statement_timeout shorter than the wait ends this statement first (57014, which
+   * the engine answers as a wait past the bound, in flight).
+   */
   final Sql claim;
   /** The key's row as a new statement sees it. */
   final Sql read;
-  /** A re-claim of a row past its window, under the wait bound; its fence at index 1. */
+  /** A re-claim of a row past its window, under the wait bound, as {@link #claim}: one row, its fence or null. */
   final Sql reclaim;
   /** Stores a local effect's result (the key table only). */
   final Sql storeResult;
@@ -150,7 +166,7 @@ public final class ClaimTable {
     Field<OffsetDateTime> expires = plus(STAMP, window);
     this.prelude = boundedWait(dsl, inFlightWait);
 
-    Query insert = insert(dsl, expires).onConflictDoNothing().returningResult(inline(1).as("claimed"));
+    Query insert = insert(dsl, expires, DSL.noCondition()).onConflictDoNothing().returningResult(inline(1).as("claimed"));
     // The detail of the signal: 'R <completed> <now>' when the row is a completed one of the same
     // request, within its window as of this statement's start (the copy's arrival); else null.
     Condition repeat = expiresAt.gt(STAMP);
@@ -165,7 +181,10 @@ public final class ClaimTable {
     this.claimOrSignal = Sql.of(dsl, DSL.resultQuery("with claimed as ({0}) select case when exists (select 1 from claimed)"
         + " then {1} else {2}({3}) end", insert, RESTORED, DSL.name(context.schema(), "idem_repeat"), detail));
 
-    this.claim = Sql.of(dsl, claimOrRead(dsl, insert(dsl, expires)), DSL.select(RESTORED));
+    Condition bound = bound(inFlightWait);
+    this.claim = Sql.of(dsl, restoring("inserted",
+        insert(dsl, expires, bound).onConflictDoNothing().returningResult(layout.keys ? fence : inline(1L).as("fence")),
+        claimedOrExisting(dsl, "inserted")));
     this.read = Sql.of(dsl, existing(dsl, DSL.noCondition(), STAMP));
     var update = dsl.update(t).set(created, STAMP).set(expiresAt, expires);
     if (keys) {
@@ -177,7 +196,9 @@ public final class ClaimTable {
           .set(result, inline((byte[]) null))
           .set(completedAt, STAMP);
     }
-    this.reclaim = Sql.of(dsl, update.where(thisKey).and(expirable).returningResult(keys ? fence : inline(1L)), DSL.select(RESTORED));
+    this.reclaim = Sql.of(dsl, restoring("reclaimed",
+        update.where(thisKey).and(expirable).and(bound).returningResult((keys ? fence : inline(1L)).as("fence")),
+        dsl.select(field(name("reclaimed", "fence"), Long.class)).from(table(name("reclaimed")))));
     this.storeResult = keys
         ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).set(completedAt, STAMP).where(thisKey))
         : null;
@@ -255,25 +276,66 @@ public final class ClaimTable {
   private Select<?> claimOrRead(DSLContext dsl, InsertOnDuplicateStep<Record> insert) {
     CommonTableExpression<Record1<Long>> inserted = name("inserted").as(
         insert.onConflictDoNothing().returningResult(layout.keys ? fence : inline(1L).as("fence")));
-    return dsl.with(inserted)
-        .select(inline(true).as("claimed"), inserted.field("fence", Long.class),
-            DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
-            DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE),
-            DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE))
-        .from(inserted)
+    return dsl.with(inserted).select(claimedRow(inserted.field("fence", Long.class))).from(inserted)
         .unionAll(rows(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW)));
   }
 
-  /** A local claim's insert: the row completed (its transaction is the effect's), no result yet. */
-  private InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<OffsetDateTime> expires) {
+  /** As {@link #claimOrRead}, from the insert's common table {@code inserted}, declared around it. */
+  private Select<?> claimedOrExisting(DSLContext dsl, String inserted) {
+    Table<Record> from = table(name(inserted));
+    return dsl.select(claimedRow(field(name(inserted, "fence"), Long.class))).from(from)
+        .unionAll(rows(existing(dsl, DSL.notExists(selectOne().from(from)), NOW)));
+  }
+
+  /** The row of a claim that inserted it: claimed, its fence, the rest null (the shape of {@link #existing}). */
+  private static List<SelectField<?>> claimedRow(Field<Long> insertedFence) {
+    return List.of(inline(true).as("claimed"), insertedFence,
+        DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
+        DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE),
+        DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE));
+  }
+
+  /**
+   * A local claim's insert: the row completed (its transaction is the effect's), no result yet;
+   * its one row is made only where {@code gate} holds (the claim's {@link #bound}, or none).
+   */
+  private InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
     if (!layout.keys) {
       return dsl.insertInto(t).columns(scope, key, created, expiresAt)
-          .values(param("scope", String.class), param("key", String.class), STAMP, expires);
+          .select(DSL.select(param("scope", String.class), param("key", String.class), STAMP, expires).where(gate));
     }
     return dsl.insertInto(t)
         .columns(scope, key, fingerprint, state, fence, created, completedAt, expiresAt)
-        .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-            inline(COMPLETED), inline(1L), STAMP, STAMP, expires);
+        .select(DSL.select(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
+            inline(COMPLETED), inline(1L), STAMP, STAMP, expires).where(gate));
+  }
+
+  /**
+   * Saves the caller's lock_timeout (in idem.lock_timeout) and bounds the lock wait to {@code
+   * wait}, as a condition that is always true. An uncorrelated sub-select: PostgreSQL evaluates it
+   * once, as a one-time filter on the row a claim writes (its InitPlan), so before the write can
+   * wait on another copy's claim; PostgreSQL reads lock_timeout when a wait begins, so a value set
+   * earlier in the same statement applies. The inner sub-select saves before the outer bounds:
+   * one with a volatile function (set_config) in its select list is never merged into the outer one.
+   */
+  private static Condition bound(Duration wait) {
+    // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
+    long waitMillis = Math.max(1, wait.toMillis());
+    return DSL.condition("(select set_config('lock_timeout', {0}, true) from (select set_config('idem.lock_timeout',"
+        + " current_setting('lock_timeout'), true)) as saved) is not null", inline(waitMillis + "ms"));
+  }
+
+  /**
+   * {@code with <cte> as (<write>) select r.*, <restore> from (select) as one left join (<rows>) as r on true}:
+   * exactly one row, all null where {@code rows} has none, whose last column puts the caller's
+   * lock_timeout back ({@link #RESTORE}). It is evaluated for the one row, which is only made once
+   * {@code rows} has given its row or none, and every branch of {@code rows} reads the write: so
+   * after the write (and its wait), on every path, and in the same statement. A statement that
+   * could return no row would leave the bound in force for the caller's code.
+   */
+  private static Query restoring(String cte, Query write, Select<?> rows) {
+    return DSL.resultQuery("with {0} as ({1}) select r.*, " + RESTORE + " from (select) as one left join ({2}) as r on true",
+        name(cte), write, rows);
   }
 
   @SuppressWarnings({"unchecked", "rawtypes"})
@@ -346,11 +408,15 @@ public final class ClaimTable {
     }
   }
 
-  /** Runs {@code sql} and returns the single long of its {@code index}-th result, or null if no row. */
+  /** Runs {@code sql} and returns the first long of its {@code index}-th result, or null if no row (or null). */
   public static Long single(Connection c, Sql sql, int index, Function<String, Object> binds) throws SQLException {
     try (PreparedStatement ps = sql.prepare(c, binds)) {
       try (ResultSet rs = Sql.resultAt(ps, index)) {
-        return rs.next() ? rs.getLong(1) : null;
+        if (!rs.next()) {
+          return null;
+        }
+        long value = rs.getLong(1);
+        return rs.wasNull() ? null : value;
       }
     }
   }

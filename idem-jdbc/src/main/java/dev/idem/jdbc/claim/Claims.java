@@ -8,6 +8,7 @@ import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.OwnTransaction;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.internal.RecentKeys;
+import dev.idem.jdbc.internal.RepeatShare;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxCallback;
@@ -36,9 +37,11 @@ import org.jooq.impl.DSL;
  *
  * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips
  * (the claim goes with {@code BEGIN}; statements go with the claim and {@code COMMIT} in one
- * string). A repeat of a completed key, from a process that never saw it, writes nothing and
- * costs two round trips: for a callback, the claim reads the row and the empty transaction
- * commits; for statements, the claim stops them and the transaction is rolled back.
+ * string). A repeat of a completed key writes nothing. Claimed first, it costs two round trips:
+ * for a callback, the claim reads the row and the empty transaction commits; for statements, the
+ * claim stops them and the transaction is rolled back. Read first, one: a call that owns its
+ * transaction reads first when its key was handled here lately, or when most of this guard's
+ * calls lately were repeats ({@link RepeatShare}); a new key then pays the read.
  */
 public final class Claims {
   /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */
@@ -52,16 +55,18 @@ public final class Claims {
   private final Duration retryAfter;
   private final String name;
   private final RecentKeys recent = new RecentKeys();
+  /** Whether this guard's calls lately were mostly repeats: then a call reads before it claims. */
+  private final RepeatShare repeats = new RepeatShare();
 
   /** [prelude, claim or signal]: sent before a call's statements and COMMIT, in one string. */
   private final Sql claimSignal;
   /** [savepoint, prelude, claim or signal]: before statements in the caller's transaction. */
   private final Sql claimSignalJoined;
-  /** [prelude, claim or read, restore]: the claim of the slow path, result at 1. */
+  /** [claim or read]: a callback's claim, one statement (see {@link ClaimTable#claim}). */
   private final Sql claim;
-  /** [savepoint, prelude, claim or read, restore]: a joined callback's claim, result at 2. */
+  /** [savepoint, claim or read]: a joined callback's claim, result at 1. */
   private final Sql claimJoined;
-  /** [prelude, re-claim past the window, restore]: its fence at 1. */
+  /** [re-claim past the window]: its fence, or null. */
   private final Sql reclaim;
   private final Sql storeAndCommit;
   private final Sql storeAndRelease;
@@ -78,9 +83,9 @@ public final class Claims {
     DSLContext dsl = context.dsl();
     this.claimSignal = Sql.join(table.prelude, table.claimOrSignal);
     this.claimSignalJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claimOrSignal);
-    this.claim = Sql.join(table.prelude, table.claim);
-    this.claimJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claim);
-    this.reclaim = Sql.join(table.prelude, table.reclaim);
+    this.claim = table.claim;
+    this.claimJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.claim);
+    this.reclaim = table.reclaim;
     this.release = Sql.of(dsl, DSL.query(ClaimTable.RELEASE));
     this.rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + ClaimTable.SAVEPOINT), DSL.query(ClaimTable.RELEASE));
     this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
@@ -103,22 +108,33 @@ public final class Claims {
     Tx open = caller != null ? caller : context.current();
     try {
       if (open != null) {
-        return reported(binds.key, joined(open, binds, codec, effect, statements, started));
+        // Claim first, in the caller's transaction: a read first would take a second pool
+        // connection while the caller holds one, and answer from outside the caller's snapshot.
+        return settled(binds.key, joined(open, binds, codec, effect, statements, started));
       }
       IdempotencyKey key = binds.key;
-      if (recent.mightContain(key.scope(), key.value())) {
-        // A key this process handled lately: most likely a repeat, which one read answers.
+      if (recent.mightContain(key.scope(), key.value()) || repeats.mostlyRepeats()) {
+        // Most likely a repeat (a key handled here lately, or a guard that gets mostly repeats):
+        // one auto-commit read answers a completed row within its window, judged as the claim
+        // judges it. Anything else (no row, in flight, past the window) is the claim's to decide.
         ClaimRow seen = read(binds, started);
-        if (seen != null && !seen.expirable()) {
-          return reported(key, answer(seen, binds, codec));
+        if (seen != null && seen.completed() && !seen.pastWindow()) {
+          return settled(key, answer(seen, binds, codec));
         }
       }
       Execution<T> outcome = owned(binds, codec, effect, statements, started);
       recent.remember(key.scope(), key.value());
-      return reported(key, outcome);
+      return settled(key, outcome);
     } catch (Busy busy) {
+      repeats.record(false);
       return inFlight(binds.key, busy.retryAfter);
     }
+  }
+
+  /** Reports a call's outcome, and counts it for {@link #repeats}. */
+  private <T> Execution<T> settled(IdempotencyKey key, Execution<T> outcome) {
+    repeats.record(outcome.replayed());
+    return reported(key, outcome);
   }
 
   /**
@@ -231,7 +247,7 @@ public final class Claims {
   private <T, X extends Exception> Execution<T> claimThenApply(Tx tx, Binds binds, Codec<T> codec,
       TxCallback<T, X> effect, long started, boolean joined) throws X {
     Connection c = tx.connection();
-    ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 2 : 1, binds, started);
+    ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 1 : 0, binds, started);
     for (int round = 1; ; round++) {
       if (row == null) {
         // The claim inserted nothing and saw no row: another copy's claim got there first (the
@@ -240,7 +256,7 @@ public final class Claims {
         // deleted meanwhile), claim again.
         row = readOn(c, binds, started);
         if (row == null) {
-          row = claim(c, claim, 1, binds, started);
+          row = claim(c, claim, 0, binds, started);
         }
       } else if (row.claimed()) {
         return applyLocal(tx, binds, codec, effect, joined);
@@ -365,19 +381,30 @@ public final class Claims {
   /** Re-claims a row past its window; false if another copy re-claimed it first. */
   private boolean reclaimed(Connection c, Binds binds) {
     try {
-      return ClaimTable.single(c, reclaim, 1, binds) != null;
+      return ClaimTable.single(c, reclaim, 0, binds) != null;
     } catch (SQLException e) {
-      throw classified(e);
+      throw claimFailed(e);
     }
   }
 
-  /** A claim statement: see {@link #classified} for what its failure means. */
+  /** A claim statement: see {@link #claimFailed} for what its failure means. */
   private ClaimRow claim(Connection c, Sql sql, int index, Binds binds, long started) {
     try {
       return ClaimTable.row(c, sql, index, binds, started);
     } catch (SQLException e) {
-      throw classified(e);
+      throw claimFailed(e);
     }
+  }
+
+  /**
+   * What the failure of a callback's claim, one statement alone in its round trip, means: as
+   * {@link #classified}, and a cancelled statement (57014) is a wait past the bound too. PostgreSQL
+   * arms statement_timeout when the statement starts, so the claim cannot lift it for its own wait,
+   * and a pool's statement_timeout shorter than inFlightWait ends the wait first. Nothing of the
+   * caller's runs in the statement, so what was cancelled is the claim, which wrote nothing.
+   */
+  private RuntimeException claimFailed(SQLException e) {
+    return SqlStates.is(e, SqlStates.QUERY_CANCELED) ? new Busy(retryAfter) : classified(e);
   }
 
   /**

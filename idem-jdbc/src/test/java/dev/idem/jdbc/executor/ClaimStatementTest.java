@@ -1,0 +1,211 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.window.DedupeWindow;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A callback's claim is one statement that bounds lock_timeout for its own wait and puts the
+ * caller's back in the same statement. Read back from the server: the bound is in force while the
+ * claim waits, the caller's value is back whenever the caller's code runs after a claim (new key,
+ * a wait that ended in a claim, a wait that ended in a replay, a re-claim past the window), and a
+ * pool statement_timeout shorter than the wait ends the claim as in flight, never as an error.
+ */
+class ClaimStatementTest {
+  /** The pool's lock_timeout: the caller's, which no claim may leave changed. */
+  static final String CALLERS = "7654ms";
+  static ExecutorFixture f;
+  static HikariDataSource callers;
+  static Idem idem;
+  static final ExecutorService pool = Executors.newCachedThreadPool();
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("claim_statement", 4);
+    callers = f.db.dataSourceWithDriverParams(6, "options=-c%20lock_timeout%3D" + CALLERS);
+    idem = Idem.builder(callers).build();
+  }
+
+  @AfterAll
+  static void stop() {
+    pool.shutdownNow();
+    callers.close();
+    f.close();
+  }
+
+  static String lockTimeout(Connection c) throws SQLException {
+    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("SHOW lock_timeout")) {
+      rs.next();
+      return rs.getString(1);
+    }
+  }
+
+  /** The effect: records the lock_timeout it runs under, and pays. */
+  static String payUnder(Tx tx, String request, String[] seen) throws SQLException {
+    seen[0] = lockTimeout(tx.connection());
+    return ExecutorFixture.pay(tx, request, 1);
+  }
+
+  @Test
+  void theCallersLockTimeoutIsInForceForANewKeysEffect() throws Exception {
+    String request = "new-" + UUID.randomUUID();
+    String[] seen = new String[1];
+    IdempotentExecutor executor = idem.executor().inFlightWait(Duration.ofMillis(300)).build();
+    assertThat(executor.execute(IdempotencyKey.of("claim", request), Fingerprint.EMPTY, Codec.utf8(),
+        tx -> payUnder(tx, request, seen)).applied()).isTrue();
+    assertThat(seen[0]).isEqualTo(CALLERS);
+    String[] inbox = new String[1];
+    assertThat(idem.inbox("claim").build().receive(request, tx -> {
+      inbox[0] = lockTimeout(tx.connection());
+    }).applied()).isTrue();
+    assertThat(inbox[0]).isEqualTo(CALLERS);
+  }
+
+  /**
+   * The bound is set before the insert waits: under the caller's 7.6 s a copy behind a first copy
+   * still running is answered in flight after its 300 ms.
+   */
+  @Test
+  void theBoundIsInForceWhileTheClaimWaits() throws Exception {
+    String request = "bound-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    IdempotentExecutor executor = idem.executor().inFlightWait(Duration.ofMillis(300)).build();
+    Inbox inbox = idem.inbox("bound").inFlightWait(Duration.ofMillis(300)).build();
+    try (Connection holder = f.ds.getConnection()) {
+      holder.setAutoCommit(false);
+      executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+      inbox.receive(holder, request, tx -> ExecutorFixture.pay(tx, request, 1));
+      long started = System.nanoTime();
+      assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();
+      assertThat(inbox.receive(request, tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();
+      assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(Duration.ofSeconds(3));
+      holder.rollback();
+    }
+    assertThat(f.payments(request)).isZero();
+  }
+
+  /** A copy that waited for a first copy which then rolled back claims the key: its effect runs under the caller's value. */
+  @Test
+  void aClaimThatWaitedAndThenClaimedPutsTheCallersValueBackForTheEffect() throws Exception {
+    String request = "waited-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    IdempotentExecutor executor = idem.executor().inFlightWait(Duration.ofSeconds(5)).build();
+    String[] seen = new String[1];
+    Future<Execution<String>> copy;
+    try (Connection holder = f.ds.getConnection()) {
+      holder.setAutoCommit(false);
+      executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+      copy = pool.submit(() -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> payUnder(tx, request, seen)));
+      awaitWaiting();
+      holder.rollback();
+    }
+    assertThat(copy.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    assertThat(seen[0]).isEqualTo(CALLERS);
+    assertThat(f.payments(request)).isEqualTo(1);
+  }
+
+  /**
+   * A joined copy that waited for a first copy which then committed: its claim's snapshot cannot
+   * see the row (READ COMMITTED), so the statement returns its one row all null and the row is
+   * read next; the caller's transaction goes on under the caller's value.
+   */
+  @Test
+  void aJoinedClaimThatWaitedAndFoundNothingPutsTheCallersValueBack() throws Exception {
+    String request = "joined-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    IdempotentExecutor executor = idem.executor().inFlightWait(Duration.ofSeconds(5)).build();
+    CountDownLatch claimed = new CountDownLatch(1);
+    Future<Execution<String>> first = pool.submit(() -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      String id = ExecutorFixture.pay(tx, request, 1);
+      claimed.countDown();
+      Thread.sleep(500);
+      return id;
+    }));
+    assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
+    try (Connection caller = callers.getConnection()) {
+      caller.setAutoCommit(false);
+      Execution<String> copy = executor.execute(caller, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+      assertThat(copy.replayed()).isTrue();
+      assertThat(lockTimeout(caller)).isEqualTo(CALLERS);
+      caller.commit();
+    }
+    assertThat(first.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    assertThat(f.payments(request)).isEqualTo(1);
+  }
+
+  /** A key past its window is re-claimed by one statement too: its effect runs under the caller's value. */
+  @Test
+  void aReclaimPastTheWindowPutsTheCallersValueBack() throws Exception {
+    String request = "reclaim-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    IdempotentExecutor executor = idem.executor().window(DedupeWindow.of(Duration.ofSeconds(1))).build();
+    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).applied()).isTrue();
+    Thread.sleep(1100);
+    String[] seen = new String[1];
+    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> payUnder(tx, request, seen)).applied()).isTrue();
+    assertThat(seen[0]).isEqualTo(CALLERS);
+    assertThat(f.payments(request)).isEqualTo(2);
+  }
+
+  /**
+   * A pool statement_timeout (300 ms) shorter than the in-flight wait (1.5 s) ends the claim
+   * statement (57014): a joined copy is answered in flight, its savepoint rolled back, and the
+   * caller's transaction stays usable and commits its own work.
+   */
+  @Test
+  void aStatementTimeoutShorterThanTheWaitEndsAJoinedClaimInFlight() throws Exception {
+    String request = "joined-timeout-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    try (HikariDataSource timed = f.db.dataSourceWithDriverParams(2, "options=-c%20statement_timeout%3D300")) {
+      Idem timedIdem = Idem.builder(timed).build();
+      IdempotentExecutor executor = timedIdem.executor().inFlightWait(Duration.ofMillis(1500)).build();
+      Inbox inbox = timedIdem.inbox("joined-timeout").inFlightWait(Duration.ofMillis(1500)).build();
+      try (Connection holder = f.ds.getConnection(); Connection caller = timed.getConnection()) {
+        holder.setAutoCommit(false);
+        executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+        inbox.receive(holder, request, tx -> ExecutorFixture.pay(tx, request, 1));
+        caller.setAutoCommit(false);
+        try (Statement st = caller.createStatement()) {
+          st.execute("INSERT INTO payments (request, amount) VALUES ('" + request + "-caller', 1)");
+        }
+        assertThat(executor.execute(caller, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();
+        assertThat(inbox.receive(caller, request, tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();
+        caller.commit();
+        holder.commit();
+      }
+    }
+    assertThat(f.payments(request)).isEqualTo(2); // the holder's two effects, nothing of the copies
+    assertThat(f.payments(request + "-caller")).isEqualTo(1);
+  }
+
+  /** Until another backend waits on a lock (the copy's claim behind the holder's). */
+  private static void awaitWaiting() throws InterruptedException {
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (f.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") == 0) {
+      assertThat(System.nanoTime()).as("the copy waits on the key").isLessThan(until);
+      Thread.sleep(10);
+    }
+  }
+}

@@ -1,0 +1,260 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.window.DedupeWindow;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A guard whose calls lately were mostly repeats reads a key's row before it claims, in
+ * auto-commit. Read back from the database and from the connections the guard took: such a guard
+ * answers a repeat it never saw with one read and no transaction; a read that does not find a
+ * completed row within its window leaves the call to the claim, so a copy racing a first copy still
+ * commits one effect per key, a key past its window runs again, and another request under the key
+ * is refused as on the claim's path.
+ */
+class ReadFirstTest {
+  static ExecutorFixture f;
+  static final ExecutorService pool = Executors.newCachedThreadPool();
+  /** Connections the readers took, and how many of them a transaction was opened on. */
+  static final AtomicLong taken = new AtomicLong();
+  static final AtomicLong transactions = new AtomicLong();
+  /** The readers' Idem: another instance, on connections that are counted. */
+  static Idem readers;
+
+  @BeforeAll
+  static void start() {
+    f = new ExecutorFixture("read_first", 8);
+    readers = Idem.builder(counting(f.ds)).build();
+  }
+
+  @AfterAll
+  static void stop() {
+    pool.shutdownNow();
+    f.close();
+  }
+
+  /** What a call took: connections, and transactions opened on them. */
+  record Taken(long connections, long transactions) {
+    static Taken now() {
+      return new Taken(taken.get(), ReadFirstTest.transactions.get());
+    }
+
+    Taken since(Taken before) {
+      return new Taken(connections - before.connections, transactions - before.transactions);
+    }
+
+    /** One connection, in auto-commit: the read alone. */
+    static final Taken READ_ALONE = new Taken(1, 0);
+  }
+
+  static String completedKey(IdempotentExecutor writer, String request) {
+    writer.execute(IdempotencyKey.of("read-first", request), Fingerprint.ofFields(Map.of("r", request)), Codec.utf8(),
+        tx -> "result-" + request);
+    return request;
+  }
+
+  /** Makes {@code reader} a guard of mostly repeats: 20 repeats of keys another instance completed. */
+  static void mostlyRepeats(IdempotentExecutor reader, IdempotentExecutor writer) throws SQLException {
+    for (int i = 0; i < 20; i++) {
+      String request = completedKey(writer, "warm-" + UUID.randomUUID());
+      assertThat(call(reader, request, "unused").replayed()).isTrue();
+    }
+  }
+
+  static Execution<String> call(IdempotentExecutor executor, String request, String payment) throws SQLException {
+    return executor.execute(IdempotencyKey.of("read-first", request), Fingerprint.ofFields(Map.of("r", request)), Codec.utf8(),
+        tx -> ExecutorFixture.pay(tx, payment, 1));
+  }
+
+  @Test
+  void aGuardOfMostlyRepeatsAnswersARepeatItNeverSawWithOneReadAndGoesBackToClaimingFirstForNewKeys() throws Exception {
+    IdempotentExecutor writer = f.idem.executor().build();
+    IdempotentExecutor reader = readers.executor().build();
+    String first = completedKey(writer, "cold-" + UUID.randomUUID());
+    Taken before = Taken.now();
+    assertThat(call(reader, first, first).value()).isEqualTo("result-" + first);
+    assertThat(Taken.now().since(before).transactions()).as("a fresh guard claims first").isEqualTo(1);
+
+    mostlyRepeats(reader, writer);
+    String cold = completedKey(writer, "cold-" + UUID.randomUUID());
+    before = Taken.now();
+    assertThat(call(reader, cold, cold).value()).isEqualTo("result-" + cold);
+    assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
+    assertThat(f.payments(cold)).isZero();
+
+    // New keys: each first pays the read, then the guard claims first again.
+    List<Taken> costs = new ArrayList<>();
+    for (int i = 0; i < 30; i++) {
+      String request = "new-" + UUID.randomUUID();
+      before = Taken.now();
+      assertThat(call(reader, request, request).applied()).isTrue();
+      costs.add(Taken.now().since(before));
+      assertThat(f.payments(request)).isEqualTo(1);
+    }
+    assertThat(costs.get(0)).isEqualTo(new Taken(2, 1));
+    assertThat(costs.subList(20, 30)).allMatch(c -> c.equals(new Taken(1, 1)));
+  }
+
+  @Test
+  void theInboxOfMostlyRepeatsAnswersARepeatItNeverSawWithOneRead() throws Exception {
+    Inbox writer = f.idem.inbox("read-first").build();
+    Inbox reader = readers.inbox("read-first").build();
+    for (int i = 0; i < 21; i++) {
+      String id = "m-" + UUID.randomUUID();
+      writer.receive(id, tx -> ExecutorFixture.pay(tx, id, 1));
+      Taken before = Taken.now();
+      assertThat(reader.receive(id, tx -> ExecutorFixture.pay(tx, id, 1)).replayed()).isTrue();
+      if (i == 20) {
+        assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
+      }
+      assertThat(f.payments(id)).isEqualTo(1);
+    }
+  }
+
+  /**
+   * On the read's path too the window is judged at the copy's arrival by the database clock: within
+   * a 1 s window a repeat is the replay; past it, the read leaves it to the claim, which claims the
+   * key again and runs the effect.
+   */
+  @Test
+  void theWindowIsJudgedAtArrivalOnTheReadsPath() throws Exception {
+    IdempotentExecutor writer = f.idem.executor().window(DedupeWindow.of(Duration.ofSeconds(1))).build();
+    IdempotentExecutor reader = readers.executor().window(DedupeWindow.of(Duration.ofSeconds(1))).build();
+    mostlyRepeats(reader, f.idem.executor().build());
+    String request = "window-" + UUID.randomUUID();
+    assertThat(call(writer, request, request).applied()).isTrue();
+    Taken before = Taken.now();
+    assertThat(call(reader, request, request).replayed()).isTrue();
+    assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
+    Thread.sleep(1100);
+    before = Taken.now();
+    assertThat(call(reader, request, request).applied()).isTrue();
+    assertThat(Taken.now().since(before)).as("read, then the claim's transaction").isEqualTo(new Taken(2, 1));
+    assertThat(f.payments(request)).isEqualTo(2);
+  }
+
+  /** Another request under a completed key is refused on the read's path as on the claim's: nothing runs or changes. */
+  @Test
+  void anotherRequestUnderTheKeyIsRefusedOnTheReadsPath() throws Exception {
+    IdempotentExecutor writer = f.idem.executor().build();
+    IdempotentExecutor reader = readers.executor().build();
+    mostlyRepeats(reader, writer);
+    String request = completedKey(writer, "reuse-" + UUID.randomUUID());
+    IdempotencyKey key = IdempotencyKey.of("read-first", request);
+    String row = f.keyRow(key);
+    Taken before = Taken.now();
+    assertThatThrownBy(() -> reader.execute(key, Fingerprint.ofFields(Map.of("r", "another")), Codec.utf8(),
+        tx -> ExecutorFixture.pay(tx, request, 1)))
+        .isInstanceOf(KeyReuseException.class);
+    assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
+    assertThat(f.keyRow(key)).isEqualTo(row);
+    assertThat(f.payments(request)).isZero();
+  }
+
+  /**
+   * A copy that reads first, racing a first copy of the same key on another thread and instance
+   * (each key at once, 30 keys, the first copy's effect slow enough to be caught running): one
+   * effect per key, and every answer the first copy's outcome or the copy's own.
+   */
+  @Test
+  void aCopyThatReadsFirstRacingAFirstCopyCommitsOneEffectPerKey() throws Exception {
+    IdempotentExecutor writer = f.idem.executor().inFlightWait(Duration.ofSeconds(10)).build();
+    IdempotentExecutor reader = readers.executor().inFlightWait(Duration.ofSeconds(10)).build();
+    Inbox writerInbox = f.idem.inbox("race").inFlightWait(Duration.ofSeconds(10)).build();
+    Inbox readerInbox = readers.inbox("race").inFlightWait(Duration.ofSeconds(10)).build();
+    IdempotentExecutor warm = f.idem.executor().build();
+    int keys = 30;
+    List<String> requests = new ArrayList<>();
+    long reads = 0;
+    for (int i = 0; i < keys; i++) {
+      mostlyRepeats(reader, warm); // keeps the reader reading first, whatever the races before answered
+      for (int j = 0; j < 20; j++) {
+        String id = "warm-" + UUID.randomUUID();
+        writerInbox.receive(id, tx -> {});
+        readerInbox.receive(id, tx -> {});
+      }
+      String request = "race-" + i + "-" + UUID.randomUUID();
+      requests.add(request);
+      long pause = i % 3 * 20L; // none, or the first copy caught running
+      CyclicBarrier together = new CyclicBarrier(2);
+      Future<List<Execution<?>>> first = pool.submit(() -> {
+        together.await(10, TimeUnit.SECONDS);
+        return List.of(writer.execute(IdempotencyKey.of("read-first", request), Fingerprint.EMPTY, Codec.utf8(), tx -> {
+          String id = ExecutorFixture.pay(tx, request, 1);
+          Thread.sleep(pause);
+          return id;
+        }), writerInbox.receive(request, tx -> {
+          ExecutorFixture.pay(tx, request + "-inbox", 1);
+          Thread.sleep(pause);
+        }));
+      });
+      together.await(10, TimeUnit.SECONDS);
+      Taken before = Taken.now();
+      Execution<String> copy = reader.execute(IdempotencyKey.of("read-first", request), Fingerprint.EMPTY, Codec.utf8(),
+          tx -> ExecutorFixture.pay(tx, request, 1));
+      Execution<Void> inboxCopy = readerInbox.receive(request, tx -> ExecutorFixture.pay(tx, request + "-inbox", 1));
+      Taken cost = Taken.now().since(before);
+      reads += cost.connections() - cost.transactions();
+      List<Execution<?>> firsts = first.get(20, TimeUnit.SECONDS);
+      assertThat(List.of(firsts.get(0), copy)).as("%s: one applied, one replayed", request)
+          .satisfiesExactlyInAnyOrder(e -> assertThat(e.applied()).isTrue(), e -> assertThat(e.replayed()).isTrue());
+      assertThat(List.of(firsts.get(1), inboxCopy)).as("%s (inbox): one applied, one replayed", request)
+          .satisfiesExactlyInAnyOrder(e -> assertThat(e.applied()).isTrue(), e -> assertThat(e.replayed()).isTrue());
+    }
+    for (String request : requests) {
+      assertThat(f.payments(request)).as(request).isEqualTo(1);
+      assertThat(f.payments(request + "-inbox")).as(request + " (inbox)").isEqualTo(1);
+      assertThat(f.keyRows(IdempotencyKey.of("read-first", request))).isEqualTo(1);
+    }
+    assertThat(reads).as("every copy read first").isEqualTo(2L * keys);
+  }
+
+  /** {@code ds}, counting the connections taken and the transactions opened on them. */
+  static DataSource counting(DataSource ds) {
+    return new DataSourceWrapper() {
+      @Override
+      public Connection getConnection() throws SQLException {
+        Connection c = ds.getConnection();
+        taken.incrementAndGet();
+        return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {Connection.class},
+            (proxy, method, args) -> {
+              if (method.getName().equals("setAutoCommit") && !(Boolean) args[0]) {
+                transactions.incrementAndGet();
+              }
+              try {
+                return method.invoke(c, args);
+              } catch (InvocationTargetException e) {
+                throw e.getCause();
+              }
+            });
+      }
+    };
+  }
+}
