@@ -132,7 +132,7 @@ public sealed interface IdemEvent {
    * same transaction. Delivered after that transaction commits (a batch that failed to commit
    * publishes its messages again, and they are reported again).
    *
-   * @param source {@code "relay"}
+   * @param source {@code "outbox"}
    * @param id the message id
    * @param topic the message's topic
    * @param attempt 1 for the first publish of the message, more after failures
@@ -145,7 +145,7 @@ public sealed interface IdemEvent {
    * relay's {@code maxAttempts}, is parked until an operator redrives it. Delivered after the batch
    * commits.
    *
-   * @param source {@code "relay"}
+   * @param source {@code "outbox"}
    * @param id the message id
    * @param topic the message's topic
    * @param attempt which attempt failed, from 1

@@ -1,0 +1,235 @@
+package dev.idem.micrometer;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.flyway.IdemFlyway;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.outbox.Publisher;
+import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.transition.Transitions;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import dev.idem.transition.Outcome;
+import dev.idem.transition.StatePath;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.observation.DefaultMeterObservationHandler;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.micrometer.observation.ObservationRegistry;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Real traffic through a real {@link Idem} on a real PostgreSQL, then the meters read back and
+ * compared with the calls made and with the rows in the database.
+ */
+class IdemMetricsTest {
+  static TestDatabase db;
+  static HikariDataSource ds;
+  SimpleMeterRegistry registry;
+  Idem idem;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("micrometer");
+    ds = db.dataSource(6);
+    IdemFlyway.migrate(ds);
+    db.execute("CREATE TABLE charges (ref text NOT NULL)");
+    db.execute("CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  @BeforeEach
+  void fresh() {
+    db.execute("TRUNCATE charges, orders, idem.idem_keys, idem.idem_inbox, idem.idem_outbox");
+    registry = new SimpleMeterRegistry();
+    idem = Idem.builder(ds).listener(IdemMetrics.of(registry)).build();
+  }
+
+  double count(String name, String... tags) {
+    Counter c = registry.find(name).tags(tags).counter();
+    return c == null ? 0 : c.count();
+  }
+
+  static Fingerprint request(int amount) {
+    return Fingerprint.ofFields(Map.of("amount", amount));
+  }
+
+  @Test
+  void executorAppliesReplaysAndMismatchesAreCountedOncePerCall() {
+    IdempotentExecutor payments = idem.executor().name("executor:payments").build();
+    int keys = 5;
+    int repeatsEach = 2;
+    for (int i = 0; i < keys; i++) {
+      IdempotencyKey key = IdempotencyKey.of("shop", "k" + i);
+      for (int call = 0; call <= repeatsEach; call++) {
+        Execution<String> e = payments.execute(key, request(10), Codec.utf8(), tx -> {
+          tx.dsl().execute("INSERT INTO charges VALUES (?)", key.value());
+          return "ok";
+        });
+        assertThat(e instanceof Execution.Applied).isEqualTo(call == 0);
+      }
+    }
+    IdempotencyKey reused = IdempotencyKey.of("shop", "k0");
+    assertThatThrownBy(() -> payments.execute(reused, request(99), Codec.utf8(), tx -> "never"))
+        .isInstanceOf(KeyReuseException.class);
+
+    String source = "executor:payments";
+    long rows = db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'shop'");
+    assertThat(rows).isEqualTo(keys).isEqualTo(db.count("SELECT count(*) FROM charges"));
+    assertThat(count(IdemMetrics.APPLIED, "source", source)).isEqualTo(rows);
+    assertThat(count(IdemMetrics.REPEATS, "source", source, "kind", "replayed")).isEqualTo(keys * repeatsEach);
+    assertThat(count(IdemMetrics.FINGERPRINT_MISMATCHES, "source", source)).isEqualTo(1);
+
+    Timer age = registry.find(IdemMetrics.REPEAT_AGE).tags("source", source).timer();
+    assertThat(age.count()).isEqualTo(keys * repeatsEach);
+    DistributionSummary used = registry.find(IdemMetrics.REPEAT_WINDOW_USED).tags("source", source).summary();
+    assertThat(used.count()).isEqualTo(keys * repeatsEach);
+    assertThat(used.max()).isBetween(0.0, 1.0);
+    // Every series is tagged by hop and outcome only: no key ever becomes a tag.
+    assertThat(registry.getMeters()).allSatisfy(m -> assertThat(m.getId().getTags())
+        .allSatisfy(t -> assertThat(t.getValue()).doesNotStartWith("k")));
+  }
+
+  @Test
+  void anInboxDuplicateIsAReplayOfItsHop() {
+    Inbox billing = idem.inbox("billing").build();
+    for (String id : new String[] {"m1", "m2", "m1", "m1"}) {
+      billing.receive(id, tx -> tx.dsl().execute("INSERT INTO charges VALUES (?)", id));
+    }
+    long rows = db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'billing'");
+    assertThat(rows).isEqualTo(2).isEqualTo(db.count("SELECT count(*) FROM charges"));
+    assertThat(count(IdemMetrics.APPLIED, "source", "inbox:billing")).isEqualTo(rows);
+    assertThat(count(IdemMetrics.REPEATS, "source", "inbox:billing", "kind", "replayed")).isEqualTo(2);
+    assertThat(registry.find(IdemMetrics.REPEATS).counters()).hasSize(1); // one name for executor and inbox repeats
+  }
+
+  @Test
+  void transitionsCountAppliedAlreadyDoneAndConflict() {
+    db.execute("INSERT INTO orders VALUES ('o1', 'PLACED'), ('o2', 'CANCELLED')");
+    Transitions orders = idem.transitions("orders").path(StatePath.of("PLACED", "PACKED", "SHIPPED")).build();
+    assertThat(pack(orders, "o1")).isEqualTo(Outcome.APPLIED);
+    assertThat(pack(orders, "o1")).isEqualTo(Outcome.ALREADY_DONE);
+    assertThat(pack(orders, "o2")).isEqualTo(Outcome.CONFLICT);
+
+    String source = "transitions:orders";
+    assertThat(count(IdemMetrics.APPLIED, "source", source)).isEqualTo(db.count("SELECT count(*) FROM orders WHERE status = 'PACKED'"));
+    assertThat(count(IdemMetrics.REPEATS, "source", source, "kind", "already_done")).isEqualTo(1);
+    assertThat(count(IdemMetrics.REPEATS, "source", source, "kind", "conflict")).isEqualTo(1);
+  }
+
+  Outcome pack(Transitions orders, String id) {
+    Outcome outcome = idem.inTransaction(tx -> orders.advance(tx.connection(), id, "PLACED", "PACKED"));
+    return outcome;
+  }
+
+  @Test
+  void relayPublishesAndParksAsTheOutboxRowsShowAndGaugesFollowOnRefresh() throws Exception {
+    Outbox outbox = idem.outbox();
+    idem.inTransaction(tx -> {
+      for (int i = 0; i < 3; i++) {
+        outbox.enqueue(tx.connection(), NewMessage.of("orders", ("ok" + i).getBytes(StandardCharsets.UTF_8)));
+      }
+      for (int i = 0; i < 2; i++) {
+        outbox.enqueue(tx.connection(), NewMessage.of("broken", ("bad" + i).getBytes(StandardCharsets.UTF_8)));
+      }
+      return null;
+    });
+    AtomicInteger calls = new AtomicInteger();
+    Publisher publisher = m -> {
+      calls.incrementAndGet();
+      if (m.topic().equals("broken")) {
+        throw new IllegalStateException("broker refused " + m.id());
+      }
+    };
+    ObservationRegistry observations = ObservationRegistry.create();
+    observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
+
+    try (OutboxGauges gauges = OutboxGauges.start(outbox, registry, Duration.ofHours(1))) {
+      assertThat(gauges.refresh()).isTrue();
+      assertThat(gauge(OutboxGauges.PENDING)).isEqualTo(5);
+      assertThat(gauge(OutboxGauges.PARKED)).isZero();
+
+      try (Relay relay = idem.relay(ObservedPublisher.wrap(publisher, observations)).maxAttempts(1).build()) {
+        while (relay.runOnce() > 0) {
+          // until nothing is due
+        }
+      }
+      long sent = db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'");
+      long parked = db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'");
+      assertThat(sent).isEqualTo(3);
+      assertThat(parked).isEqualTo(2);
+      assertThat(count(IdemMetrics.OUTBOX_PUBLISHED, "source", "outbox")).isEqualTo(sent);
+      assertThat(registry.find(IdemMetrics.OUTBOX_PUBLISH).tags("source", "outbox").timer().count()).isEqualTo(sent);
+      assertThat(count(IdemMetrics.OUTBOX_FAILED, "source", "outbox", "parked", "true")).isEqualTo(parked);
+      assertThat(count(IdemMetrics.OUTBOX_FAILED, "source", "outbox", "parked", "false")).isZero();
+
+      // One observation per publish, tagged by topic, failures marked: so traces show every one.
+      assertThat(calls.get()).isEqualTo(5);
+      assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "orders", "error", "none").timer().count()).isEqualTo(3);
+      assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "broken").timer().count()).isEqualTo(2);
+
+      assertThat(gauge(OutboxGauges.PENDING)).isEqualTo(5); // a scrape never queries: still the last refresh
+      assertThat(gauges.refresh()).isTrue();
+      assertThat(gauge(OutboxGauges.PARKED)).isEqualTo(parked);
+      assertThat(gauge(OutboxGauges.PENDING)).isEqualTo(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isZero();
+    }
+    assertThat(registry.find(OutboxGauges.PENDING).gauge()).isNull(); // close() removed them
+  }
+
+  double gauge(String name) {
+    Gauge g = registry.find(name).gauge();
+    return g.value();
+  }
+
+  @Test
+  void aFailedRefreshKeepsTheLastValues() {
+    db.execute("INSERT INTO idem.idem_outbox (id, topic, payload, status) VALUES (gen_random_uuid(), 't', '\\x00', 'X')");
+    HikariDataSource doomed = db.dataSource(1);
+    Outbox outbox = Idem.builder(doomed).build().outbox();
+    try (OutboxGauges gauges = OutboxGauges.start(outbox, registry, Duration.ofHours(1))) {
+      assertThat(gauges.refresh()).isTrue();
+      assertThat(gauge(OutboxGauges.PARKED)).isEqualTo(1);
+      doomed.close();
+      assertThat(gauges.refresh()).isFalse();
+      assertThat(gauge(OutboxGauges.PARKED)).isEqualTo(1);
+      assertThat(gauge(OutboxGauges.PENDING)).isZero();
+    }
+  }
+
+  @Test
+  void badArgumentsAreRefusedClearly() {
+    Outbox outbox = idem.outbox();
+    assertThatThrownBy(() -> IdemMetrics.of(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("registry");
+    assertThatThrownBy(() -> OutboxGauges.start(outbox, registry, Duration.ZERO))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("interval must be positive");
+    assertThatThrownBy(() -> OutboxGauges.start(outbox, registry, Duration.ofDays(2)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at most");
+    assertThatThrownBy(() -> OutboxGauges.start(null, registry)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> ObservedPublisher.wrap(m -> {}, null)).isInstanceOf(IllegalArgumentException.class);
+    assertThat(registry.getMeters()).isEmpty();
+  }
+}

@@ -1,0 +1,62 @@
+package dev.idem.spring.boot;
+
+import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.micrometer.IdemMetrics;
+import dev.idem.micrometer.OutboxGauges;
+import io.micrometer.core.instrument.MeterRegistry;
+import java.time.Duration;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.context.annotation.Bean;
+import org.springframework.core.env.Environment;
+
+/**
+ * idem's meters (module {@code idem-micrometer}) on the application's {@link MeterRegistry}, when
+ * both are on the class path and a registry exists (Actuator makes one). See docs/operations.md.
+ *
+ * <p>{@link IdemMetrics} is an {@code IdemListener} bean, so the {@code Idem} bean of {@link
+ * IdemAutoConfiguration} delivers its events to it (after Spring's transaction commits, like every
+ * listener bean). {@link OutboxGauges} refreshes {@code idem.outbox.pending} and {@code
+ * idem.outbox.parked} every {@code idem.metrics.outbox-refresh} (default 30 s) and is closed with the
+ * context. Each bean backs off when the application defines its own. The relay's publisher is not
+ * wrapped: to trace publishes, give the starter {@code ObservedPublisher.wrap(publisher,
+ * observationRegistry)} as its {@code Publisher} bean.
+ *
+ * <p>Ordered after Boot's metrics auto-configuration (so {@code @ConditionalOnBean(MeterRegistry)}
+ * sees the registry, as Boot's own metrics binders do) and after {@link IdemAutoConfiguration} (so
+ * the gauges see its {@code Outbox}); the listener is still found, since {@code Idem} looks its
+ * listeners up when it is created, not when its configuration is read.
+ */
+@AutoConfiguration(after = IdemAutoConfiguration.class, afterName = {
+    "org.springframework.boot.actuate.autoconfigure.metrics.MetricsAutoConfiguration",
+    "org.springframework.boot.actuate.autoconfigure.metrics.CompositeMeterRegistryAutoConfiguration",
+    "org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration",
+    "org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration"})
+@ConditionalOnClass(name = {"io.micrometer.core.instrument.MeterRegistry", "dev.idem.micrometer.IdemMetrics"})
+@ConditionalOnBean(MeterRegistry.class)
+public class IdemMetricsAutoConfiguration {
+
+  /** How often the outbox gauges count: a duration ({@code 30s}, {@code 1m}); default 30 s. */
+  static final String OUTBOX_REFRESH = "idem.metrics.outbox-refresh";
+
+  /** Counters, timers and distributions of idem's events. */
+  @Bean
+  @ConditionalOnMissingBean
+  public IdemMetrics idemMetrics(MeterRegistry registry) {
+    return IdemMetrics.of(registry);
+  }
+
+  /** The outbox's pending and parked messages, counted on a schedule, never per scrape. */
+  @Bean
+  @ConditionalOnBean(Outbox.class)
+  @ConditionalOnMissingBean
+  public OutboxGauges idemOutboxGauges(Outbox outbox, MeterRegistry registry, Environment environment) {
+    // Bound with Boot's Binder, not @Value: "30s" becomes a Duration only through Boot's conversion
+    // service, which a context not started by SpringApplication (a test's context runner) lacks.
+    Duration refresh = Binder.get(environment).bind(OUTBOX_REFRESH, Duration.class).orElse(OutboxGauges.DEFAULT_INTERVAL);
+    return OutboxGauges.start(outbox, registry, refresh);
+  }
+}

@@ -1,0 +1,83 @@
+package dev.idem.spring.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.micrometer.IdemMetrics;
+import dev.idem.micrometer.OutboxGauges;
+import dev.idem.result.Codec;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.FilteredClassLoader;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/** idem's meters in a real Spring context on a real PostgreSQL: they appear after a call, and back off without idem-micrometer. */
+class IdemMetricsAutoConfigurationTest {
+  static TestDatabase db;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("starter-metrics");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  static ApplicationContextRunner runner() {
+    return new ApplicationContextRunner()
+        .withUserConfiguration(Boot.class)
+        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=4",
+            "spring.flyway.enabled=false");
+  }
+
+  /** Every auto-configuration on the class path, as in an application, and the application's own registry. */
+  @Configuration(proxyBeanMethods = false)
+  @EnableAutoConfiguration
+  static class Boot {
+    @Bean
+    SimpleMeterRegistry meterRegistry() {
+      return new SimpleMeterRegistry();
+    }
+  }
+
+  @Test
+  void metersAppearAfterACallAndTheOutboxGaugesRefreshOnTheirSchedule() {
+    runner().withPropertyValues("idem.metrics.outbox-refresh=1h").run(ctx -> {
+      assertThat(ctx).hasNotFailed().hasSingleBean(IdemMetrics.class).hasSingleBean(OutboxGauges.class);
+      MeterRegistry registry = ctx.getBean(MeterRegistry.class);
+      IdempotentExecutor executor = ctx.getBean(Idem.class).executor().name("executor:starter-metrics").build();
+      IdempotencyKey key = IdempotencyKey.of("starter-metrics", "k1");
+      for (int i = 0; i < 3; i++) {
+        executor.execute(key, Fingerprint.ofFields(Map.of("n", 1)), Codec.utf8(), tx -> "ok");
+      }
+      assertThat(registry.get(IdemMetrics.APPLIED).tag("source", "executor:starter-metrics").counter().count())
+          .isEqualTo(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'starter-metrics'")).isEqualTo(1);
+      assertThat(registry.get(IdemMetrics.REPEATS).tags("source", "executor:starter-metrics", "kind", "replayed").counter().count())
+          .isEqualTo(2);
+      assertThat(ctx.getBean(OutboxGauges.class).refresh()).isTrue();
+      assertThat(registry.get(OutboxGauges.PENDING).gauge().value())
+          .isEqualTo(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'"));
+    });
+  }
+
+  @Test
+  void withoutIdemMicrometerNothingIsAdded() {
+    runner().withClassLoader(new FilteredClassLoader("dev.idem.micrometer")).run(ctx -> {
+      assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean("idemMetrics").doesNotHaveBean("idemOutboxGauges");
+    });
+  }
+}
