@@ -9,6 +9,8 @@ module dev.idem.jdbc {
   requires transitive org.jooq;
   requires org.postgresql.jdbc;
   requires org.slf4j;
+  // ReconcileCommand builds a PGSimpleDataSource, whose class implements javax.naming.Referenceable.
+  requires static java.naming;
 
   exports dev.idem.jdbc;
   exports dev.idem.jdbc.tx;
@@ -18,6 +20,8 @@ module dev.idem.jdbc {
   exports dev.idem.jdbc.transition;
   exports dev.idem.jdbc.lease;
   exports dev.idem.jdbc.sequence;
+  exports dev.idem.jdbc.ops;
+  exports dev.idem.jdbc.reconcile;
 
   // Flyway (idem-flyway's, or the user's own) reads the migrations from this module's resources.
   opens dev.idem.jdbc.migration;

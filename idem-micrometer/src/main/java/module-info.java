@@ -1,6 +1,6 @@
 /**
  * idem's events and outbox as Micrometer meters ({@link dev.idem.micrometer.IdemMetrics}, {@link
- * dev.idem.micrometer.OutboxGauges}), and relay publishes as Micrometer observations ({@link
+ * dev.idem.micrometer.IdemGauges}), and relay publishes as Micrometer observations ({@link
  * dev.idem.micrometer.ObservedPublisher}).
  */
 module dev.idem.micrometer {

@@ -7,9 +7,11 @@ import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.lease.Leases;
+import dev.idem.jdbc.ops.Operations;
 import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.reconcile.Reconciliation;
 import dev.idem.jdbc.sequence.EntitySequences;
 import dev.idem.jdbc.transition.Transitions;
 import dev.idem.jdbc.tx.RetryBudget;
@@ -148,6 +150,22 @@ public final class Idem {
   /** Per-entity sequence numbers for one stream of events. */
   public EntitySequences sequences(String stream) {
     return EntitySequences.of(context, stream);
+  }
+
+  /**
+   * The operator's view: stuck external effects (unknown outcomes) to resolve or release, parked
+   * outbox messages to re-drive, and the gauges' counts.
+   */
+  public Operations operations() {
+    return Operations.of(context);
+  }
+
+  /**
+   * Reconciliation of your effect table against idem's keys: duplicate effects, effects with no
+   * key, keys with no effect, unknown outcomes; and a record of the breaks found.
+   */
+  public Reconciliation reconciliation() {
+    return Reconciliation.of(context);
   }
 
   /** The schema of idem's tables. */

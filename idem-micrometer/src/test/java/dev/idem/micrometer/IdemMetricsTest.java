@@ -168,10 +168,14 @@ class IdemMetricsTest {
     ObservationRegistry observations = ObservationRegistry.create();
     observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
 
-    try (OutboxGauges gauges = OutboxGauges.start(outbox, registry, Duration.ofHours(1))) {
+    try (IdemGauges gauges = IdemGauges.start(idem.operations(), registry, Duration.ofHours(1))) {
       assertThat(gauges.refresh()).isTrue();
-      assertThat(gauge(OutboxGauges.PENDING)).isEqualTo(5);
-      assertThat(gauge(OutboxGauges.PARKED)).isZero();
+      assertThat(gauge(IdemGauges.PENDING)).isEqualTo(5);
+      assertThat(gauge(IdemGauges.PARKED)).isZero();
+      // the oldest pending message's age, by the database clock
+      assertThat(gauge(IdemGauges.OLDEST_PENDING)).isGreaterThanOrEqualTo(0)
+          .isLessThanOrEqualTo(db.count("SELECT ceil(extract(epoch FROM now() - min(created_at)))::bigint FROM idem.idem_outbox WHERE status = 'P'") + 1);
+      assertThat(gauge(IdemGauges.UNKNOWN_OUTCOMES)).isZero();
 
       try (Relay relay = idem.relay(ObservedPublisher.wrap(publisher, observations)).maxAttempts(1).build()) {
         while (relay.runOnce() > 0) {
@@ -192,12 +196,13 @@ class IdemMetricsTest {
       assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "orders", "error", "none").timer().count()).isEqualTo(3);
       assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "broken").timer().count()).isEqualTo(2);
 
-      assertThat(gauge(OutboxGauges.PENDING)).isEqualTo(5); // a scrape never queries: still the last refresh
+      assertThat(gauge(IdemGauges.PENDING)).isEqualTo(5); // a scrape never queries: still the last refresh
       assertThat(gauges.refresh()).isTrue();
-      assertThat(gauge(OutboxGauges.PARKED)).isEqualTo(parked);
-      assertThat(gauge(OutboxGauges.PENDING)).isEqualTo(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isZero();
+      assertThat(gauge(IdemGauges.PARKED)).isEqualTo(parked);
+      assertThat(gauge(IdemGauges.PENDING)).isEqualTo(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isZero();
+      assertThat(gauge(IdemGauges.OLDEST_PENDING)).isZero();
     }
-    assertThat(registry.find(OutboxGauges.PENDING).gauge()).isNull(); // close() removed them
+    assertThat(registry.find(IdemGauges.PENDING).gauge()).isNull(); // close() removed them
   }
 
   double gauge(String name) {
@@ -209,26 +214,25 @@ class IdemMetricsTest {
   void aFailedRefreshKeepsTheLastValues() {
     db.execute("INSERT INTO idem.idem_outbox (id, topic, payload, status) VALUES (gen_random_uuid(), 't', '\\x00', 'X')");
     HikariDataSource doomed = db.dataSource(1);
-    Outbox outbox = Idem.builder(doomed).build().outbox();
-    try (OutboxGauges gauges = OutboxGauges.start(outbox, registry, Duration.ofHours(1))) {
+    try (IdemGauges gauges = IdemGauges.start(Idem.builder(doomed).build().operations(), registry, Duration.ofHours(1))) {
       assertThat(gauges.refresh()).isTrue();
-      assertThat(gauge(OutboxGauges.PARKED)).isEqualTo(1);
+      assertThat(gauge(IdemGauges.PARKED)).isEqualTo(1);
       doomed.close();
       assertThat(gauges.refresh()).isFalse();
-      assertThat(gauge(OutboxGauges.PARKED)).isEqualTo(1);
-      assertThat(gauge(OutboxGauges.PENDING)).isZero();
+      assertThat(gauge(IdemGauges.PARKED)).isEqualTo(1);
+      assertThat(gauge(IdemGauges.PENDING)).isZero();
     }
   }
 
   @Test
   void badArgumentsAreRefusedClearly() {
-    Outbox outbox = idem.outbox();
+    var operations = idem.operations();
     assertThatThrownBy(() -> IdemMetrics.of(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("registry");
-    assertThatThrownBy(() -> OutboxGauges.start(outbox, registry, Duration.ZERO))
+    assertThatThrownBy(() -> IdemGauges.start(operations, registry, Duration.ZERO))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("interval must be positive");
-    assertThatThrownBy(() -> OutboxGauges.start(outbox, registry, Duration.ofDays(2)))
+    assertThatThrownBy(() -> IdemGauges.start(operations, registry, Duration.ofDays(2)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at most");
-    assertThatThrownBy(() -> OutboxGauges.start(null, registry)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> IdemGauges.start(null, registry)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> ObservedPublisher.wrap(m -> {}, null)).isInstanceOf(IllegalArgumentException.class);
     assertThat(registry.getMeters()).isEmpty();
   }

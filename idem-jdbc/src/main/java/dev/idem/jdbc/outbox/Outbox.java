@@ -5,7 +5,7 @@ import static dev.idem.jdbc.outbox.OutboxTable.*;
 import dev.idem.internal.Sha256;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.tx.Tx;
-import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.OutboxRedrive;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
@@ -14,11 +14,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Row6;
-import org.jooq.UpdateSetMoreStep;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 
@@ -57,18 +55,15 @@ public final class Outbox {
   private final boolean notifying;
   /** The {@code INSERT} of n messages at index n, rendered on first use; enqueue sits on the caller's hot path. */
   private final AtomicReferenceArray<String> insertByRows = new AtomicReferenceArray<>(MAX_ROWS_PER_INSERT + 1);
-  private final String redriveSql;
-  private final String redriveAllSql;
+  /** The re-drive the operator's view shares (dev.idem.jdbc.ops must not depend on this package). */
+  private final OutboxRedrive redrive;
   private volatile Outbox notifyingTwin;
 
   private Outbox(Context idem, boolean notifying) {
     this.idem = idem;
     this.notifying = notifying;
-    DSLContext d = idem.dsl();
     insertByRows.set(1, renderInsert(1));
-    Condition parked = STATUS.eq(DSL.inline(PARKED));
-    this.redriveSql = d.render(redrive(d).where(ID.eq(DSL.val((UUID) null, ID))).and(parked));
-    this.redriveAllSql = d.render(redrive(d).where(parked));
+    this.redrive = new OutboxRedrive(idem);
   }
 
   /** {@code INSERT} of {@code rows} messages, each bound by {@link #bind}. */
@@ -91,11 +86,6 @@ public final class Outbox {
       insertByRows.set(rows, sql);
     }
     return sql;
-  }
-
-  /** Pending again, due now, attempts reset; a new statement each call (jOOQ's builders are mutable). */
-  private static UpdateSetMoreStep<?> redrive(DSLContext d) {
-    return d.update(T).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, Expiry.dbNow());
   }
 
   /**
@@ -322,9 +312,8 @@ public final class Outbox {
       throw new IllegalArgumentException("id must not be null");
     }
     return idem.inTransaction(tx -> {
-      try (PreparedStatement ps = tx.connection().prepareStatement(redriveSql)) {
-        ps.setObject(1, id);
-        return ps.executeUpdate() == 1;
+      try {
+        return redrive.byId(tx.connection(), id) == 1;
       } catch (SQLException e) {
         throw new DataAccessException("could not re-drive " + id + ": " + e.getMessage(), e);
       }
@@ -339,8 +328,8 @@ public final class Outbox {
    */
   public int redriveAll() {
     return idem.inTransaction(tx -> {
-      try (PreparedStatement ps = tx.connection().prepareStatement(redriveAllSql)) {
-        return ps.executeUpdate();
+      try {
+        return redrive.all(tx.connection());
       } catch (SQLException e) {
         throw new DataAccessException("could not re-drive the parked messages: " + e.getMessage(), e);
       }

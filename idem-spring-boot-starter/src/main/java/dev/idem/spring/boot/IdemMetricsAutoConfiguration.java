@@ -1,8 +1,8 @@
 package dev.idem.spring.boot;
 
-import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.Idem;
 import dev.idem.micrometer.IdemMetrics;
-import dev.idem.micrometer.OutboxGauges;
+import dev.idem.micrometer.IdemGauges;
 import io.micrometer.core.instrument.MeterRegistry;
 import java.time.Duration;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -19,15 +19,15 @@ import org.springframework.core.env.Environment;
  *
  * <p>{@link IdemMetrics} is an {@code IdemListener} bean, so the {@code Idem} bean of {@link
  * IdemAutoConfiguration} delivers its events to it (after Spring's transaction commits, like every
- * listener bean). {@link OutboxGauges} refreshes {@code idem.outbox.pending} and {@code
- * idem.outbox.parked} every {@code idem.metrics.outbox-refresh} (default 30 s) and is closed with the
+ * listener bean). {@link IdemGauges} refreshes the outbox's backlog and the unknown
+ * outcomes every {@code idem.metrics.gauges-refresh} (default 30 s) and is closed with the
  * context. Each bean backs off when the application defines its own. The relay's publisher is not
  * wrapped: to trace publishes, give the starter {@code ObservedPublisher.wrap(publisher,
  * observationRegistry)} as its {@code Publisher} bean.
  *
  * <p>Ordered after Boot's metrics auto-configuration (so {@code @ConditionalOnBean(MeterRegistry)}
  * sees the registry, as Boot's own metrics binders do) and after {@link IdemAutoConfiguration} (so
- * the gauges see its {@code Outbox}); the listener is still found, since {@code Idem} looks its
+ * the gauges see its {@code Idem}); the listener is still found, since {@code Idem} looks its
  * listeners up when it is created, not when its configuration is read.
  */
 @AutoConfiguration(after = IdemAutoConfiguration.class, afterName = {
@@ -39,8 +39,8 @@ import org.springframework.core.env.Environment;
 @ConditionalOnBean(MeterRegistry.class)
 public class IdemMetricsAutoConfiguration {
 
-  /** How often the outbox gauges count: a duration ({@code 30s}, {@code 1m}); default 30 s. */
-  static final String OUTBOX_REFRESH = "idem.metrics.outbox-refresh";
+  /** How often the gauges query: a duration ({@code 30s}, {@code 1m}); default 30 s. */
+  static final String GAUGES_REFRESH = "idem.metrics.gauges-refresh";
 
   /** Counters, timers and distributions of idem's events. */
   @Bean
@@ -49,14 +49,14 @@ public class IdemMetricsAutoConfiguration {
     return IdemMetrics.of(registry);
   }
 
-  /** The outbox's pending and parked messages, counted on a schedule, never per scrape. */
+  /** The outbox's backlog and the unknown outcomes, queried on a schedule, never per scrape. */
   @Bean
-  @ConditionalOnBean(Outbox.class)
+  @ConditionalOnBean(Idem.class)
   @ConditionalOnMissingBean
-  public OutboxGauges idemOutboxGauges(Outbox outbox, MeterRegistry registry, Environment environment) {
+  public IdemGauges idemGauges(Idem idem, MeterRegistry registry, Environment environment) {
     // Bound with Boot's Binder, not @Value: "30s" becomes a Duration only through Boot's conversion
     // service, which a context not started by SpringApplication (a test's context runner) lacks.
-    Duration refresh = Binder.get(environment).bind(OUTBOX_REFRESH, Duration.class).orElse(OutboxGauges.DEFAULT_INTERVAL);
-    return OutboxGauges.start(outbox, registry, refresh);
+    Duration refresh = Binder.get(environment).bind(GAUGES_REFRESH, Duration.class).orElse(IdemGauges.DEFAULT_INTERVAL);
+    return IdemGauges.start(idem.operations(), registry, refresh);
   }
 }

@@ -7,7 +7,7 @@ import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.micrometer.IdemMetrics;
-import dev.idem.micrometer.OutboxGauges;
+import dev.idem.micrometer.IdemGauges;
 import dev.idem.result.Codec;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
@@ -55,9 +55,9 @@ class IdemMetricsAutoConfigurationTest {
   }
 
   @Test
-  void metersAppearAfterACallAndTheOutboxGaugesRefreshOnTheirSchedule() {
-    runner().withPropertyValues("idem.metrics.outbox-refresh=1h").run(ctx -> {
-      assertThat(ctx).hasNotFailed().hasSingleBean(IdemMetrics.class).hasSingleBean(OutboxGauges.class);
+  void metersAppearAfterACallAndTheIdemGaugesRefreshOnTheirSchedule() {
+    runner().withPropertyValues("idem.metrics.gauges-refresh=1h").run(ctx -> {
+      assertThat(ctx).hasNotFailed().hasSingleBean(IdemMetrics.class).hasSingleBean(IdemGauges.class);
       MeterRegistry registry = ctx.getBean(MeterRegistry.class);
       IdempotentExecutor executor = ctx.getBean(Idem.class).executor().name("executor:starter-metrics").build();
       IdempotencyKey key = IdempotencyKey.of("starter-metrics", "k1");
@@ -68,8 +68,8 @@ class IdemMetricsAutoConfigurationTest {
           .isEqualTo(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'starter-metrics'")).isEqualTo(1);
       assertThat(registry.get(IdemMetrics.REPEATS).tags("source", "executor:starter-metrics", "kind", "replayed").counter().count())
           .isEqualTo(2);
-      assertThat(ctx.getBean(OutboxGauges.class).refresh()).isTrue();
-      assertThat(registry.get(OutboxGauges.PENDING).gauge().value())
+      assertThat(ctx.getBean(IdemGauges.class).refresh()).isTrue();
+      assertThat(registry.get(IdemGauges.PENDING).gauge().value())
           .isEqualTo(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'"));
     });
   }
@@ -77,7 +77,7 @@ class IdemMetricsAutoConfigurationTest {
   @Test
   void withoutIdemMicrometerNothingIsAdded() {
     runner().withClassLoader(new FilteredClassLoader("dev.idem.micrometer")).run(ctx -> {
-      assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean("idemMetrics").doesNotHaveBean("idemOutboxGauges");
+      assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean("idemMetrics").doesNotHaveBean("idemIdemGauges");
     });
   }
 }

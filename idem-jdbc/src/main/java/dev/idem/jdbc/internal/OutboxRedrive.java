@@ -1,0 +1,75 @@
+package dev.idem.jdbc.internal;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.util.UUID;
+import org.jooq.Condition;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.Table;
+import org.jooq.UpdateSetMoreStep;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
+
+/**
+ * The one re-drive of parked outbox messages, shared by the outbox ({@code Outbox.redrive}) and the
+ * operator's view ({@code Operations.redrive*}), which must not depend on each other: a parked row
+ * becomes pending again, due now (database clock), attempts reset, id unchanged. Rendered once per
+ * context. Not an API.
+ */
+public final class OutboxRedrive {
+  /** The outbox table and the columns a re-drive and the operator's view read; schema "idem", mapped at render. */
+  public static final Table<?> TABLE = DSL.table(DSL.name("idem", "idem_outbox"));
+  public static final Field<UUID> ID = DSL.field(DSL.name("id"), SQLDataType.UUID);
+  public static final Field<String> TOPIC = DSL.field(DSL.name("topic"), SQLDataType.CLOB);
+  public static final Field<String> STATUS = DSL.field(DSL.name("status"), SQLDataType.CHAR(1));
+  public static final Field<Integer> ATTEMPTS = DSL.field(DSL.name("attempts"), SQLDataType.INTEGER);
+  public static final Field<java.time.OffsetDateTime> NEXT_ATTEMPT_AT =
+      DSL.field(DSL.name("next_attempt_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+  /** Status of a pending message. */
+  public static final String PENDING = "P";
+  /** Status of a parked message (the relay gave up after its max attempts). */
+  public static final String PARKED = "X";
+
+  private final String byId;
+  private final String byTopic;
+  private final String all;
+
+  public OutboxRedrive(Context context) {
+    DSLContext d = context.dsl();
+    Condition parked = STATUS.eq(DSL.inline(PARKED));
+    this.byId = d.render(update(d).where(ID.eq(DSL.val((UUID) null, ID))).and(parked));
+    this.byTopic = d.render(update(d).where(TOPIC.eq(DSL.val((String) null, TOPIC))).and(parked));
+    this.all = d.render(update(d).where(parked));
+  }
+
+  /** Pending again, due now, attempts reset; a new statement each call (jOOQ's builders are mutable). */
+  private static UpdateSetMoreStep<?> update(DSLContext d) {
+    return d.update(TABLE).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, Expiry.dbNow());
+  }
+
+  /** Re-drives the parked message {@code id}; returns the rows changed (0 or 1). */
+  public int byId(Connection c, UUID id) throws SQLException {
+    return run(c, byId, id);
+  }
+
+  /** Re-drives every parked message of {@code topic}; returns how many. */
+  public int byTopic(Connection c, String topic) throws SQLException {
+    return run(c, byTopic, topic);
+  }
+
+  /** Re-drives every parked message; returns how many. */
+  public int all(Connection c) throws SQLException {
+    return run(c, all, null);
+  }
+
+  private static int run(Connection c, String sql, Object param) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(sql)) {
+      if (param != null) {
+        ps.setObject(1, param);
+      }
+      return ps.executeUpdate();
+    }
+  }
+}

@@ -1,0 +1,348 @@
+package dev.idem.jdbc.ops;
+
+import dev.idem.internal.Events;
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.OutboxRedrive;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.CodecException;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import org.jooq.Condition;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.Table;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The operator's view of idem: what is stuck and the actions that unstick it. Built by {@code
+ * Idem.operations()}.
+ *
+ * <p><b>Unknown outcomes.</b> An external effect whose attempt died (or whose call threw) leaves
+ * its key in flight with a lease that ran out: the call may or may not have reached the provider.
+ * The next repeat of the intent takes it over and calls again (asking its {@code Resolver} first,
+ * if it has one); an intent nobody repeats stays unknown. {@link #stuckKeys} lists them, {@link
+ * #unknownOutcomes} counts them for a gauge. The operator asks the provider by the call key, then
+ * either {@link #resolve}s the key with the outcome found there (every repeat replays it) or
+ * {@link #release}s it (the next repeat calls again, with the same call key, under fence + 1).
+ * Both are fenced by the token the operator read: if another attempt took over meanwhile, they are
+ * refused and change nothing. Both act on stuck keys only (in flight, lease over): a live holder is
+ * never overruled.
+ *
+ * <p><b>Parked messages.</b> {@link #parked}, {@link #redrive(UUID)}, {@link #redriveTopic}, {@link
+ * #redriveAll} and {@link #outboxStats}: the outbox's re-drive, the same statement {@code
+ * Outbox.redrive} runs.
+ *
+ * <p>Every action emits {@link dev.idem.event.IdemEvent.OperatorAction} (source {@code
+ * "operations"}) and logs one line at INFO on logger {@code dev.idem.operations}, with the rows it
+ * changed (0 included). Every time is the database's clock. Reads and actions join the transaction
+ * open on this thread, if any, else run in one of their own. Bad arguments are refused with an
+ * {@link IllegalArgumentException} naming them, before any SQL.
+ *
+ * <p>Not guaranteed: that a resolve records what really happened (idem cannot check the provider)
+ * or that the listed rows are still stuck when acted on (the fence check covers that). The reads
+ * scan the key table or the outbox (no index serves them): call them every minute, not in a loop.
+ *
+ * <p>Thread-safe; holds only its context and rendered statements.
+ */
+public final class Operations {
+  /** The most rows one listing returns. */
+  public static final int MAX_LIMIT = 10_000;
+
+  private static final Logger LOG = LoggerFactory.getLogger("dev.idem.operations");
+
+  // The key table's columns, written against schema "idem" (mapped at render), as the claim engine's.
+  private static final Table<?> KEYS = DSL.table(DSL.name("idem", "idem_keys"));
+  private static final Field<String> SCOPE = DSL.field(DSL.name("scope"), SQLDataType.CLOB);
+  private static final Field<String> KEY = DSL.field(DSL.name("key"), SQLDataType.CLOB);
+  private static final Field<String> STATE = DSL.field(DSL.name("state"), SQLDataType.CHAR(1));
+  private static final Field<Long> FENCE = DSL.field(DSL.name("fence"), SQLDataType.BIGINT);
+  private static final Field<OffsetDateTime> LEASE = DSL.field(DSL.name("lease_expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+  private static final Field<String> CALL_KEY = DSL.field(DSL.name("call_key"), SQLDataType.CLOB);
+  private static final Field<byte[]> RESULT = DSL.field(DSL.name("result"), SQLDataType.BLOB);
+  private static final Field<OffsetDateTime> CREATED = DSL.field(DSL.name("created_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+  private static final Field<OffsetDateTime> COMPLETED = DSL.field(DSL.name("completed_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+  private static final Field<OffsetDateTime> EXPIRES = DSL.field(DSL.name("expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+  private static final Field<String> AGGREGATE_KEY = DSL.field(DSL.name("aggregate_key"), SQLDataType.CLOB);
+  private static final Field<String> LAST_ERROR = DSL.field(DSL.name("last_error"), SQLDataType.CLOB);
+  private static final Field<OffsetDateTime> OUTBOX_CREATED = DSL.field(DSL.name("created_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
+
+  /** The database clock when the statement runs: every comparison and age is taken from it. */
+  private static final Field<OffsetDateTime> NOW = DSL.field("clock_timestamp()", OffsetDateTime.class);
+  /** In flight with the lease over: the attempt died or threw, the outcome is unknown. */
+  private static final Condition STUCK = STATE.eq(DSL.inline("I")).and(LEASE.le(NOW));
+
+  private final Context context;
+  private final Events events;
+  private final OutboxRedrive redrive;
+  private final String stuckSql;
+  private final String unknownSql;
+  private final String resolveSql;
+  private final String releaseSql;
+  private final String parkedSql;
+  private final String statsSql;
+
+  private Operations(Context context) {
+    this.context = context;
+    this.events = Events.to(context.listener(), "operations");
+    this.redrive = new OutboxRedrive(context);
+    DSLContext d = context.dsl();
+    Condition thisStuckKey = SCOPE.eq(DSL.val((String) null, SCOPE)).and(KEY.eq(DSL.val((String) null, KEY)))
+        .and(FENCE.eq(DSL.val((Long) null, FENCE))).and(STUCK);
+    this.stuckSql = d.render(d.select(SCOPE, KEY, FENCE, CALL_KEY, microsSince(LEASE), CREATED).from(KEYS).where(STUCK)
+        .orderBy(LEASE).limit(DSL.val((Integer) null, Integer.class)));
+    this.unknownSql = d.render(d.select(DSL.count(), DSL.coalesce(DSL.max(microsSince(LEASE)), DSL.inline(0L)))
+        .from(KEYS).where(STUCK));
+    // The executor's phase 3 on behalf of the lost attempt: completed with the result, lease cleared.
+    this.resolveSql = d.render(d.update(KEYS).set(STATE, DSL.inline("C")).set(RESULT, DSL.val((byte[]) null, RESULT))
+        .set(COMPLETED, NOW).set(LEASE, DSL.inline((OffsetDateTime) null)).where(thisStuckKey));
+    // Lease and window over now, row kept: the next repeat re-claims it as past its window, which
+    // sets fence + 1 (the token never restarts, as it would if the row were deleted) and keeps
+    // the call key, which is derived from the intent's key.
+    this.releaseSql = d.render(d.update(KEYS).set(LEASE, NOW).set(EXPIRES, NOW).where(thisStuckKey));
+    Condition parked = OutboxRedrive.STATUS.eq(DSL.inline(OutboxRedrive.PARKED));
+    this.parkedSql = d.render(d.select(OutboxRedrive.ID, OutboxRedrive.TOPIC, AGGREGATE_KEY, OutboxRedrive.ATTEMPTS,
+            LAST_ERROR, OutboxRedrive.NEXT_ATTEMPT_AT) // parking sets next_attempt_at to the moment it parked
+        .from(OutboxRedrive.TABLE).where(parked).orderBy(OutboxRedrive.NEXT_ATTEMPT_AT)
+        .limit(DSL.val((Integer) null, Integer.class)));
+    Condition pending = OutboxRedrive.STATUS.eq(DSL.inline(OutboxRedrive.PENDING));
+    this.statsSql = d.render(d.select(DSL.count().filterWhere(pending), DSL.count().filterWhere(parked),
+            DSL.coalesce(DSL.max(microsSince(OUTBOX_CREATED)).filterWhere(pending), DSL.inline(0L)))
+        .from(OutboxRedrive.TABLE).where(OutboxRedrive.STATUS.in(DSL.inline(OutboxRedrive.PENDING), DSL.inline(OutboxRedrive.PARKED))));
+  }
+
+  /** For {@code Idem.operations()}: the way to get the operator's view. Not an API. */
+  public static Operations of(Context context) {
+    if (context == null) {
+      throw new IllegalArgumentException("context must not be null");
+    }
+    return new Operations(context);
+  }
+
+  private static Field<Long> microsSince(Field<OffsetDateTime> t) {
+    return DSL.field("(extract(epoch from (clock_timestamp() - {0})) * 1000000)::bigint", Long.class, t);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Unknown outcomes
+
+  /**
+   * The stuck keys, the one whose lease ran out first first, at most {@code limit}.
+   *
+   * @throws IllegalArgumentException if {@code limit} is not within 1 to {@value #MAX_LIMIT}
+   */
+  public List<StuckKey> stuckKeys(int limit) {
+    checkLimit(limit);
+    return read("list the stuck keys", c -> {
+      List<StuckKey> out = new ArrayList<>();
+      try (PreparedStatement ps = c.prepareStatement(stuckSql)) {
+        ps.setInt(1, limit);
+        try (ResultSet rs = ps.executeQuery()) {
+          while (rs.next()) {
+            out.add(new StuckKey(IdempotencyKey.of(rs.getString(1), rs.getString(2)), rs.getLong(3), rs.getString(4),
+                Duration.ofNanos(rs.getLong(5) * 1000), rs.getObject(6, OffsetDateTime.class)));
+          }
+        }
+      }
+      return out;
+    });
+  }
+
+  /** How many keys are stuck and how long ago the oldest one's lease ran out; one statement. */
+  public UnknownOutcomes unknownOutcomes() {
+    return read("count the unknown outcomes", c -> {
+      try (PreparedStatement ps = c.prepareStatement(unknownSql); ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return new UnknownOutcomes(rs.getLong(1), Duration.ofNanos(rs.getLong(2) * 1000));
+      }
+    });
+  }
+
+  /**
+   * Records the outcome the operator found at the provider for a stuck key: the key becomes
+   * completed with {@code result} as its stored result, so every repeat gets it as the replay
+   * (decoded by the repeat's own codec: pass bytes that codec reads, or use {@link
+   * #resolve(IdempotencyKey, long, Codec, Object)}).
+   *
+   * <p>Bytes, not a {@code T}: the operator (an actuator endpoint, a console) usually has no codec
+   * of the service's types, and the stored result is bytes anyway.
+   *
+   * @param fence the token the operator read with the key ({@link StuckKey#fence})
+   * @return true if recorded; false if the key is not stuck under {@code fence} (another attempt
+   *     took over, it completed, or it is not there): nothing changed
+   * @throws IllegalArgumentException if {@code key} or {@code result} is null, or {@code fence} < 1
+   */
+  public boolean resolve(IdempotencyKey key, long fence, byte[] result) {
+    checkKey(key, fence);
+    if (result == null) {
+      throw new IllegalArgumentException("result must not be null");
+    }
+    byte[] copy = result.clone();
+    return act("resolve", key + " fence " + fence, c -> keyAction(c, resolveSql, 1, copy, key, fence)) == 1;
+  }
+
+  /**
+   * {@link #resolve(IdempotencyKey, long, byte[])} with the result encoded by {@code codec}: give
+   * the codec the executor's calls of this key use.
+   *
+   * @throws IllegalArgumentException if {@code codec} is null, or as the byte form
+   * @throws CodecException if {@code codec} could not encode {@code value}; nothing changed
+   */
+  public <T> boolean resolve(IdempotencyKey key, long fence, Codec<T> codec, T value) {
+    checkKey(key, fence);
+    if (codec == null) {
+      throw new IllegalArgumentException("codec must not be null");
+    }
+    byte[] bytes;
+    try {
+      bytes = codec.encode(value);
+    } catch (Exception e) {
+      throw new CodecException("could not encode the result of " + key + " with " + codec + ": " + e.getMessage(), e);
+    }
+    return resolve(key, fence, bytes);
+  }
+
+  /**
+   * Makes a stuck key claimable again: its lease and its window end now, the row stays. The next
+   * call of the key re-claims it with fence + 1 and the same call key, and calls the provider
+   * again (asking its resolver first, if it has one): release only when the provider has no record
+   * of the call key, or dedupes by it.
+   *
+   * @return true if released; false if the key is not stuck under {@code fence}: nothing changed
+   * @throws IllegalArgumentException if {@code key} is null or {@code fence} < 1
+   */
+  public boolean release(IdempotencyKey key, long fence) {
+    checkKey(key, fence);
+    return act("release", key + " fence " + fence, c -> keyAction(c, releaseSql, 0, null, key, fence)) == 1;
+  }
+
+  private static int keyAction(Connection c, String sql, int first, byte[] result, IdempotencyKey key, long fence)
+      throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(sql)) {
+      if (result != null) {
+        ps.setBytes(1, result);
+      }
+      ps.setString(first + 1, key.scope());
+      ps.setString(first + 2, key.value());
+      ps.setLong(first + 3, fence);
+      return ps.executeUpdate();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Outbox
+
+  /**
+   * The parked messages, the one parked first first, at most {@code limit}.
+   *
+   * @throws IllegalArgumentException if {@code limit} is not within 1 to {@value #MAX_LIMIT}
+   */
+  public List<ParkedMessage> parked(int limit) {
+    checkLimit(limit);
+    return read("list the parked messages", c -> {
+      List<ParkedMessage> out = new ArrayList<>();
+      try (PreparedStatement ps = c.prepareStatement(parkedSql)) {
+        ps.setInt(1, limit);
+        try (ResultSet rs = ps.executeQuery()) {
+          while (rs.next()) {
+            out.add(new ParkedMessage(rs.getObject(1, UUID.class), rs.getString(2), rs.getString(3), rs.getInt(4),
+                rs.getString(5), rs.getObject(6, OffsetDateTime.class)));
+          }
+        }
+      }
+      return out;
+    });
+  }
+
+  /**
+   * Re-drives one parked message: pending again, due now, attempts reset, id unchanged.
+   *
+   * @return the rows changed: 1, or 0 if no parked message has {@code id}
+   * @throws IllegalArgumentException if {@code id} is null
+   */
+  public long redrive(UUID id) {
+    if (id == null) {
+      throw new IllegalArgumentException("id must not be null");
+    }
+    return act("redrive", "message " + id, c -> redrive.byId(c, id));
+  }
+
+  /**
+   * Re-drives every parked message of {@code topic} (fix the cause first: they are tried again at once).
+   *
+   * @return how many were parked and are now pending
+   * @throws IllegalArgumentException if {@code topic} is null
+   */
+  public long redriveTopic(String topic) {
+    if (topic == null) {
+      throw new IllegalArgumentException("topic must not be null");
+    }
+    return act("redriveTopic", "topic " + topic, c -> redrive.byTopic(c, topic));
+  }
+
+  /** Re-drives every parked message; returns how many. */
+  public long redriveAll() {
+    return act("redriveAll", "all parked messages", redrive::all);
+  }
+
+  /** Pending and parked messages and the age of the oldest pending one; one statement. */
+  public OutboxStats outboxStats() {
+    return read("read the outbox's stats", c -> {
+      try (PreparedStatement ps = c.prepareStatement(statsSql); ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return new OutboxStats(rs.getLong(1), rs.getLong(2), Duration.ofNanos(rs.getLong(3) * 1000));
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  @FunctionalInterface
+  private interface Work<R> {
+    R run(Connection c) throws SQLException;
+  }
+
+  private <R> R read(String what, Work<R> work) {
+    return context.inTransaction(tx -> {
+      try {
+        return work.run(tx.connection());
+      } catch (SQLException e) {
+        throw new DataAccessException("could not " + what + ": " + e.getMessage(), e);
+      }
+    });
+  }
+
+  /** Runs an action, then reports it: one event and one INFO line, with the rows it changed. */
+  private long act(String action, String target, Work<Integer> work) {
+    long rows = read(action + " " + target, work);
+    events.operatorAction(action, target, rows);
+    LOG.info("operator action {} on {}: {} row(s) changed", action, target, rows);
+    return rows;
+  }
+
+  private static void checkLimit(int limit) {
+    if (limit < 1 || limit > MAX_LIMIT) {
+      throw new IllegalArgumentException("limit must be within 1 and " + MAX_LIMIT + ", was " + limit);
+    }
+  }
+
+  private static void checkKey(IdempotencyKey key, long fence) {
+    if (key == null) {
+      throw new IllegalArgumentException("key must not be null");
+    }
+    if (fence < 1) {
+      throw new IllegalArgumentException("fence must be at least 1 (tokens start at 1), was " + fence);
+    }
+  }
+}

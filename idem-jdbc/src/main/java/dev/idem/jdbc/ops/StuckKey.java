@@ -1,0 +1,18 @@
+package dev.idem.jdbc.ops;
+
+import dev.idem.key.IdempotencyKey;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+
+/**
+ * An external effect whose outcome is unknown: its key is in flight and its lease ran out, so the
+ * call may or may not have reached the provider. Look it up there by {@code callKey}, then {@link
+ * Operations#resolve} (it did) or {@link Operations#release} (it did not), passing {@code fence}.
+ *
+ * @param key the intent's key (scope and value)
+ * @param fence the fencing token of the last attempt: what resolve and release must be given
+ * @param callKey the key the call sent to the provider (the same for every attempt)
+ * @param leaseEndedAgo how long ago the lease ran out, by the database clock
+ * @param createdAt when the key was claimed, by the database clock
+ */
+public record StuckKey(IdempotencyKey key, long fence, String callKey, Duration leaseEndedAgo, OffsetDateTime createdAt) {}

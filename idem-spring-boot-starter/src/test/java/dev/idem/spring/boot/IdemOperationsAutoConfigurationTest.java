@@ -1,0 +1,64 @@
+package dev.idem.spring.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idem.jdbc.ops.OutboxStats;
+import dev.idem.jdbc.ops.UnknownOutcomes;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.FilteredClassLoader;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+/** The idem actuator endpoint: made over the application's Idem, and reading and acting on the real tables. */
+class IdemOperationsAutoConfigurationTest {
+  static TestDatabase db;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("starter_ops");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  static ApplicationContextRunner runner() {
+    return new ApplicationContextRunner()
+        .withUserConfiguration(IdemAutoConfigurationTest.Boot.class) // every auto-configuration, as in an application
+        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=4",
+            "spring.flyway.enabled=false", "management.endpoints.web.exposure.include=idem");
+  }
+
+  @Test
+  @SuppressWarnings("unchecked")
+  void theEndpointReadsAndActs() {
+    runner().run(ctx -> {
+      assertThat(ctx).hasNotFailed().hasSingleBean(IdemOperationsEndpoint.class);
+      IdemOperationsEndpoint endpoint = ctx.getBean(IdemOperationsEndpoint.class);
+      db.execute("DELETE FROM idem.idem_outbox");
+      db.execute("INSERT INTO idem.idem_outbox (id, topic, payload, status, attempts, last_error)"
+          + " VALUES ('00000000-0000-7000-8000-000000000001', 'orders', '\\x01', 'X', 5, 'broker down')");
+      Map<String, Object> view = endpoint.view();
+      assertThat(view.get("unknownOutcomes")).isEqualTo(new UnknownOutcomes(0, Duration.ZERO));
+      assertThat(view.get("outbox")).isEqualTo(new OutboxStats(0, 1, Duration.ZERO));
+      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'")).isEqualTo(1);
+      assertThat((List<Object>) view.get("parked")).hasSize(1);
+      assertThat(endpoint.act("redriveTopic", null, "orders", null, null, null, null)).containsEntry("rows", 1L);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 0")).isEqualTo(1);
+      assertThat(endpoint.act("release", null, null, "s", "k", 1L, null)).containsEntry("rows", 0L);
+    });
+  }
+
+  @Test
+  void backsOffWithoutActuator() {
+    runner().withClassLoader(new FilteredClassLoader("org.springframework.boot.actuate.endpoint.annotation"))
+        .run(ctx -> assertThat(ctx).doesNotHaveBean(IdemOperationsEndpoint.class));
+  }
+}
