@@ -21,7 +21,14 @@ public class IdemOperationsAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   @ConditionalOnAvailableEndpoint(endpoint = IdemOperationsEndpoint.class)
-  IdemOperationsEndpoint idemOperationsEndpoint(Idem idem) {
-    return new IdemOperationsEndpoint(idem.operations());
+  IdemOperationsEndpoint idemOperationsEndpoint(Idem idem, RecentMismatches mismatches) {
+    return new IdemOperationsEndpoint(idem.operations(), mismatches);
+  }
+
+  /** The last fingerprint mismatches of this instance, for the endpoint (an idem listener). */
+  @Bean
+  @ConditionalOnMissingBean
+  RecentMismatches idemRecentMismatches() {
+    return new RecentMismatches();
   }
 }

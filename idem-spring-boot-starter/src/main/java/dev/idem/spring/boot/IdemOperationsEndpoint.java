@@ -16,7 +16,8 @@ import org.springframework.lang.Nullable;
  * {@code /actuator/idem}: idem's operator's view ({@link Operations}).
  *
  * <p>Read ({@code GET}): the stuck keys (unknown outcomes) and their count, the parked outbox
- * messages and the outbox's counts, at most {@value #LIMIT} of each list. Write ({@code POST
+ * messages and the outbox's counts, at most {@value #LIMIT} of each list, and this instance's last
+ * fingerprint mismatches (the HTTP 422s; in memory, per instance). Write ({@code POST
  * /actuator/idem/{action}}, one operation selected by path, since an endpoint maps one write per
  * path): {@code redrive} ({@code id}), {@code redriveTopic} ({@code topic}), {@code redriveAll},
  * {@code release} ({@code scope}, {@code key}, {@code fence}) and {@code resolve} (the same and
@@ -32,12 +33,14 @@ public class IdemOperationsEndpoint {
   static final int LIMIT = 100;
 
   private final Operations operations;
+  private final RecentMismatches mismatches;
 
-  public IdemOperationsEndpoint(Operations operations) {
+  IdemOperationsEndpoint(Operations operations, RecentMismatches mismatches) {
     this.operations = operations;
+    this.mismatches = mismatches;
   }
 
-  /** Stuck keys, unknown outcomes, parked messages and outbox stats, each read by its own statement. */
+  /** Stuck keys, unknown outcomes, parked messages and outbox stats, each read by its own statement; recent mismatches. */
   @ReadOperation
   public Map<String, Object> view() {
     Map<String, Object> view = new LinkedHashMap<>();
@@ -45,6 +48,7 @@ public class IdemOperationsEndpoint {
     view.put("stuckKeys", operations.stuckKeys(LIMIT));
     view.put("outbox", operations.outboxStats());
     view.put("parked", operations.parked(LIMIT));
+    view.put("recentMismatches", mismatches.list());
     return view;
   }
 

@@ -1,9 +1,16 @@
 package dev.idem.spring.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.ops.OutboxStats;
 import dev.idem.jdbc.ops.UnknownOutcomes;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.Codec;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.time.Duration;
@@ -50,6 +57,15 @@ class IdemOperationsAutoConfigurationTest {
       assertThat(view.get("outbox")).isEqualTo(new OutboxStats(0, 1, Duration.ZERO));
       assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'")).isEqualTo(1);
       assertThat((List<Object>) view.get("parked")).hasSize(1);
+      assertThat((List<Object>) view.get("recentMismatches")).isEmpty();
+      // a key that comes back with another request: refused, and listed newest first
+      IdempotentExecutor executor = ctx.getBean(Idem.class).executor().name("executor:ops").build();
+      executor.execute(IdempotencyKey.of("ops", "k-1"), Fingerprint.of("first"), Codec.utf8(), tx -> "r");
+      assertThatThrownBy(() -> executor.execute(IdempotencyKey.of("ops", "k-1"), Fingerprint.of("second"), Codec.utf8(), tx -> "r"))
+          .isInstanceOf(KeyReuseException.class);
+      assertThat((List<RecentMismatches.Mismatch>) endpoint.view().get("recentMismatches")).singleElement()
+          .satisfies(m -> assertThat(List.of(m.source(), m.scope(), m.key())).containsExactly("executor:ops", "ops", "k-1"));
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'ops' AND key = 'k-1'")).isEqualTo(1);
       assertThat(endpoint.act("redriveTopic", null, "orders", null, null, null, null)).containsEntry("rows", 1L);
       assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 0")).isEqualTo(1);
       assertThat(endpoint.act("release", null, null, "s", "k", 1L, null)).containsEntry("rows", 0L);
