@@ -95,4 +95,19 @@ public final class RecordingListener implements IdemListener {
   public void onSequenceIgnored(IdemEvent.SequenceIgnored event) {
     events.add(event);
   }
+
+  @Override
+  public void onPublished(IdemEvent.Published event) {
+    events.add(event);
+  }
+
+  @Override
+  public void onPublishFailed(IdemEvent.PublishFailed event) {
+    events.add(event);
+  }
+
+  @Override
+  public void onOperatorAction(IdemEvent.OperatorAction event) {
+    events.add(event);
+  }
 }
