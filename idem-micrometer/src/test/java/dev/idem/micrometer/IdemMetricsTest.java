@@ -211,6 +211,23 @@ class IdemMetricsTest {
   }
 
   @Test
+  void anObservedExecutorPutsEachCallInAnObservationWithItsOutcome() throws Exception {
+    ObservationRegistry observations = ObservationRegistry.create();
+    observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
+    ObservedExecutor payments = ObservedExecutor.of(idem.executor().build(), "payments", observations);
+    IdempotencyKey key = IdempotencyKey.of("observed", "o-1");
+    assertThat(payments.execute(key, Fingerprint.of("a"), Codec.utf8(), tx -> "first").applied()).isTrue();
+    assertThat(payments.execute(key, Fingerprint.of("a"), Codec.utf8(), tx -> "second").value()).isEqualTo("first");
+    assertThatThrownBy(() -> payments.execute(IdempotencyKey.of("observed", "o-2"), Fingerprint.of("b"), Codec.utf8(), tx -> {
+      throw new java.io.IOException("effect failed");
+    })).isInstanceOf(java.io.IOException.class);
+    assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "applied").timer().count()).isEqualTo(1);
+    assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "replayed").timer().count()).isEqualTo(1);
+    assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "error").timer().count()).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'observed'")).isEqualTo(1); // the failed one rolled back
+  }
+
+  @Test
   void aFailedRefreshKeepsTheLastValues() {
     db.execute("INSERT INTO idem.idem_outbox (id, topic, payload, status) VALUES (gen_random_uuid(), 't', '\\x00', 'X')");
     HikariDataSource doomed = db.dataSource(1);
