@@ -5,11 +5,25 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.reconcile.EffectTable;
+import dev.idem.jdbc.reconcile.Findings;
+import dev.idem.micrometer.IdemMetrics;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.Meter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tag;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.Comparator;
+import java.util.SortedMap;
+import java.util.TreeMap;
+import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.jooq.Record;
 import org.jooq.SQLDialect;
@@ -34,6 +48,20 @@ public final class Lab {
 
   private static final Duration DRAIN_TIMEOUT = Duration.ofSeconds(60);
 
+  /**
+   * What reconciliation checks after every run: one order is one intent, so a second payment row
+   * for an order is the double charge. No {@code withScope}: the executor's keys (scope {@code
+   * payments}) are the app's {@code Idempotency-Key} values, one per tap or per fresh-key retry,
+   * never order ids, so "keys with no effect" would compare taps with orders and report every key.
+   */
+  static final EffectTable PAYMENTS_BY_ORDER = EffectTable.of("payments", "order_id").inSchema("shop");
+
+  /** Reads the run's database after the lab's own counts, before it is dropped (for tests). */
+  @FunctionalInterface
+  interface AfterRun {
+    void read(DataSource serviceDb) throws Exception;
+  }
+
   private Lab() {}
 
   /**
@@ -41,12 +69,17 @@ public final class Lab {
    * Postgres unless {@code IDEM_JDBC_URL} is set), which is dropped afterwards.
    */
   public static RunResult run(String scenario, Setup setup) throws Exception {
+    return run(scenario, setup, ds -> {});
+  }
+
+  static RunResult run(String scenario, Setup setup, AfterRun afterRun) throws Exception {
     Tally tally = new Tally(setup);
     LabListener listener = new LabListener();
+    MeterRegistry meters = new SimpleMeterRegistry(); // a fresh one per run: the meters count this run only
     try (TestDatabase db = TestPostgres.newDatabase("lab")) {
       HikariDataSource serviceDb = db.dataSource(8);
       HikariDataSource providerDb = db.dataSource(4); // another company: its own pool and schema
-      Idem idem = Idem.builder(serviceDb).listener(listener).build();
+      Idem idem = Idem.builder(serviceDb).listener(new BothListeners(listener, IdemMetrics.of(meters))).build();
       IdemFlyway.migrate(serviceDb);
       createShop(serviceDb);
       LabQueue queue = new LabQueue();
@@ -72,7 +105,10 @@ public final class Lab {
         } finally {
           relay.close();
         }
-        return result(scenario, setup, serviceDb, tally, listener);
+        RunResult result = result(scenario, setup, serviceDb, tally, listener, moved(meters),
+            idem.reconciliation().check(PAYMENTS_BY_ORDER));
+        afterRun.read(serviceDb);
+        return result;
       }
     }
   }
@@ -123,8 +159,31 @@ public final class Lab {
     }
   }
 
-  private static RunResult result(String scenario, Setup setup, DataSource ds, Tally tally, LabListener listener)
-      throws SQLException {
+  /**
+   * The meters that moved, as {@code name{source=..,tag=..}} (source first: it is the hop) to their
+   * count, sorted. IdemMetrics makes counters, timers and distribution summaries only; of a timer or
+   * summary the lab shows how many it recorded ({@code .count}, as Prometheus' {@code _count}), since
+   * the times differ on every run.
+   */
+  static SortedMap<String, Long> moved(MeterRegistry registry) {
+    SortedMap<String, Long> out = new TreeMap<>();
+    for (Meter m : registry.getMeters()) {
+      long count = m instanceof Counter c ? (long) c.count()
+          : m instanceof Timer t ? t.count()
+          : m instanceof DistributionSummary d ? d.count()
+          : 0;
+      if (count > 0) {
+        String tags = m.getId().getTags().stream()
+            .sorted(Comparator.comparing((Tag tag) -> !tag.getKey().equals("source")).thenComparing(Tag::getKey))
+            .map(tag -> tag.getKey() + "=" + tag.getValue()).collect(Collectors.joining(","));
+        out.put(m.getId().getName() + (m instanceof Counter ? "" : ".count") + "{" + tags + "}", count);
+      }
+    }
+    return out;
+  }
+
+  private static RunResult result(String scenario, Setup setup, DataSource ds, Tally tally, LabListener listener,
+      SortedMap<String, Long> meters, Findings findings) throws SQLException {
     try (Connection c = ds.getConnection()) {
       Record counts = DSL.using(c, SQLDialect.POSTGRES).fetchOne("SELECT"
           + " (SELECT count(*) FROM shop.payments),"
@@ -132,7 +191,7 @@ public final class Lab {
           + " (SELECT count(*) FROM shop.receipt_emails)");
       return new RunResult(scenario, setup,
           counts.get(0, Integer.class), counts.get(1, Integer.class), counts.get(2, Integer.class),
-          tally.firedByHop(), tally.caughtByHop(), listener.snapshot(), tally.trace());
+          tally.firedByHop(), tally.caughtByHop(), listener.snapshot(), meters, findings, tally.trace());
     }
   }
 }

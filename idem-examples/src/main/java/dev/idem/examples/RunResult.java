@@ -1,13 +1,19 @@
 package dev.idem.examples;
 
+import dev.idem.jdbc.reconcile.Findings;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.SortedMap;
+import java.util.TreeMap;
 import java.util.stream.Collectors;
 
 /**
  * What one run of the lab left behind, read from the database at the end: payment rows in the
  * service, card charges at the provider, receipt emails sent; plus which faults fired, which guard
- * caught how many repeats, idem's listener events, and the trace.
+ * caught how many repeats, idem's listener events, the idem-micrometer meters that moved ({@code
+ * name{tags}} to count, see {@code Lab.moved}), what reconciliation found in {@code shop.payments}
+ * by order, and the trace.
  */
 public record RunResult(
     String scenario,
@@ -18,12 +24,15 @@ public record RunResult(
     Map<Hop, Integer> faultsFired,
     Map<Hop, Integer> caught,
     Map<String, Integer> listenerEvents,
+    SortedMap<String, Long> meters,
+    Findings findings,
     List<String> trace) {
 
   public RunResult {
     faultsFired = Map.copyOf(faultsFired);
     caught = Map.copyOf(caught);
     listenerEvents = Map.copyOf(listenerEvents);
+    meters = Collections.unmodifiableSortedMap(new TreeMap<>(meters));
     trace = List.copyOf(trace);
   }
 
@@ -35,6 +44,24 @@ public record RunResult(
   /** The line scripts read: {@code scenario=<name> payment_rows=<n> charges=<n> receipts=<n>}. */
   public String summaryLine() {
     return "scenario=" + scenario + " payment_rows=" + paymentRows + " charges=" + charges + " receipts=" + receipts;
+  }
+
+  /**
+   * The breaks, for scripts, beside {@link #summaryLine} (which stays as it was): {@code breaks
+   * scenario=<name> duplicate_intents=<n> effects_without_key=<n> unknown_outcomes=<n>}. Keys with no
+   * effect are not checked (see {@code Lab.PAYMENTS_BY_ORDER}), so they have no field.
+   */
+  public String breaksLine() {
+    return "breaks scenario=" + scenario + " duplicate_intents=" + findings.duplicates().size()
+        + " effects_without_key=" + findings.effectsWithoutKey() + " unknown_outcomes=" + findings.unknownOutcomes().count();
+  }
+
+  /** The findings for people: each duplicate intent with its count of payments, and the other checks. */
+  public String breaksText() {
+    String duplicates = findings.duplicates().stream().map(d -> d.key() + "=" + d.effects()).collect(Collectors.joining(" "));
+    return "duplicate intents " + findings.duplicates().size() + (duplicates.isEmpty() ? "" : " (" + duplicates + " payments)")
+        + ", effects with no key " + findings.effectsWithoutKey()
+        + ", keys with no effect not checked, unknown outcomes " + findings.unknownOutcomes().count();
   }
 
   /** {@code key-table=1 inbox=2}, in hop order, or {@code -}. */

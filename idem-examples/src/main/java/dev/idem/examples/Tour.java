@@ -123,7 +123,8 @@ public final class Tour {
       out.append(String.format("  %d %-9s fault %-14s %s%n", h.ordinal() + 1, h.cliName(), h.faultName(), h.fault()))
           .append(String.format("    %-9s guard %-14s %s%n", "", h.guardName(), h.guard()));
     }
-    out.append("\nEach run ends with one line for scripts: scenario=<name> payment_rows=<n> charges=<n> receipts=<n>\n");
+    out.append("\nEach run ends with two lines for scripts: scenario=<name> payment_rows=<n> charges=<n> receipts=<n>\n")
+        .append("and breaks scenario=<name> duplicate_intents=<n> effects_without_key=<n> unknown_outcomes=<n>\n");
     return out.toString();
   }
 
@@ -163,6 +164,14 @@ public final class Tour {
         out.printf("  %-26s %s%n", r.scenario(), events.isEmpty() ? "-" : events);
       }
       out.println();
+      out.println("idem-micrometer's meters that moved, and reconciliation of " + Lab.PAYMENTS_BY_ORDER.describe()
+          + " (one intent per order), per run:");
+      for (RunResult r : results) {
+        out.println("  " + r.scenario());
+        r.meters().forEach((meter, value) -> out.println("     " + meter + " " + value));
+        out.println("     breaks: " + r.breaksText());
+      }
+      out.println();
     }
     for (String tour : options.tours()) {
       out.println("-- tour " + tour + ": " + Tours.describe(tour));
@@ -173,6 +182,7 @@ public final class Tour {
     }
     for (RunResult r : results) {
       out.println(r.summaryLine());
+      out.println(r.breaksLine());
     }
   }
 

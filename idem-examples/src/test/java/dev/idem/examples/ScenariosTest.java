@@ -2,22 +2,63 @@ package dev.idem.examples;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idem.jdbc.reconcile.Findings;
+import java.sql.Connection;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.Collectors;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 
 /**
  * Each of the seed's "Things to try" as a run of the lab, asserting the counts the lab read from
  * the database (payment rows in the service, charges at the provider, receipt emails) and which
- * guard caught the repeats.
+ * guard caught the repeats. Every run also checks its meters and its reconciliation against the
+ * database it left ({@link #checked}).
  */
 class ScenariosTest {
 
   private static RunResult run(String name) throws Exception {
-    return Scenario.named(name).orElseThrow().run();
+    Scenario s = Scenario.named(name).orElseThrow();
+    return checked(s.name(), s.setup());
+  }
+
+  /**
+   * Runs the lab and compares, with the database the run left: the duplicate intents
+   * reconciliation found with the orders that have more than one payment row, and the meters'
+   * {@code idem.applied} per source with the rows idem keeps for it (the executor's keys of its
+   * scope, an inbox's message ids of its consumer; nothing in the lab expires or rolls them back).
+   */
+  private static RunResult checked(String name, Setup setup) throws Exception {
+    Map<String, Long> duplicateOrders = new TreeMap<>();
+    Map<String, Long> rowsBySource = new TreeMap<>();
+    RunResult r = Lab.run(name, setup, ds -> {
+      try (Connection c = ds.getConnection()) {
+        var sql = DSL.using(c, SQLDialect.POSTGRES);
+        sql.fetch("SELECT order_id, count(*) FROM shop.payments GROUP BY order_id HAVING count(*) > 1")
+            .forEach(row -> duplicateOrders.put(row.get(0, String.class), row.get(1, Long.class)));
+        sql.fetch("SELECT 'executor:payments', count(*) FROM idem.idem_keys WHERE scope = ?"
+                + " UNION ALL SELECT 'inbox:' || consumer, count(*) FROM idem.idem_inbox GROUP BY consumer",
+                PaymentsService.KEY_SCOPE)
+            .forEach(row -> rowsBySource.put(row.get(0, String.class), row.get(1, Long.class)));
+      }
+    });
+    assertThat(r.findings().duplicates().stream().collect(Collectors.toMap(Findings.Duplicate::key, Findings.Duplicate::effects)))
+        .isEqualTo(duplicateOrders);
+    assertThat(r.breaksLine()).startsWith("breaks scenario=" + name + " duplicate_intents=" + duplicateOrders.size() + " ");
+    Map<String, Long> applied = new TreeMap<>();
+    rowsBySource.forEach((source, rows) -> applied.put(source, r.meters().getOrDefault("idem.applied{source=" + source + "}", 0L)));
+    assertThat(applied).isEqualTo(rowsBySource);
+    // ...and no idem.applied from a source without rows to count.
+    assertThat(r.meters().keySet().stream().filter(m -> m.startsWith("idem.applied{")))
+        .allMatch(m -> rowsBySource.containsKey(m.substring("idem.applied{source=".length(), m.length() - 1)));
+    return r;
   }
 
   @Test
   void nothingBrokenNothingGuarded_oneOfEach() throws Exception {
-    RunResult r = Lab.run("quiet", Setup.of("none", "none"));
+    RunResult r = checked("quiet", Setup.of("none", "none"));
     assertThat(r.summaryLine()).isEqualTo("scenario=quiet payment_rows=1 charges=1 receipts=1");
   }
 
@@ -41,6 +82,7 @@ class ScenariosTest {
     RunResult r = run("balancer-retries-post");
     assertThat(r.summaryLine()).isEqualTo("scenario=balancer-retries-post payment_rows=2 charges=2 receipts=2");
     assertThat(r.faultsFired()).containsEntry(Hop.BALANCER, 1);
+    assertThat(r.findings().duplicates()).isNotEmpty(); // unguarded: reconciliation shows the break
   }
 
   @Test
@@ -91,5 +133,6 @@ class ScenariosTest {
     assertThat(r.caught(Hop.QUEUE)).isEqualTo(2); // the relay's republish and the lost ack
     assertThat(r.caught(Hop.PROVIDER)).isEqualTo(1);
     assertThat(r.caught(Hop.WEBHOOK)).isEqualTo(1);
+    assertThat(r.findings().clean()).isTrue(); // every guard on: reconciliation finds no break
   }
 }

@@ -46,5 +46,7 @@ class TourTest {
     // The webhook came twice and nothing dropped the copy: two emails for one charge.
     assertThat(out).contains("scenario=custom payment_rows=1 charges=1 receipts=2");
     assertThat(out).contains("provider delivers event");
+    assertThat(out).contains("scenario=custom payment_rows=1 charges=1 receipts=2" + System.lineSeparator() + "breaks scenario=custom duplicate_intents=");
+    assertThat(out).contains("idem.outbox.published{source=outbox} "); // the meters block
   }
 }
