@@ -81,27 +81,16 @@ public class IdemProperties {
     }
   }
 
-  /** One executor or inbox. */
-  public static class Guard {
-    /**
-     * How long a key is remembered. Default: 24 h for an executor, 7 d for an inbox.
-     */
+  /** How long a key is remembered, and how a copy of a call still running is answered. */
+  public static class Timing {
+    /** How long a key is remembered. Default: 24 h for an executor and the HTTP filter, 7 d for an inbox. */
     private Duration window;
 
-    /**
-     * Where repeats come from: the window must cover the slowest of these, or start-up fails
-     * (e.g. {@code client-retry, webhook-retries}).
-     */
-    private List<RepeatSource> covers = new ArrayList<>();
-
-    /** How long a copy waits for the first to finish before answering "in flight". Default 2 s. */
+    /** How long a copy waits for the first to finish before "in flight". Default 2 s (HTTP: 250 ms). */
     private Duration inFlightWait;
 
     /** The retry-after told to a copy answered "in flight". Default 1 s. */
     private Duration retryAfter;
-
-    /** An executor's lease for external effects. Default 30 s. */
-    private Duration lease;
 
     public Duration getWindow() {
       return window;
@@ -109,14 +98,6 @@ public class IdemProperties {
 
     public void setWindow(Duration window) {
       this.window = window;
-    }
-
-    public List<RepeatSource> getCovers() {
-      return covers;
-    }
-
-    public void setCovers(List<RepeatSource> covers) {
-      this.covers = covers;
     }
 
     public Duration getInFlightWait() {
@@ -133,6 +114,26 @@ public class IdemProperties {
 
     public void setRetryAfter(Duration retryAfter) {
       this.retryAfter = retryAfter;
+    }
+  }
+
+  /** One executor or inbox. */
+  public static class Guard extends Timing {
+    /**
+     * Where repeats come from: the window must cover the slowest of these, or start-up fails
+     * (e.g. {@code client-retry, webhook-retries}).
+     */
+    private List<RepeatSource> covers = new ArrayList<>();
+
+    /** An executor's lease for external effects. Default 30 s. */
+    private Duration lease;
+
+    public List<RepeatSource> getCovers() {
+      return covers;
+    }
+
+    public void setCovers(List<RepeatSource> covers) {
+      this.covers = covers;
     }
 
     public Duration getLease() {
@@ -301,7 +302,7 @@ public class IdemProperties {
    * scope of keys, which requests are guarded by code, the store policy) is set with an {@link
    * IdempotencyKeyFilterCustomizer} bean.
    */
-  public static class Http {
+  public static class Http extends Timing {
     /** Whether to register the filter. */
     private boolean enabled = true;
 
@@ -319,15 +320,6 @@ public class IdemProperties {
 
     /** Refuse a guarded request without the header with 400 (false: run it unguarded). */
     private boolean keyRequired = true;
-
-    /** How long a key is remembered. Default 24 h (as Stripe). */
-    private Duration window;
-
-    /** How long a repeat waits for the first still running before a 409. Default 250 ms. */
-    private Duration inFlightWait;
-
-    /** The Retry-After of a 409. Default 1 s. */
-    private Duration retryAfter;
 
     /** Largest request body of a guarded request (larger: 413). Default 1 MB. */
     private DataSize maxBodySize;
@@ -398,30 +390,6 @@ public class IdemProperties {
 
     public void setKeyRequired(boolean keyRequired) {
       this.keyRequired = keyRequired;
-    }
-
-    public Duration getWindow() {
-      return window;
-    }
-
-    public void setWindow(Duration window) {
-      this.window = window;
-    }
-
-    public Duration getInFlightWait() {
-      return inFlightWait;
-    }
-
-    public void setInFlightWait(Duration inFlightWait) {
-      this.inFlightWait = inFlightWait;
-    }
-
-    public Duration getRetryAfter() {
-      return retryAfter;
-    }
-
-    public void setRetryAfter(Duration retryAfter) {
-      this.retryAfter = retryAfter;
     }
 
     public DataSize getMaxBodySize() {
