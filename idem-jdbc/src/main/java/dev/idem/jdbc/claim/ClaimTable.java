@@ -7,6 +7,7 @@ import static org.jooq.impl.DSL.param;
 import static org.jooq.impl.DSL.selectOne;
 import static org.jooq.impl.DSL.table;
 
+import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
@@ -51,8 +52,8 @@ public final class ClaimTable {
     public static final Layout INBOX = new Layout("idem_inbox", "idem_inbox_pkey", "consumer", "message_id", "received_at", false);
   }
 
-  static final String IN_FLIGHT = "I";
-  static final String COMPLETED = "C";
+  static final String IN_FLIGHT = KeyTable.IN_FLIGHT;
+  static final String COMPLETED = KeyTable.COMPLETED;
   /** Name of the savepoint a joined call sets before its claim. */
   static final String SAVEPOINT = "idem_claim";
   /** What ends the string of a joined call that ran: its savepoint is released. */

@@ -1,16 +1,15 @@
 package dev.idem.jdbc.internal;
 
+import static dev.idem.jdbc.internal.OutboxTable.*;
+
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.util.UUID;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
-import org.jooq.Field;
-import org.jooq.Table;
 import org.jooq.UpdateSetMoreStep;
 import org.jooq.impl.DSL;
-import org.jooq.impl.SQLDataType;
 
 /**
  * The one re-drive of parked outbox messages, shared by the outbox ({@code Outbox.redrive}) and the
@@ -19,19 +18,6 @@ import org.jooq.impl.SQLDataType;
  * context. Not an API.
  */
 public final class OutboxRedrive {
-  /** The outbox table and the columns a re-drive and the operator's view read; schema "idem", mapped at render. */
-  public static final Table<?> TABLE = DSL.table(DSL.name("idem", "idem_outbox"));
-  public static final Field<UUID> ID = DSL.field(DSL.name("id"), SQLDataType.UUID);
-  public static final Field<String> TOPIC = DSL.field(DSL.name("topic"), SQLDataType.CLOB);
-  public static final Field<String> STATUS = DSL.field(DSL.name("status"), SQLDataType.CHAR(1));
-  public static final Field<Integer> ATTEMPTS = DSL.field(DSL.name("attempts"), SQLDataType.INTEGER);
-  public static final Field<java.time.OffsetDateTime> NEXT_ATTEMPT_AT =
-      DSL.field(DSL.name("next_attempt_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
-  /** Status of a pending message. */
-  public static final String PENDING = "P";
-  /** Status of a parked message (the relay gave up after its max attempts). */
-  public static final String PARKED = "X";
-
   private final String byId;
   private final String byTopic;
   private final String all;
@@ -46,7 +32,7 @@ public final class OutboxRedrive {
 
   /** Pending again, due now, attempts reset; a new statement each call (jOOQ's builders are mutable). */
   private static UpdateSetMoreStep<?> update(DSLContext d) {
-    return d.update(TABLE).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, Expiry.dbNow());
+    return d.update(T).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, Expiry.dbNow());
   }
 
   /** Re-drives the parked message {@code id}; returns the rows changed (0 or 1). */

@@ -2,7 +2,9 @@ package dev.idem.jdbc.ops;
 
 import dev.idem.internal.Events;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.internal.OutboxRedrive;
+import dev.idem.jdbc.internal.OutboxTable;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.CodecException;
@@ -18,10 +20,8 @@ import java.util.UUID;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
-import org.jooq.Table;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
-import org.jooq.impl.SQLDataType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -62,26 +62,11 @@ public final class Operations {
 
   private static final Logger LOG = LoggerFactory.getLogger("dev.idem.operations");
 
-  // The key table's columns, written against schema "idem" (mapped at render), as the claim engine's.
-  private static final Table<?> KEYS = DSL.table(DSL.name("idem", "idem_keys"));
-  private static final Field<String> SCOPE = DSL.field(DSL.name("scope"), SQLDataType.CLOB);
-  private static final Field<String> KEY = DSL.field(DSL.name("key"), SQLDataType.CLOB);
-  private static final Field<String> STATE = DSL.field(DSL.name("state"), SQLDataType.CHAR(1));
-  private static final Field<Long> FENCE = DSL.field(DSL.name("fence"), SQLDataType.BIGINT);
-  private static final Field<OffsetDateTime> LEASE = DSL.field(DSL.name("lease_expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
-  private static final Field<String> CALL_KEY = DSL.field(DSL.name("call_key"), SQLDataType.CLOB);
-  private static final Field<byte[]> RESULT = DSL.field(DSL.name("result"), SQLDataType.BLOB);
-  private static final Field<OffsetDateTime> CREATED = DSL.field(DSL.name("created_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
-  private static final Field<OffsetDateTime> COMPLETED = DSL.field(DSL.name("completed_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
-  private static final Field<OffsetDateTime> EXPIRES = DSL.field(DSL.name("expires_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
-  private static final Field<String> AGGREGATE_KEY = DSL.field(DSL.name("aggregate_key"), SQLDataType.CLOB);
-  private static final Field<String> LAST_ERROR = DSL.field(DSL.name("last_error"), SQLDataType.CLOB);
-  private static final Field<OffsetDateTime> OUTBOX_CREATED = DSL.field(DSL.name("created_at"), SQLDataType.TIMESTAMPWITHTIMEZONE);
-
   /** The database clock when the statement runs: every comparison and age is taken from it. */
   private static final Field<OffsetDateTime> NOW = DSL.field("clock_timestamp()", OffsetDateTime.class);
   /** In flight with the lease over: the attempt died or threw, the outcome is unknown. */
-  private static final Condition STUCK = STATE.eq(DSL.inline("I")).and(LEASE.le(NOW));
+  private static final Condition STUCK =
+      KeyTable.STATE.eq(DSL.inline(KeyTable.IN_FLIGHT)).and(KeyTable.LEASE_EXPIRES_AT.le(NOW));
 
   private final Context context;
   private final Events events;
@@ -98,28 +83,35 @@ public final class Operations {
     this.events = Events.to(context.listener(), "operations");
     this.redrive = new OutboxRedrive(context);
     DSLContext d = context.dsl();
-    Condition thisStuckKey = SCOPE.eq(DSL.val((String) null, SCOPE)).and(KEY.eq(DSL.val((String) null, KEY)))
-        .and(FENCE.eq(DSL.val((Long) null, FENCE))).and(STUCK);
-    this.stuckSql = d.render(d.select(SCOPE, KEY, FENCE, CALL_KEY, microsSince(LEASE), CREATED).from(KEYS).where(STUCK)
-        .orderBy(LEASE).limit(DSL.val((Integer) null, Integer.class)));
-    this.unknownSql = d.render(d.select(DSL.count(), DSL.coalesce(DSL.max(microsSince(LEASE)), DSL.inline(0L)))
-        .from(KEYS).where(STUCK));
+    Condition thisStuckKey = KeyTable.SCOPE.eq(DSL.val((String) null, KeyTable.SCOPE))
+        .and(KeyTable.KEY.eq(DSL.val((String) null, KeyTable.KEY)))
+        .and(KeyTable.FENCE.eq(DSL.val((Long) null, KeyTable.FENCE))).and(STUCK);
+    this.stuckSql = d.render(d.select(KeyTable.SCOPE, KeyTable.KEY, KeyTable.FENCE, KeyTable.CALL_KEY,
+            microsSince(KeyTable.LEASE_EXPIRES_AT), KeyTable.CREATED_AT)
+        .from(KeyTable.T).where(STUCK).orderBy(KeyTable.LEASE_EXPIRES_AT).limit(DSL.val((Integer) null, Integer.class)));
+    this.unknownSql = d.render(d.select(DSL.count(), DSL.coalesce(DSL.max(microsSince(KeyTable.LEASE_EXPIRES_AT)), DSL.inline(0L)))
+        .from(KeyTable.T).where(STUCK));
     // The executor's phase 3 on behalf of the lost attempt: completed with the result, lease cleared.
-    this.resolveSql = d.render(d.update(KEYS).set(STATE, DSL.inline("C")).set(RESULT, DSL.val((byte[]) null, RESULT))
-        .set(COMPLETED, NOW).set(LEASE, DSL.inline((OffsetDateTime) null)).where(thisStuckKey));
+    this.resolveSql = d.render(d.update(KeyTable.T)
+        .set(KeyTable.STATE, DSL.inline(KeyTable.COMPLETED))
+        .set(KeyTable.RESULT, DSL.val((byte[]) null, KeyTable.RESULT))
+        .set(KeyTable.COMPLETED_AT, NOW)
+        .set(KeyTable.LEASE_EXPIRES_AT, DSL.inline((OffsetDateTime) null))
+        .where(thisStuckKey));
     // Lease and window over now, row kept: the next repeat re-claims it as past its window, which
     // sets fence + 1 (the token never restarts, as it would if the row were deleted) and keeps
     // the call key, which is derived from the intent's key.
-    this.releaseSql = d.render(d.update(KEYS).set(LEASE, NOW).set(EXPIRES, NOW).where(thisStuckKey));
-    Condition parked = OutboxRedrive.STATUS.eq(DSL.inline(OutboxRedrive.PARKED));
-    this.parkedSql = d.render(d.select(OutboxRedrive.ID, OutboxRedrive.TOPIC, AGGREGATE_KEY, OutboxRedrive.ATTEMPTS,
-            LAST_ERROR, OutboxRedrive.NEXT_ATTEMPT_AT) // parking sets next_attempt_at to the moment it parked
-        .from(OutboxRedrive.TABLE).where(parked).orderBy(OutboxRedrive.NEXT_ATTEMPT_AT)
+    this.releaseSql = d.render(d.update(KeyTable.T)
+        .set(KeyTable.LEASE_EXPIRES_AT, NOW).set(KeyTable.EXPIRES_AT, NOW).where(thisStuckKey));
+    Condition parked = OutboxTable.STATUS.eq(DSL.inline(OutboxTable.PARKED));
+    this.parkedSql = d.render(d.select(OutboxTable.ID, OutboxTable.TOPIC, OutboxTable.AGGREGATE_KEY, OutboxTable.ATTEMPTS,
+            OutboxTable.LAST_ERROR, OutboxTable.NEXT_ATTEMPT_AT) // parking sets next_attempt_at to the moment it parked
+        .from(OutboxTable.T).where(parked).orderBy(OutboxTable.NEXT_ATTEMPT_AT)
         .limit(DSL.val((Integer) null, Integer.class)));
-    Condition pending = OutboxRedrive.STATUS.eq(DSL.inline(OutboxRedrive.PENDING));
+    Condition pending = OutboxTable.STATUS.eq(DSL.inline(OutboxTable.PENDING));
     this.statsSql = d.render(d.select(DSL.count().filterWhere(pending), DSL.count().filterWhere(parked),
-            DSL.coalesce(DSL.max(microsSince(OUTBOX_CREATED)).filterWhere(pending), DSL.inline(0L)))
-        .from(OutboxRedrive.TABLE).where(OutboxRedrive.STATUS.in(DSL.inline(OutboxRedrive.PENDING), DSL.inline(OutboxRedrive.PARKED))));
+            DSL.coalesce(DSL.max(microsSince(OutboxTable.CREATED_AT)).filterWhere(pending), DSL.inline(0L)))
+        .from(OutboxTable.T).where(OutboxTable.STATUS.in(DSL.inline(OutboxTable.PENDING), DSL.inline(OutboxTable.PARKED))));
   }
 
   /** For {@code Idem.operations()}: the way to get the operator's view. Not an API. */

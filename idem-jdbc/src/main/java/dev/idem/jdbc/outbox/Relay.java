@@ -1,6 +1,6 @@
 package dev.idem.jdbc.outbox;
 
-import static dev.idem.jdbc.outbox.OutboxTable.*;
+import static dev.idem.jdbc.internal.OutboxTable.*;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.Failures;

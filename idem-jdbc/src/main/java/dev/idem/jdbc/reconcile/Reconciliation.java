@@ -1,6 +1,7 @@
 package dev.idem.jdbc.reconcile;
 
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.ops.Operations;
 import dev.idem.jdbc.ops.StuckKey;
 import dev.idem.jdbc.ops.UnknownOutcomes;
@@ -38,10 +39,10 @@ import org.jooq.impl.SQLDataType;
  * keys past it.
  */
 public final class Reconciliation {
-  private static final Table<?> KEYS = DSL.table(DSL.name("idem", "idem_keys"));
-  private static final Field<String> SCOPE = DSL.field(DSL.name("k", "scope"), SQLDataType.CLOB);
-  private static final Field<String> KEY = DSL.field(DSL.name("k", "key"), SQLDataType.CLOB);
-  private static final Field<String> STATE = DSL.field(DSL.name("k", "state"), SQLDataType.CHAR(1));
+  // Qualified: the effect table the checks read beside it may have columns of the same names.
+  private static final Field<String> SCOPE = KeyTable.of("k", KeyTable.SCOPE);
+  private static final Field<String> KEY = KeyTable.of("k", KeyTable.KEY);
+  private static final Field<String> STATE = KeyTable.of("k", KeyTable.STATE);
   private static final Table<?> BREAKS = DSL.table(DSL.name("idem", "idem_breaks"));
 
   private final Context context;
@@ -88,8 +89,8 @@ public final class Reconciliation {
     String withoutKeyCount = d.render(d.selectCount().from(effects).where(keyColumn.isNull()));
     String withoutKeySample = d.render(d.select(DSL.field(DSL.name("e", "ctid")).cast(SQLDataType.CLOB)).from(effects)
         .where(keyColumn.isNull()).limit(DSL.inline(n)));
-    String keysWithoutEffect = target.scope() == null ? null : d.render(d.select(KEY).from(KEYS.as("k"))
-        .where(SCOPE.eq(DSL.val((String) null, SCOPE))).and(STATE.eq(DSL.inline("C")))
+    String keysWithoutEffect = target.scope() == null ? null : d.render(d.select(KEY).from(KeyTable.T.as("k"))
+        .where(SCOPE.eq(DSL.val((String) null, SCOPE))).and(STATE.eq(DSL.inline(KeyTable.COMPLETED)))
         .andNotExists(d.selectOne().from(effects).where(keyText.eq(KEY))).orderBy(KEY).limit(DSL.inline(n)));
     return context.ownedOnce(tx -> {
       Connection c = tx.connection();
