@@ -63,9 +63,14 @@ class IdemAutoConfigurationTest {
   }
 
   static ApplicationContextRunner runner() {
+    return runner(db);
+  }
+
+  /** An application on {@code database} with every auto-configuration; the starter's tests share it. */
+  static ApplicationContextRunner runner(TestDatabase database) {
     return new ApplicationContextRunner()
         .withUserConfiguration(Boot.class)
-        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=6",
+        .withPropertyValues("spring.datasource.url=" + database.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=6",
             "spring.flyway.enabled=false"); // this application has no Flyway migrations of its own
   }
 

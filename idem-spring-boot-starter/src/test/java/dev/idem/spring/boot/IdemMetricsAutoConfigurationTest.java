@@ -17,7 +17,6 @@ import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
@@ -38,16 +37,12 @@ class IdemMetricsAutoConfigurationTest {
   }
 
   static ApplicationContextRunner runner() {
-    return new ApplicationContextRunner()
-        .withUserConfiguration(Boot.class)
-        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=4",
-            "spring.flyway.enabled=false");
+    return IdemAutoConfigurationTest.runner(db).withUserConfiguration(Registry.class);
   }
 
-  /** Every auto-configuration on the class path, as in an application, and the application's own registry. */
+  /** The application's own registry. */
   @Configuration(proxyBeanMethods = false)
-  @EnableAutoConfiguration
-  static class Boot {
+  static class Registry {
     @Bean
     SimpleMeterRegistry meterRegistry() {
       return new SimpleMeterRegistry();

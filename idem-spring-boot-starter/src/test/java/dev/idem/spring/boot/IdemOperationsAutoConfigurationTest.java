@@ -37,10 +37,7 @@ class IdemOperationsAutoConfigurationTest {
   }
 
   static ApplicationContextRunner runner() {
-    return new ApplicationContextRunner()
-        .withUserConfiguration(IdemAutoConfigurationTest.Boot.class) // every auto-configuration, as in an application
-        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=4",
-            "spring.flyway.enabled=false", "management.endpoints.web.exposure.include=idem");
+    return IdemAutoConfigurationTest.runner(db).withPropertyValues("management.endpoints.web.exposure.include=idem");
   }
 
   @Test
