@@ -349,12 +349,7 @@ public class RepeatBenchmark {
     public void start(Db db) throws Exception {
       repository = camelRepository(db.ds);
       JdbcMessageIdRepository r = repository;
-      parallel(IDS, i -> {
-        if (!r.add(inboxId(i))) {
-          throw new IllegalStateException("camel: id " + inboxId(i) + " was present before the set-up added it");
-        }
-      });
-      Settle.database(db.ds);
+      present(db, "camel", r::add);
     }
 
     @TearDown(Level.Trial)
@@ -372,12 +367,7 @@ public class RepeatBenchmark {
     public void start(Db db) throws Exception {
       store = springIntegrationStore(db.ds);
       JdbcMetadataStore s = store;
-      parallel(IDS, i -> {
-        if (s.putIfAbsent(inboxId(i), "1") != null) {
-          throw new IllegalStateException("spring integration: key " + inboxId(i) + " was present before the set-up put it");
-        }
-      });
-      Settle.database(db.ds);
+      present(db, "spring integration", id -> s.putIfAbsent(id, "1") == null);
     }
 
     @TearDown(Level.Trial)
@@ -391,14 +381,11 @@ public class RepeatBenchmark {
   public static class Naive {
     @Setup(Level.Trial)
     public void start(Db db) throws Exception {
-      parallel(IDS, i -> {
+      present(db, "naive guard", id -> {
         try (Connection c = db.ds.getConnection()) {
-          if (!naiveGuard(c, inboxId(i), null)) {
-            throw new IllegalStateException("naive guard: key " + inboxId(i) + " was present before the set-up claimed it");
-          }
+          return naiveGuard(c, id, null);
         }
       });
-      Settle.database(db.ds);
     }
   }
 
@@ -731,6 +718,22 @@ public class RepeatBenchmark {
   }
 
   /** Runs {@code step} for 0..n-1 on {@link #POOL} threads; rethrows the first failure. */
+  /** Adds one id, through a guard; true if it was new. */
+  @FunctionalInterface
+  interface Add {
+    boolean add(String id) throws Exception;
+  }
+
+  /** Makes the ids "m-0".. present through a peer's own API, each new, and lets the database settle. */
+  static void present(Db db, String guard, Add add) throws Exception {
+    parallel(IDS, i -> {
+      if (!add.add(inboxId(i))) {
+        throw new IllegalStateException(guard + ": id " + inboxId(i) + " was present before the set-up added it");
+      }
+    });
+    Settle.database(db.ds);
+  }
+
   public static void parallel(int n, IndexedStep step) throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(POOL);
     try {
