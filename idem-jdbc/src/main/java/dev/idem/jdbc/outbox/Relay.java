@@ -216,7 +216,7 @@ public final class Relay implements AutoCloseable {
         // failed publish like any other: escaping here would roll back the batch, republish the
         // messages before it on every poll, and never park the poison message.
         Failures.rethrowIfFatal(e);
-        failed.add(new Failure(m, e));
+        failed.add(new Failure(m, e, describe(e)));
       }
     }
     if (!sent.isEmpty()) {
@@ -230,7 +230,7 @@ public final class Relay implements AutoCloseable {
       markFailed(c, failed);
       for (Failure f : failed) {
         afterCommit.add(() -> events.publishFailed(f.message.id(), f.message.topic(), f.message.attempt(),
-            parks(f), describe(f.error)));
+            parks(f), f.description));
       }
     }
     return sent.size();
@@ -254,7 +254,7 @@ public final class Relay implements AutoCloseable {
   private void markFailed(Connection c, List<Failure> failed) throws SQLException {
     List<String> errors = new ArrayList<>(failed.size());
     for (Failure f : failed) {
-      errors.add(describe(f.error));
+      errors.add(f.description);
       logFailure(f);
     }
     if (tryMarkFailed(c, failed, errors)) {
@@ -631,7 +631,8 @@ public final class Relay implements AutoCloseable {
     }
   }
 
-  private record Failure(OutboxMessage message, Throwable error) {}
+  /** A failed publish; {@code description} is the error's text as stored and reported, made once. */
+  private record Failure(OutboxMessage message, Throwable error, String description) {}
 
   private static final ThreadFactory DAEMON = r -> {
     Thread t = new Thread(r, "idem-relay");
