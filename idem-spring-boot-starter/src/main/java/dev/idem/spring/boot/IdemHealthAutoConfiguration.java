@@ -1,6 +1,6 @@
 package dev.idem.spring.boot;
 
-import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.Idem;
 import dev.idem.spring.RelayLifecycle;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator;
@@ -18,14 +18,14 @@ import org.springframework.context.annotation.Bean;
  */
 @AutoConfiguration(after = IdemAutoConfiguration.class)
 @ConditionalOnClass(name = "org.springframework.boot.actuate.health.HealthIndicator")
-@ConditionalOnBean(Outbox.class)
+@ConditionalOnBean(Idem.class)
 public class IdemHealthAutoConfiguration {
 
   /** Pending and parked outbox messages, and whether the relay runs. */
   @Bean
   @ConditionalOnEnabledHealthIndicator("idem")
   @ConditionalOnMissingBean(name = "idemHealthIndicator")
-  HealthIndicator idemHealthIndicator(Outbox outbox, ObjectProvider<RelayLifecycle> relay) {
-    return new IdemHealthIndicator(outbox, relay.getIfAvailable());
+  HealthIndicator idemHealthIndicator(Idem idem, ObjectProvider<RelayLifecycle> relay) {
+    return new IdemHealthIndicator(idem.operations(), relay.getIfAvailable());
   }
 }

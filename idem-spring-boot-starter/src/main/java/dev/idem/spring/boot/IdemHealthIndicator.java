@@ -1,6 +1,7 @@
 package dev.idem.spring.boot;
 
-import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.ops.Operations;
+import dev.idem.jdbc.ops.OutboxStats;
 import dev.idem.spring.RelayLifecycle;
 import org.springframework.boot.actuate.health.AbstractHealthIndicator;
 import org.springframework.boot.actuate.health.Health;
@@ -11,18 +12,19 @@ import org.springframework.boot.actuate.health.Health;
  * messages are a detail, not DOWN (a restart would not publish them: alert on them and redrive).
  */
 final class IdemHealthIndicator extends AbstractHealthIndicator {
-  private final Outbox outbox;
+  private final Operations operations;
   private final RelayLifecycle relay;
 
-  IdemHealthIndicator(Outbox outbox, RelayLifecycle relay) {
+  IdemHealthIndicator(Operations operations, RelayLifecycle relay) {
     super("idem health check failed");
-    this.outbox = outbox;
+    this.operations = operations;
     this.relay = relay;
   }
 
   @Override
   protected void doHealthCheck(Health.Builder builder) {
-    builder.withDetail("outboxPending", outbox.countPending()).withDetail("outboxParked", outbox.countParked());
+    OutboxStats outbox = operations.outboxStats(); // one statement for both counts
+    builder.withDetail("outboxPending", outbox.pending()).withDetail("outboxParked", outbox.parked());
     if (relay == null) {
       builder.up().withDetail("relay", "none (no Publisher bean)");
     } else if (relay.isRunning()) {
