@@ -167,6 +167,7 @@ public final class InterleavedRatios {
       ops.put("inboxNewKeyStatement", () -> op(l -> b.inboxNewKeyStatement(inbox, l)));
       ops.put("inboxNewKeyCallback", () -> op(l -> b.inboxNewKeyCallback(inbox, l)));
       ops.put("naiveGuardNewKey", () -> op(l -> b.naiveGuardNewKey(db, l)));
+      ops.put("naiveGuardNewKeyStored", () -> op(l -> b.naiveGuardNewKeyStored(db, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       for (String guard : new String[] {"inboxRepeatCold", "inboxRepeatColdStatement", "inboxRepeatWarm", "executorReplayCold",
           "executorReplayColdStatement", "executorReplayWarm", "camelRepeatCold", "springIntegrationRepeatCold", "naiveGuardRepeat"}) {
@@ -181,6 +182,8 @@ public final class InterleavedRatios {
       ratio("inboxNewKeyStatement         / bareEffect                 ", mean, "inboxNewKeyStatement", "bareEffect");
       ratio("executorNewKeyCallback       / naiveGuardNewKey           ", mean, "executorNewKeyCallback", "naiveGuardNewKey");
       ratio("inboxNewKeyCallback          / naiveGuardNewKey           ", mean, "inboxNewKeyCallback", "naiveGuardNewKey");
+      ratio("executorNewKeyCallback       / naiveGuardNewKeyStored     ", mean, "executorNewKeyCallback", "naiveGuardNewKeyStored");
+      ratio("naiveGuardNewKeyStored       / naiveGuardNewKey           ", mean, "naiveGuardNewKeyStored", "naiveGuardNewKey");
       // A mix's throughput against the same mix of the pure figures (time per op weighted by share):
       // below 1, the mix pays for its reads (new keys read first) or misses repeats (claimed first).
       mixRatio("executorMixed10", 0.1, mean);

@@ -89,7 +89,9 @@ import org.springframework.integration.jdbc.metadata.JdbcMetadataStore;
  *   <li>{@link #executorNewKeyCallback}: the insert as a callback, its result stored
  *       ({@code Codec.utf8()}); {@link #inboxNewKeyCallback}: the inbox's callback form;
  *   <li>{@link #naiveGuardNewKey}: the hand-rolled guard: {@code INSERT ... ON CONFLICT DO
- *       NOTHING} of the key, the insert, COMMIT (nothing stored).
+ *       NOTHING} of the key, the insert, COMMIT (nothing stored); {@link #naiveGuardNewKeyStored}:
+ *       the same guard keeping the fingerprint, the result and an indexed expiry, as a guard that
+ *       replays the first result must.
  * </ul>
  *
  * <p>Targets (the issue "repeats from other instances must be cheap"): inboxRepeatCold and
@@ -584,6 +586,45 @@ public class RepeatBenchmark {
     }
   }
 
+  /**
+   * The hand-rolled guard that keeps what a replay needs, as the executor's callback form does: the
+   * request's fingerprint, the result and an expiry (indexed, for deletion). BEGIN, the claim, the
+   * payment insert, the UPDATE storing the result, COMMIT. The like-for-like yardstick of {@link
+   * #executorNewKeyCallback}; {@link #naiveGuardNewKey} stores nothing, so no guard that answers a
+   * repeat with the first result can match it.
+   */
+  @Benchmark
+  public boolean naiveGuardNewKeyStored(Db db, ThreadKeys l) throws SQLException {
+    String key = l.newKey();
+    try (Connection c = db.ds.getConnection()) {
+      c.setAutoCommit(false);
+      try {
+        try (PreparedStatement ps = c.prepareStatement(
+            "INSERT INTO naive_stored_keys (k, fingerprint, expires_at) VALUES (?, ?, now() + interval '1 day') ON CONFLICT DO NOTHING")) {
+          ps.setString(1, key);
+          ps.setBytes(2, java.util.HexFormat.of().parseHex(fingerprint(key).hex()));
+          if (ps.executeUpdate() == 0) {
+            c.rollback();
+            return false;
+          }
+        }
+        String result = pay(c, key);
+        try (PreparedStatement ps = c.prepareStatement("UPDATE naive_stored_keys SET result = ? WHERE k = ?")) {
+          ps.setBytes(1, result.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+          ps.setString(2, key);
+          ps.executeUpdate();
+        }
+        c.commit();
+        return true;
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      } finally {
+        c.setAutoCommit(true);
+      }
+    }
+  }
+
   /** An executor for new keys (its memory of recent keys is irrelevant to them). */
   @State(Scope.Benchmark)
   public static class ExecutorState {
@@ -619,6 +660,8 @@ public class RepeatBenchmark {
       st.execute("INSERT INTO payments (request, amount) SELECT 'seed-' || i, i FROM generate_series(1, " + READ_ROWS + ") i");
       st.execute("CREATE TABLE repeat_must_not_run (what text NOT NULL)");
       st.execute(NAIVE_DDL);
+      st.execute("CREATE TABLE naive_stored_keys (k text PRIMARY KEY, fingerprint bytea NOT NULL, result bytea, expires_at timestamptz NOT NULL)");
+      st.execute("CREATE INDEX ON naive_stored_keys (expires_at)");
       st.execute(CAMEL_DDL);
       st.execute(SPRING_INTEGRATION_DDL);
       st.execute("VACUUM ANALYZE");
