@@ -14,6 +14,7 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
+import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -81,6 +82,7 @@ public final class Notifications {
   private final Cap cap;
   private final ClaimTable table;
   private final Claims claims;
+  private final Events events;
   private final Sql takePlace;
 
   private Notifications(Builder b) {
@@ -88,7 +90,7 @@ public final class Notifications {
     this.type = b.type;
     this.delivery = b.delivery;
     this.cap = b.cap;
-    Events events = Events.to(context.listener(), "notifications:" + type);
+    this.events = Events.to(context.listener(), "notifications:" + type);
     // Redeliveries are answered at once from the row: no wait for the first sender.
     this.table = new ClaimTable(context, ClaimTable.Layout.KEYS, b.window.length(), Duration.ZERO, b.lease);
     this.claims = new Claims(context, table, events, b.window, b.lease, "idem notifications");
@@ -161,7 +163,11 @@ public final class Notifications {
         fence = row.fence();
       } else if (row.expirable()) {
         takeover = !row.completed();
+        long previous = row.fence();
         fence = write(table.reclaimExternal, binds);
+        if (fence != null && takeover) {
+          events.leaseTakenOver(key, previous, fence);
+        }
       } else {
         claims.checkFingerprint(row, binds);
         if (row.completed()) {
@@ -172,7 +178,11 @@ public final class Notifications {
           return new SendResult.InFlight(row.leaseLeft());
         }
         takeover = true;
-        fence = write(table.takeOver, binds.fence(row.fence()));
+        long previous = row.fence();
+        fence = write(table.takeOver, binds.fence(previous));
+        if (fence != null) {
+          events.leaseTakenOver(key, previous, fence);
+        }
       }
       if (fence != null) {
         return attempt(new Outgoing(notification, collapseId, takeover), binds.fence(fence), sender);
@@ -197,7 +207,7 @@ public final class Notifications {
         return new SendResult.InFlight(Duration.ofSeconds(1));
       }
       sender.send(out);
-      return new SendResult.Sent(out.collapseId(), out.takeover());
+      return sent(out, binds);
     }
     try {
       sender.send(out);
@@ -212,6 +222,11 @@ public final class Notifications {
     // A false here means the lease ended during the send and another sender took over (and may
     // send too): the message went out either way, which is what at least once allows.
     record(binds, SENT);
+    return sent(out, binds);
+  }
+
+  private SendResult sent(Outgoing out, Binds binds) {
+    claims.reported(binds.key(), new Execution.Applied<>(null));
     return new SendResult.Sent(out.collapseId(), out.takeover());
   }
 
