@@ -1,6 +1,5 @@
 package dev.idem.jdbc.nature;
 
-import dev.idem.internal.Require;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.Rendered;
@@ -132,20 +131,15 @@ public final class Totals {
   }
 
   /** Configures {@link Totals} on one table: the key columns and the total column are required. */
-  public static final class Builder {
-    private final Context idem;
-    private final String table;
-    private String[] key;
+  public static final class Builder extends KeyedBuilder<Builder> {
     private String total;
 
     private Builder(Context idem, String table) {
-      this.idem = Require.notNull(idem, "idem");
-      this.table = table;
+      super(idem, table);
     }
 
-    /** The columns of the unique constraint that names one total, e.g. {@code ("ad_id", "minute")}. */
-    public Builder key(String... columns) {
-      this.key = columns == null ? null : columns.clone();
+    @Override
+    Builder self() {
       return this;
     }
 

@@ -166,22 +166,13 @@ public final class UniqueRows {
   }
 
   /** Configures {@link UniqueRows} on one table: the key columns are required. */
-  public static final class Builder {
-    private final Context idem;
-    private final String table;
-    private String[] key;
-
+  public static final class Builder extends KeyedBuilder<Builder> {
     private Builder(Context idem, String table) {
-      this.idem = Require.notNull(idem, "idem");
-      this.table = table;
+      super(idem, table);
     }
 
-    /**
-     * The columns of the unique constraint that makes a row exist once: {@code ("user_id",
-     * "post_id")} for a set, {@code ("order_id", "step")} for a business key.
-     */
-    public Builder key(String... columns) {
-      this.key = columns == null ? null : columns.clone();
+    @Override
+    Builder self() {
       return this;
     }
 
