@@ -11,9 +11,13 @@ import dev.idem.key.Keys;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
-import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -41,8 +45,7 @@ class NotificationsTest {
     ds = db.dataSource(16);
     idem = Idem.builder(ds).build();
     IdemFlyway.migrate(ds);
-    db.execute("CREATE TABLE sends (notification_id text NOT NULL, channel text NOT NULL, recipient text NOT NULL,"
-        + " collapse_id text NOT NULL, takeover boolean NOT NULL, sent_at timestamptz NOT NULL DEFAULT clock_timestamp())");
+    Sends.createTable(db);
   }
 
   @AfterAll
@@ -52,19 +55,11 @@ class NotificationsTest {
 
   /** The recording sender: one committed row per message handed to it. */
   static void record(Outgoing out) throws SQLException {
-    try (Connection c = ds.getConnection();
-        PreparedStatement ps = c.prepareStatement("INSERT INTO sends VALUES (?, ?, ?, ?, ?)")) {
-      ps.setString(1, out.notification().id());
-      ps.setString(2, out.notification().channel());
-      ps.setString(3, out.notification().recipient());
-      ps.setString(4, out.collapseId());
-      ps.setBoolean(5, out.takeover());
-      ps.executeUpdate();
-    }
+    Sends.into(ds).send(out);
   }
 
   static long sends(String id) {
-    return db.count("SELECT count(*) FROM sends WHERE notification_id = ?", id);
+    return Sends.of(db, id);
   }
 
   static Notifications receipts(Delivery delivery) {
@@ -218,5 +213,57 @@ class NotificationsTest {
     assertThatThrownBy(() -> Notification.of("id", "e mail", "r")).hasMessageContaining("channel contains a space");
     assertThatThrownBy(() -> idem.notifications("r").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).lease(Duration.ZERO).build())
         .hasMessageContaining("lease");
+  }
+
+  /** The lease of the sender process the crash test kills. */
+  static final long CHILD_LEASE_MILLIS = 1500;
+
+  /**
+   * A sender process killed (SIGKILL) after its message went out and before its record: while it
+   * lives its claim stops the redelivery; once its lease ends, the direction of failure decides.
+   */
+  @ParameterizedTest
+  @EnumSource(Delivery.class)
+  void aKilledSenderIsRepeatedOrLostAsItsTypeChose(Delivery delivery) throws Exception {
+    String id = "otp-crash-" + delivery;
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    Process child = new ProcessBuilder(java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp", System.getProperty("java.class.path"),
+        NotifyChild.class.getName(), db.jdbcUrl(), delivery.name(), id, Long.toString(CHILD_LEASE_MILLIS))
+        .redirectError(ProcessBuilder.Redirect.INHERIT)
+        .start();
+    Notifications codes = idem.notifications("login-code").delivery(delivery).lease(Duration.ofMillis(CHILD_LEASE_MILLIS)).build();
+    Notification n = Notification.of(id, "sms", "+15550002");
+    try {
+      BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
+      assertThat(out.readLine()).isEqualTo("SENT " + id);
+      // The sender lives: its claim stops the redelivery (at most once: its record already says so).
+      SendResult whileAlive = codes.send(n, o -> {
+        throw new AssertionError("sent while the first sender lives");
+      });
+      assertThat(whileAlive).isInstanceOf(delivery == Delivery.AT_LEAST_ONCE_MAY_REPEAT
+          ? SendResult.InFlight.class : SendResult.Duplicate.class);
+      child.destroyForcibly(); // SIGKILL: no shutdown hook, no finally, no record
+      assertThat(child.waitFor(10, TimeUnit.SECONDS)).isTrue();
+    } finally {
+      child.destroyForcibly();
+    }
+    assertThat(child.exitValue()).isEqualTo(137); // 128 + SIGKILL
+    assertThat(sends(id)).isEqualTo(1);
+    db.execute("SELECT pg_sleep(" + (CHILD_LEASE_MILLIS + 200) / 1000.0 + ")"); // the lease ends by the database clock
+
+    SendResult redelivered = codes.send(n, Sends.into(ds));
+    if (delivery == Delivery.AT_LEAST_ONCE_MAY_REPEAT) {
+      // Sent, then died before "sent" was recorded: the redelivery takes over and sends again.
+      assertThat(redelivered).isEqualTo(new SendResult.Sent(Notifications.collapseId(id), true));
+      assertThat(sends(id)).isEqualTo(2);
+      assertThat(db.count("SELECT fence FROM idem.idem_keys WHERE key = ?", id)).isEqualTo(2);
+    } else {
+      // "Sending" was recorded before the send: nothing sends it again.
+      assertThat(redelivered).isInstanceOf(SendResult.Duplicate.class);
+      assertThat(sends(id)).isEqualTo(1);
+    }
+    assertThat(db.count("SELECT count(DISTINCT collapse_id) FROM sends WHERE notification_id = ?", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ? AND state = 'C'", id)).isEqualTo(1);
   }
 }

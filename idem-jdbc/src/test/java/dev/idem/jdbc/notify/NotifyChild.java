@@ -3,12 +3,10 @@ package dev.idem.jdbc.notify;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
-import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.time.Duration;
 
 /**
- * The sender {@link NotificationCrashTest} kills: it sends one notification, writes its send to
+ * The sender {@code NotificationsTest} kills: it sends one notification, writes its send to
  * {@code sends} (committed: the message went out), says so on stdout, and then hangs inside the
  * send until it is killed. Arguments: JDBC URL, delivery, notification id, lease in milliseconds.
  */
@@ -23,15 +21,7 @@ public final class NotifyChild {
       Notifications codes = Idem.builder(ds).build().notifications("login-code")
           .delivery(Delivery.valueOf(args[1])).lease(Duration.ofMillis(Long.parseLong(args[3]))).build();
       codes.send(Notification.of(args[2], "sms", "+15550002"), out -> {
-        try (Connection c = ds.getConnection();
-            PreparedStatement ps = c.prepareStatement("INSERT INTO sends VALUES (?, ?, ?, ?, ?)")) {
-          ps.setString(1, out.notification().id());
-          ps.setString(2, out.notification().channel());
-          ps.setString(3, out.notification().recipient());
-          ps.setString(4, out.collapseId());
-          ps.setBoolean(5, out.takeover());
-          ps.executeUpdate();
-        }
+        Sends.into(ds).send(out);
         System.out.println("SENT " + out.notification().id());
         System.out.flush();
         Thread.sleep(Long.MAX_VALUE); // the record never comes: the kill comes first
