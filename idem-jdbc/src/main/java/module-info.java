@@ -1,7 +1,7 @@
 /**
  * idem on PostgreSQL: the key table and idempotent executor, the inbox, the transactional outbox
- * and its relay, conditional transitions on your own tables, leases with fencing tokens and
- * per-entity sequences. Entry point: {@link dev.idem.jdbc.Idem}.
+ * and its relay, conditional transitions on your own tables, leases with fencing tokens,
+ * per-entity sequences, writes idempotent by nature and bounded notifications. Entry point: {@link dev.idem.jdbc.Idem}.
  */
 module dev.idem.jdbc {
   requires transitive dev.idem.core;
@@ -22,6 +22,8 @@ module dev.idem.jdbc {
   exports dev.idem.jdbc.sequence;
   exports dev.idem.jdbc.ops;
   exports dev.idem.jdbc.reconcile;
+  exports dev.idem.jdbc.nature;
+  exports dev.idem.jdbc.notify;
 
   // Flyway (idem-flyway's, or the user's own) reads the migrations from this module's resources.
   opens dev.idem.jdbc.migration;

@@ -25,6 +25,11 @@ public final class Tour {
   record Options(List<Scenario> scenarios, List<String> tours, boolean trace, boolean help) {}
 
   public static void main(String[] args) throws Exception {
+    // The lab as a page (LabPage): --page [--port=<n>], handled before the command line's runs.
+    if (java.util.Arrays.asList(args).contains("--page")) {
+      LabPage.serve(pagePort(args));
+      return;
+    }
     Options options;
     try {
       options = parse(args);
@@ -39,6 +44,25 @@ public final class Tour {
       return;
     }
     run(options, System.out);
+  }
+
+  /** The port of {@code --page}: {@code --port=<n>}, default 8040 (0 picks a free one). */
+  static int pagePort(String[] args) {
+    for (String arg : args) {
+      if (arg.startsWith("--port=")) {
+        try {
+          int port = Integer.parseInt(arg.substring("--port=".length()));
+          if (port >= 0 && port <= 65535) {
+            return port;
+          }
+        } catch (NumberFormatException e) {
+          // reported below
+        }
+        System.err.println("idem-examples: --port must be a number from 0 to 65535, was '" + arg.substring(7) + "'");
+        System.exit(2);
+      }
+    }
+    return 8040;
   }
 
   static Options parse(String[] args) throws UsageException {
@@ -110,7 +134,8 @@ public final class Tour {
         .append("  --faults=<list>                a custom run: which hops repeat what they received (once each)\n")
         .append("  --guards=<list>                a custom run: which guards are on\n")
         .append("  --trace                        print what happened on the way (default for a single run)\n")
-        .append("  --help                         this text\n\n")
+        .append("  --help                         this text\n")
+        .append("  --page [--port=<n>]            serve the lab as a page on http://127.0.0.1:<n>/ (default 8040)\n\n")
         .append("Scenarios:\n");
     for (Scenario s : Scenario.ALL) {
       out.append(String.format("  %-26s %s%n", s.name(), s.setup()));

@@ -7,6 +7,9 @@ import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.lease.Leases;
+import dev.idem.jdbc.nature.Totals;
+import dev.idem.jdbc.nature.UniqueRows;
+import dev.idem.jdbc.notify.Notifications;
 import dev.idem.jdbc.ops.Operations;
 import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.Publisher;
@@ -25,7 +28,8 @@ import javax.sql.DataSource;
  * The entry point of idem on PostgreSQL, and the only way to build its tools: one per database and
  * schema, shared by the whole service. {@link #executor()}, {@link #inbox(String)}, {@link
  * #outbox()}, {@link #relay(Publisher)}, {@link #transitions(String)}, {@link #leases()}, {@link
- * #sequences(String)}.
+ * #sequences(String)}, {@link #totals(String)}, {@link #uniqueRows(String)}, {@link
+ * #notifications(String)}.
  *
  * <pre>{@code
  * IdemFlyway.migrate(dataSource); // idem's tables (module idem-flyway), or your own Flyway: MIGRATIONS
@@ -140,6 +144,30 @@ public final class Idem {
   /** Conditional state transitions on one of your own tables. */
   public Transitions.Builder transitions(String table) {
     return Transitions.builder(context, table);
+  }
+
+  /**
+   * Totals on one of your own tables that never move backwards: a write of the whole total keeps
+   * the larger of what the row holds and what arrives.
+   */
+  public Totals.Builder totals(String table) {
+    return Totals.builder(context, table);
+  }
+
+  /**
+   * Rows of one of your own tables that exist once under a unique key: set membership, or a
+   * business key such as {@code (order_id, step)} as the guard of an effect.
+   */
+  public UniqueRows.Builder uniqueRows(String table) {
+    return UniqueRows.builder(context, table);
+  }
+
+  /**
+   * One message type of effects that cannot be made idempotent (email, SMS, push): its direction
+   * of failure, a leased claim per notification and channel, a cap per recipient, a collapse id.
+   */
+  public Notifications.Builder notifications(String type) {
+    return Notifications.builder(context, type);
   }
 
   /** Leases on named resources, with fencing tokens. */

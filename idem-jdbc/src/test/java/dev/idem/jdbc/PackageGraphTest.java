@@ -27,7 +27,8 @@ import org.junit.jupiter.api.Test;
 class PackageGraphTest {
   private static final Pattern EDGE = Pattern.compile("^\\s+(dev\\.idem\\.jdbc\\S*)\\s+->\\s+(dev\\.idem\\.jdbc\\S*)\\s");
   private static final Set<String> TOOLS = Set.of("dev.idem.jdbc.executor", "dev.idem.jdbc.inbox", "dev.idem.jdbc.outbox",
-      "dev.idem.jdbc.transition", "dev.idem.jdbc.lease", "dev.idem.jdbc.sequence");
+      "dev.idem.jdbc.transition", "dev.idem.jdbc.lease", "dev.idem.jdbc.sequence", "dev.idem.jdbc.nature",
+      "dev.idem.jdbc.notify");
 
   static Map<String, Set<String>> graph() throws Exception {
     Path classes = Path.of(Idem.class.getProtectionDomain().getCodeSource().getLocation().toURI());

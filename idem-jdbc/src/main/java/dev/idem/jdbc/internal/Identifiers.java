@@ -1,6 +1,8 @@
 package dev.idem.jdbc.internal;
 
 import java.util.regex.Pattern;
+import org.jooq.Name;
+import org.jooq.impl.DSL;
 
 /**
  * Checks SQL identifiers that come from configuration (schema, table and column names), so no name
@@ -26,5 +28,25 @@ public final class Identifiers {
               + " underscores, not starting with a digit");
     }
     return name;
+  }
+
+  /**
+   * A table of the user's, {@code "orders"} or {@code "shop.orders"}, each part checked by {@link
+   * #check}, as a name jOOQ renders quoted.
+   *
+   * @throws IllegalArgumentException if {@code table} is null, has more than two parts, or a part
+   *     is not a plain identifier
+   */
+  public static Name table(String table) {
+    if (table == null) {
+      throw new IllegalArgumentException("table must not be null");
+    }
+    String[] parts = table.split("\\.", -1);
+    if (parts.length > 2) {
+      throw new IllegalArgumentException("table '" + table + "' must be a name or schema.name");
+    }
+    return parts.length == 2
+        ? DSL.name(check("schema of table", parts[0]), check("table", parts[1]))
+        : DSL.name(check("table", parts[0]));
   }
 }

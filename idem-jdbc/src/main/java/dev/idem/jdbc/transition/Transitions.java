@@ -6,6 +6,7 @@ import dev.idem.internal.Events;
 import dev.idem.internal.Require;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Identifiers;
+import dev.idem.jdbc.internal.Rendered;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.StatePath;
 import java.sql.Connection;
@@ -23,9 +24,7 @@ import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Name;
-import org.jooq.SQLDialect;
 import org.jooq.Table;
-import org.jooq.conf.Settings;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
@@ -89,9 +88,7 @@ import org.jooq.impl.SQLDataType;
  * an edit with a map of columns is rendered per call (its columns vary).
  */
 public final class Transitions {
-  // The user's tables are not idem's: render their names as given, without idem's schema mapping.
-  private static final DSLContext RENDER =
-      DSL.using(SQLDialect.POSTGRES, new Settings().withExecuteLogging(false).withRenderSchema(true));
+  private static final DSLContext RENDER = Rendered.USER_TABLES;
 
   private final String tableName;
   private final Table<?> table;
@@ -507,14 +504,7 @@ public final class Transitions {
      *     columns are the same, or the path is missing
      */
     public Transitions build() {
-      Require.notNull(table, "table");
-      String[] parts = table.split("\\.", -1);
-      if (parts.length > 2) {
-        throw new IllegalArgumentException("table '" + table + "' must be a name or schema.name");
-      }
-      Name name = parts.length == 2
-          ? DSL.name(Identifiers.check("schema of table", parts[0]), Identifiers.check("table", parts[1]))
-          : DSL.name(Identifiers.check("table", parts[0]));
+      Name name = Identifiers.table(table);
       Identifiers.check("idColumn", idColumn);
       Identifiers.check("statusColumn", statusColumn);
       if (versionColumn != null) {

@@ -1,4 +1,4 @@
-package dev.idem.jdbc.transition;
+package dev.idem.jdbc.internal;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -9,15 +9,26 @@ import java.util.Map;
 import org.jooq.DSLContext;
 import org.jooq.Param;
 import org.jooq.Query;
+import org.jooq.SQLDialect;
+import org.jooq.conf.Settings;
+import org.jooq.impl.DSL;
 
 /**
- * A statement rendered once by jOOQ, with its bind parameters named, executed as a plain JDBC
- * {@link PreparedStatement}. Names go through jOOQ's quoting; values only ever travel as binds.
+ * A statement on one of the user's own tables, rendered once by jOOQ, with its bind parameters
+ * named, executed as a plain JDBC {@link PreparedStatement}. Names go through jOOQ's quoting; values
+ * only ever travel as binds. Not an API.
  */
-record Rendered(String sql, List<String> params) {
+public record Rendered(String sql, List<String> params) {
+
+  /**
+   * Renders statements on the user's tables: their names as given, without idem's schema mapping
+   * (which is for idem's own tables).
+   */
+  public static final DSLContext USER_TABLES =
+      DSL.using(SQLDialect.POSTGRES, new Settings().withExecuteLogging(false).withRenderSchema(true));
 
   /** Renders {@code query}; every non-inline parameter must be named and used once. */
-  static Rendered render(DSLContext dsl, Query query) {
+  public static Rendered render(DSLContext dsl, Query query) {
     String sql = dsl.render(query);
     List<String> names = query.getParams().entrySet().stream()
         .filter(e -> !e.getValue().isInline())
@@ -33,7 +44,7 @@ record Rendered(String sql, List<String> params) {
   }
 
   /** Prepares the statement on {@code c} and binds {@code values} by parameter name. */
-  PreparedStatement prepare(Connection c, Map<String, ?> values) throws SQLException {
+  public PreparedStatement prepare(Connection c, Map<String, ?> values) throws SQLException {
     PreparedStatement ps = c.prepareStatement(sql);
     try {
       for (int i = 0; i < params.size(); i++) {
@@ -54,7 +65,7 @@ record Rendered(String sql, List<String> params) {
    * Strings travel untyped so that PostgreSQL infers the column's type: the same call works on a
    * text, varchar, enum or uuid column. Everything else goes through the driver's own mapping.
    */
-  static void bind(PreparedStatement ps, int index, Object value) throws SQLException {
+  public static void bind(PreparedStatement ps, int index, Object value) throws SQLException {
     if (value == null) {
       ps.setNull(index, Types.NULL);
     } else if (value instanceof String s) {

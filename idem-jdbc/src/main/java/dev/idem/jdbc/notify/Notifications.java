@@ -1,0 +1,316 @@
+package dev.idem.jdbc.notify;
+
+import dev.idem.internal.Events;
+import dev.idem.internal.Require;
+import dev.idem.jdbc.claim.Binds;
+import dev.idem.jdbc.claim.ClaimRow;
+import dev.idem.jdbc.claim.ClaimTable;
+import dev.idem.jdbc.claim.Claims;
+import dev.idem.jdbc.claim.Sql;
+import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.DbTime;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.key.Keys;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.window.DedupeWindow;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Map;
+import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
+
+/**
+ * Sends one message type (an order's receipt email, a login code SMS, a shipping push) so that
+ * repeats are bounded: the seed's step 8, for effects with no key, no state and no undo.
+ *
+ * <pre>{@code
+ * Notifications receipts = idem.notifications("receipt-email")
+ *     .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT)            // a receipt may repeat, never be lost
+ *     .cap(Cap.of("transactional-email", 3, Duration.ofHours(1)))
+ *     .build();
+ * SendResult r = receipts.send(Notification.of(receiptId, "email", orderId), out -> mailer.send(out));
+ * }</pre>
+ *
+ * <h2>Guarantees</h2>
+ *
+ * <ul>
+ *   <li>A claim on (notification id, channel), in idem's key table with a lease of {@link
+ *       Builder#lease} (default 2 minutes, database clock), is taken before anything is sent. While
+ *       the first sender's lease is live a redelivery is not sent ({@link SendResult.InFlight});
+ *       once it ended without a record (the sender died) a redelivery takes the claim over with a
+ *       higher fencing token and sends ({@link SendResult.Sent#takeover()}). After the record, every
+ *       redelivery within the {@link Builder#window} is {@link SendResult.Duplicate}.
+ *   <li>{@link Delivery#AT_MOST_ONCE_MAY_LOSE}: the record ("sending") is committed before the send.
+ *       A crash after it loses the message; nothing ever sends it twice.
+ *   <li>{@link Delivery#AT_LEAST_ONCE_MAY_REPEAT}: the record ("sent") is committed after the send.
+ *       A crash between them repeats the message after the lease; it is never lost while a
+ *       redelivery comes. A send that throws ends the lease at once, so the redelivery sends at once.
+ *   <li>With a {@link Cap}, a send takes a place in the recipient's count in one statement (an
+ *       upsert that PostgreSQL serialises on the recipient's row): any number of concurrent senders
+ *       never exceed the limit within the window. A refused send is {@link SendResult.Capped},
+ *       recorded with the claim, so a redelivery is refused too.
+ *   <li>Every sender is handed the same collapse id for the notification ({@code Keys.child} of its
+ *       id), for APNs' {@code apns-collapse-id} or FCM's {@code collapse_key}.
+ *   <li>The same notification id with another type or recipient is refused with {@link
+ *       KeyReuseException}; nothing is sent.
+ * </ul>
+ *
+ * <h2>Where it stops</h2>
+ *
+ * <ul>
+ *   <li>The window between the send and its record cannot be closed; this only chooses its
+ *       direction and keeps it as short as the send. Make the content survive a repeat ("Your order
+ *       42 shipped", the same OTP while valid), and send irreversible effects last.
+ *   <li>A cap place taken for a send that then failed stays taken: the send may have happened.
+ *   <li>Claims are kept in idem's key table for the window; like external effects' keys they are not
+ *       deleted by the executor's expiry (their fencing tokens must keep growing).
+ *   <li>Never joins a transaction: the claim must be committed before the message goes out.
+ * </ul>
+ *
+ * <p>Thread-safe and immutable; build one per message type and share it.
+ */
+public final class Notifications {
+  static final String SENT = "sent";
+  static final String CAPPED = "capped";
+
+  private final Context context;
+  private final String type;
+  private final Delivery delivery;
+  private final Cap cap;
+  private final ClaimTable table;
+  private final Claims claims;
+  private final Events events;
+  private final Sql takePlace;
+
+  private Notifications(Builder b) {
+    this.context = b.context;
+    this.type = b.type;
+    this.delivery = b.delivery;
+    this.cap = b.cap;
+    this.events = Events.to(context.listener(), "notifications:" + type);
+    // Redeliveries are answered at once from the row: no wait for the first sender.
+    this.table = new ClaimTable(context, ClaimTable.Layout.KEYS, b.window.length(), Duration.ZERO, b.lease);
+    this.claims = new Claims(context, table, events, b.window, b.lease, "idem notifications");
+    this.takePlace = cap == null ? null : takePlace(context, cap);
+  }
+
+  /**
+   * The cap's one statement: a send's place in the recipient's count, or no row when the count
+   * within the window is at the limit. The row keeps the send times within the window, oldest
+   * first, at most the limit of them. ON CONFLICT DO UPDATE locks the recipient's row and checks
+   * its condition on the newest version, so racing senders take places one at a time.
+   */
+  private static Sql takePlace(Context context, Cap cap) {
+    var since = DSL.field("clock_timestamp() - {0} * interval '1 microsecond'", SQLDataType.TIMESTAMPWITHTIMEZONE,
+        DSL.inline(DbTime.micros(cap.per())));
+    return Sql.of(context.dsl(), DSL.resultQuery("insert into {0} as c (cap, recipient, sent_at)"
+        + " values ({1}, {2}, array[clock_timestamp()]) on conflict (cap, recipient) do update"
+        + " set sent_at = array(select t from unnest(c.sent_at) as t where t > {3} order by t) || clock_timestamp()"
+        + " where (select count(*) from unnest(c.sent_at) as t where t > {3}) < {4} returning 1",
+        DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_notification_caps")),
+        DSL.param("cap", String.class), DSL.param("recipient", String.class), since, DSL.inline(cap.limit())));
+  }
+
+  /** For {@code Idem.notifications(type)}. Not an API. */
+  public static Builder builder(Context context, String type) {
+    return new Builder(context, type);
+  }
+
+  /** The message type, as configured. */
+  public String type() {
+    return type;
+  }
+
+  /** The direction of failure this type chose. */
+  public Delivery delivery() {
+    return delivery;
+  }
+
+  /**
+   * The collapse id of a notification: {@code Keys.child} of its id, the same on every attempt,
+   * channel and machine.
+   */
+  public static String collapseId(String notificationId) {
+    return Keys.child(IdempotencyKey.of("notify", notificationId), "collapse").value();
+  }
+
+  /**
+   * Sends {@code notification} through {@code sender}, unless a copy of it was sent, is being sent,
+   * or the recipient's cap is reached; see the class comment for the order of claim, record and send.
+   *
+   * @return {@link SendResult.Sent} if this call handed it to the sender, else why not
+   * @throws KeyReuseException if the id was used with another message type or recipient
+   * @throws X what the sender threw
+   */
+  public <X extends Exception> SendResult send(Notification notification, Sender<X> sender) throws X {
+    Require.notNull(notification, "notification");
+    Require.notNull(sender, "sender");
+    long started = System.nanoTime();
+    IdempotencyKey key = IdempotencyKey.of("notify/" + notification.channel(), notification.id());
+    Binds binds = new Binds(key, Fingerprint.ofFields(Map.of("type", type, "recipient", notification.recipient())));
+    String collapseId = collapseId(notification.id());
+    binds.callKey = collapseId;
+    for (int round = 1; ; round++) {
+      ClaimRow row = context.autoCommit("idem notifications", c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
+      Long fence = null;
+      boolean takeover = false;
+      if (row == null) {
+        // Another sender's claim committed while this one waited: look again.
+      } else if (row.claimed()) {
+        fence = row.fence();
+      } else if (row.expirable()) {
+        takeover = !row.completed();
+        long previous = row.fence();
+        fence = write(table.reclaimExternal, binds);
+        if (fence != null && takeover) {
+          events.leaseTakenOver(key, previous, fence);
+        }
+      } else {
+        claims.checkFingerprint(row, binds);
+        if (row.completed()) {
+          return answered(key, row, notification);
+        }
+        if (row.leaseLive()) {
+          claims.inFlight(key, row.leaseLeft());
+          return new SendResult.InFlight(row.leaseLeft());
+        }
+        takeover = true;
+        long previous = row.fence();
+        fence = write(table.takeOver, binds.fence(previous));
+        if (fence != null) {
+          events.leaseTakenOver(key, previous, fence);
+        }
+      }
+      if (fence != null) {
+        return attempt(new Outgoing(notification, collapseId, takeover), binds.fence(fence), sender);
+      }
+      if (round >= 10) {
+        claims.inFlight(key, Duration.ofSeconds(1));
+        return new SendResult.InFlight(Duration.ofSeconds(1)); // other senders keep winning the row
+      }
+      context.pause(round);
+    }
+  }
+
+  /** A claim held under {@code binds.fence}: the cap, then record and send in this type's order. */
+  private <X extends Exception> SendResult attempt(Outgoing out, Binds binds, Sender<X> sender) throws X {
+    if (cap != null && !placeTaken(out.notification())) {
+      record(binds, CAPPED);
+      return new SendResult.Capped(out.notification().recipient(), cap);
+    }
+    if (delivery == Delivery.AT_MOST_ONCE_MAY_LOSE) {
+      if (!record(binds, SENT)) {
+        // The lease ended before the record and another sender took over: it sends, not this one.
+        return new SendResult.InFlight(Duration.ofSeconds(1));
+      }
+      sender.send(out);
+      return sent(out, binds);
+    }
+    try {
+      sender.send(out);
+    } catch (Throwable t) {
+      try {
+        write(table.endLease, binds);
+      } catch (RuntimeException e) {
+        t.addSuppressed(e); // the lease then ends on its own
+      }
+      throw t;
+    }
+    // A false here means the lease ended during the send and another sender took over (and may
+    // send too): the message went out either way, which is what at least once allows.
+    record(binds, SENT);
+    return sent(out, binds);
+  }
+
+  private SendResult sent(Outgoing out, Binds binds) {
+    claims.reported(binds.key(), new Execution.Applied<>(null));
+    return new SendResult.Sent(out.collapseId(), out.takeover());
+  }
+
+  /** A completed claim: sent (or claimed for sending) before, or refused by the cap before. */
+  private SendResult answered(IdempotencyKey key, ClaimRow row, Notification n) {
+    claims.reported(key, claims.replay(key, Codec.none(), row));
+    String outcome = row.result() == null ? SENT : new String(row.result(), StandardCharsets.UTF_8);
+    return outcome.equals(CAPPED) && cap != null
+        ? new SendResult.Capped(n.recipient(), cap)
+        : new SendResult.Duplicate(row.completedAt());
+  }
+
+  private boolean placeTaken(Notification n) {
+    return context.autoCommit("idem notifications", c -> {
+      try (var ps = takePlace.prepare(c, name -> name.equals("cap") ? cap.name() : n.recipient());
+          var rs = ps.executeQuery()) {
+        return rs.next();
+      }
+    });
+  }
+
+  /** Completes the claim with {@code outcome}, fenced by the token; false if another sender holds it now. */
+  private boolean record(Binds binds, String outcome) {
+    return write(table.complete, binds.result(outcome.getBytes(StandardCharsets.UTF_8))) != null;
+  }
+
+  private Long write(Sql sql, Binds binds) {
+    return context.autoCommit("idem notifications", c -> ClaimTable.single(c, sql, 0, binds));
+  }
+
+  /**
+   * Configures {@link Notifications} for one message type. The delivery is required, so the
+   * direction of failure is visible where the type is set up.
+   */
+  public static final class Builder {
+    private final Context context;
+    private final String type;
+    private Delivery delivery;
+    private Duration lease = Duration.ofMinutes(2);
+    private Cap cap;
+    private DedupeWindow window = DedupeWindow.KAFKA_REPLAY;
+
+    private Builder(Context context, String type) {
+      this.context = Require.notNull(context, "context");
+      this.type = type;
+    }
+
+    /** Which way this type fails between send and record. Required. */
+    public Builder delivery(Delivery delivery) {
+      this.delivery = delivery;
+      return this;
+    }
+
+    /**
+     * How long a sender's claim stops redeliveries before another may take it over, by the database
+     * clock; default 2 minutes. Longer than a send takes, including its timeouts.
+     */
+    public Builder lease(Duration lease) {
+      this.lease = lease;
+      return this;
+    }
+
+    /** A cap per recipient; none by default. */
+    public Builder cap(Cap cap) {
+      this.cap = cap;
+      return this;
+    }
+
+    /**
+     * How long a notification is remembered after its claim; default {@link
+     * DedupeWindow#KAFKA_REPLAY} (7 days). A redelivery after that is sent again.
+     */
+    public Builder window(DedupeWindow window) {
+      this.window = window;
+      return this;
+    }
+
+    /** @throws IllegalArgumentException naming the setting that is missing or out of range */
+    public Notifications build() {
+      IdempotencyKey.check("message type", type);
+      Require.notNull(delivery, "delivery (choose AT_MOST_ONCE_MAY_LOSE or AT_LEAST_ONCE_MAY_REPEAT)");
+      DbTime.bounded(Require.positive(lease, "lease"), "lease");
+      Require.notNull(window, "window");
+      return new Notifications(this);
+    }
+  }
+}

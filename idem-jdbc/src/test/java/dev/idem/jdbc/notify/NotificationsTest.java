@@ -1,0 +1,269 @@
+package dev.idem.jdbc.notify;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.flyway.IdemFlyway;
+import dev.idem.jdbc.Idem;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.key.KeyReuseException;
+import dev.idem.key.Keys;
+import dev.idem.testing.Race;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.sql.SQLException;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Bounded notifications on a real PostgreSQL. The sender is a real effect: it writes one row per
+ * send to {@code outbox_sends}, in a transaction of its own, and the tests count those rows.
+ */
+class NotificationsTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("notify");
+    ds = db.dataSource(16);
+    idem = Idem.builder(ds).build();
+    IdemFlyway.migrate(ds);
+    Sends.createTable(db);
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  /** The recording sender: one committed row per message handed to it. */
+  static void record(Outgoing out) throws SQLException {
+    Sends.into(ds).send(out);
+  }
+
+  static long sends(String id) {
+    return Sends.of(db, id);
+  }
+
+  static Notifications receipts(Delivery delivery) {
+    return idem.notifications("receipt-email").delivery(delivery).build();
+  }
+
+  @Test
+  void racingRedeliveriesSendOnce() throws Exception {
+    for (Delivery delivery : Delivery.values()) {
+      Notifications receipts = receipts(delivery);
+      String id = "race-" + delivery;
+      Notification n = Notification.of(id, "email", "order-1");
+      List<SendResult> results = Race.together(12, i -> receipts.send(n, NotificationsTest::record));
+      assertThat(results.stream().filter(SendResult::sent)).as(delivery.name()).hasSize(1);
+      assertThat(results).allSatisfy(r -> assertThat(r).isInstanceOfAny(SendResult.Sent.class,
+          SendResult.Duplicate.class, SendResult.InFlight.class));
+      assertThat(sends(id)).as(delivery.name()).isEqualTo(1);
+      // Once recorded, every redelivery is a duplicate.
+      assertThat(receipts.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
+      assertThat(sends(id)).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = ?", id)).isEqualTo(1);
+    }
+  }
+
+  @Test
+  void theSameIdOnAnotherChannelIsAnotherMessage() throws Exception {
+    Notifications shipped = idem.notifications("shipped").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
+    assertThat(shipped.send(Notification.of("shipped-42", "push", "u1"), NotificationsTest::record).sent()).isTrue();
+    assertThat(shipped.send(Notification.of("shipped-42", "sms", "u1"), NotificationsTest::record).sent()).isTrue();
+    assertThat(shipped.send(Notification.of("shipped-42", "push", "u1"), NotificationsTest::record).sent()).isFalse();
+    assertThat(sends("shipped-42")).isEqualTo(2);
+    // One collapse id for the intent, derived with idem-core's key derivation, on every channel.
+    String expected = Keys.child(IdempotencyKey.of("notify", "shipped-42"), "collapse").value();
+    assertThat(Notifications.collapseId("shipped-42")).isEqualTo(expected).hasSize(64);
+    assertThat(db.count("SELECT count(DISTINCT collapse_id) FROM sends WHERE notification_id = 'shipped-42'"
+        + " AND collapse_id = ?", expected)).isEqualTo(1);
+  }
+
+  @Test
+  void aLiveSenderStopsARedeliveryAndADeadOneLetsItThrough() throws Exception {
+    Notifications codes = idem.notifications("login-code").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT)
+        .lease(Duration.ofSeconds(2)).build();
+    Notification n = Notification.of("otp-7", "sms", "+15550001");
+    CountDownLatch sending = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      // The first sender hangs inside the gateway call past its lease, as a paused or dying process would.
+      Future<SendResult> first = pool.submit(() -> codes.send(n, out -> {
+        record(out);
+        sending.countDown();
+        release.await(30, TimeUnit.SECONDS);
+      }));
+      assertThat(sending.await(30, TimeUnit.SECONDS)).isTrue();
+      SendResult whileAlive = codes.send(n, NotificationsTest::record);
+      assertThat(whileAlive).isInstanceOf(SendResult.InFlight.class);
+      assertThat(((SendResult.InFlight) whileAlive).retryAfter()).isPositive().isLessThanOrEqualTo(Duration.ofSeconds(2));
+      assertThat(sends("otp-7")).isEqualTo(1);
+      // The lease ends by the database clock: the redelivery takes the claim over and sends again.
+      db.execute("SELECT pg_sleep(2.2)");
+      SendResult afterDeath = codes.send(n, NotificationsTest::record);
+      assertThat(afterDeath).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-7"), true));
+      assertThat(sends("otp-7")).isEqualTo(2);
+      assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'otp-7' AND takeover")).isEqualTo(1);
+      assertThat(db.count("SELECT fence FROM idem.idem_keys WHERE key = 'otp-7'")).isEqualTo(2);
+      release.countDown();
+      first.get(30, TimeUnit.SECONDS); // its late record is fenced off; the message went out either way
+      assertThat(codes.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
+      assertThat(sends("otp-7")).isEqualTo(2);
+    } finally {
+      release.countDown();
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void aFailedSendIsRetriedAtOnceWhenItMayRepeatAndLostWhenItMayLose() throws Exception {
+    Notifications receipts = receipts(Delivery.AT_LEAST_ONCE_MAY_REPEAT);
+    Notification n = Notification.of("fail-repeat", "email", "order-2");
+    assertThatThrownBy(() -> receipts.send(n, out -> {
+      throw new java.io.IOException("SMTP timeout");
+    })).hasMessage("SMTP timeout");
+    assertThat(receipts.send(n, NotificationsTest::record)).isEqualTo(
+        new SendResult.Sent(Notifications.collapseId("fail-repeat"), true));
+    assertThat(sends("fail-repeat")).isEqualTo(1);
+
+    Notifications digest = idem.notifications("weekly-digest").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).build();
+    Notification d = Notification.of("digest-w40", "email", "u9");
+    assertThatThrownBy(() -> digest.send(d, out -> {
+      throw new java.io.IOException("SMTP timeout");
+    })).hasMessage("SMTP timeout");
+    // Claimed before the send: the redelivery does not send. The digest is lost, never doubled.
+    assertThat(digest.send(d, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
+    assertThat(sends("digest-w40")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'digest-w40' AND state = 'C'")).isEqualTo(1);
+  }
+
+  @Test
+  void theCapHoldsUnderRacingSenders() throws Exception {
+    Cap cap = Cap.of("transactional-email", 3, Duration.ofHours(1));
+    Notifications receipts = idem.notifications("receipt-email").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).cap(cap).build();
+    Notifications shipped = idem.notifications("shipped-email").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).cap(cap).build();
+    // Sixteen different emails about one order, from two message types sharing the cap, all at once.
+    List<SendResult> results = Race.together(16, i -> (i % 2 == 0 ? receipts : shipped)
+        .send(Notification.of("capped-" + i, "email", "order-77"), NotificationsTest::record));
+    assertThat(results.stream().filter(SendResult::sent)).hasSize(3);
+    assertThat(results.stream().filter(r -> r instanceof SendResult.Capped)).hasSize(13)
+        .allSatisfy(r -> assertThat(r).isEqualTo(new SendResult.Capped("order-77", cap)));
+    assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
+    assertThat(db.count("SELECT cardinality(sent_at) FROM idem.idem_notification_caps"
+        + " WHERE cap = 'transactional-email' AND recipient = 'order-77'")).isEqualTo(3);
+    // A refused notification stays refused: its redelivery is answered Capped, not sent later.
+    int refused = results.indexOf(results.stream().filter(r -> !r.sent()).findFirst().orElseThrow());
+    SendResult again = (refused % 2 == 0 ? receipts : shipped)
+        .send(Notification.of("capped-" + refused, "email", "order-77"), NotificationsTest::record);
+    assertThat(again).isInstanceOf(SendResult.Capped.class);
+    // Another order has its own count.
+    assertThat(receipts.send(Notification.of("capped-other", "email", "order-78"), NotificationsTest::record).sent()).isTrue();
+    assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
+  }
+
+  @Test
+  void theCapWindowSlidesOnTheDatabaseClock() throws Exception {
+    Notifications nudges = idem.notifications("nudge").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE)
+        .cap(Cap.of("nudges", 1, Duration.ofSeconds(1))).build();
+    assertThat(nudges.send(Notification.of("nudge-1", "push", "u5"), NotificationsTest::record).sent()).isTrue();
+    assertThat(nudges.send(Notification.of("nudge-2", "push", "u5"), NotificationsTest::record))
+        .isInstanceOf(SendResult.Capped.class);
+    db.execute("SELECT pg_sleep(1.1)");
+    assertThat(nudges.send(Notification.of("nudge-3", "push", "u5"), NotificationsTest::record).sent()).isTrue();
+    assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'u5'")).isEqualTo(2);
+  }
+
+  @Test
+  void anIdReusedForAnotherRecipientIsRefused() throws Exception {
+    Notifications receipts = receipts(Delivery.AT_LEAST_ONCE_MAY_REPEAT);
+    receipts.send(Notification.of("reused", "email", "order-3"), NotificationsTest::record);
+    assertThatThrownBy(() -> receipts.send(Notification.of("reused", "email", "order-4"), NotificationsTest::record))
+        .isInstanceOf(KeyReuseException.class);
+    assertThat(sends("reused")).isEqualTo(1);
+  }
+
+  @Test
+  void badSettingsAreRefusedClearly() {
+    assertThatThrownBy(() -> idem.notifications("receipt").build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("delivery");
+    assertThatThrownBy(() -> idem.notifications("bad type").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).build())
+        .hasMessageContaining("message type contains a space");
+    assertThatThrownBy(() -> Cap.of("c", 0, Duration.ofHours(1))).hasMessageContaining("limit");
+    assertThatThrownBy(() -> Cap.of("c", 3, Duration.ZERO)).hasMessageContaining("per");
+    assertThatThrownBy(() -> Notification.of("id", "e mail", "r")).hasMessageContaining("channel contains a space");
+    assertThatThrownBy(() -> idem.notifications("r").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).lease(Duration.ZERO).build())
+        .hasMessageContaining("lease");
+  }
+
+  /** The lease of the sender process the crash test kills. */
+  static final long CHILD_LEASE_MILLIS = 1500;
+
+  /**
+   * A sender process killed (SIGKILL) after its message went out and before its record: while it
+   * lives its claim stops the redelivery; once its lease ends, the direction of failure decides.
+   */
+  @ParameterizedTest
+  @EnumSource(Delivery.class)
+  void aKilledSenderIsRepeatedOrLostAsItsTypeChose(Delivery delivery) throws Exception {
+    String id = "otp-crash-" + delivery;
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    Process child = new ProcessBuilder(java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp", System.getProperty("java.class.path"),
+        NotifyChild.class.getName(), db.jdbcUrl(), delivery.name(), id, Long.toString(CHILD_LEASE_MILLIS))
+        .redirectError(ProcessBuilder.Redirect.INHERIT)
+        .start();
+    Notifications codes = idem.notifications("login-code").delivery(delivery).lease(Duration.ofMillis(CHILD_LEASE_MILLIS)).build();
+    Notification n = Notification.of(id, "sms", "+15550002");
+    try {
+      BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
+      assertThat(out.readLine()).isEqualTo("SENT " + id);
+      // The sender lives: its claim stops the redelivery (at most once: its record already says so).
+      SendResult whileAlive = codes.send(n, o -> {
+        throw new AssertionError("sent while the first sender lives");
+      });
+      assertThat(whileAlive).isInstanceOf(delivery == Delivery.AT_LEAST_ONCE_MAY_REPEAT
+          ? SendResult.InFlight.class : SendResult.Duplicate.class);
+      child.destroyForcibly(); // SIGKILL: no shutdown hook, no finally, no record
+      assertThat(child.waitFor(10, TimeUnit.SECONDS)).isTrue();
+    } finally {
+      child.destroyForcibly();
+    }
+    assertThat(child.exitValue()).isEqualTo(137); // 128 + SIGKILL
+    assertThat(sends(id)).isEqualTo(1);
+    db.execute("SELECT pg_sleep(" + (CHILD_LEASE_MILLIS + 200) / 1000.0 + ")"); // the lease ends by the database clock
+
+    SendResult redelivered = codes.send(n, Sends.into(ds));
+    if (delivery == Delivery.AT_LEAST_ONCE_MAY_REPEAT) {
+      // Sent, then died before "sent" was recorded: the redelivery takes over and sends again.
+      assertThat(redelivered).isEqualTo(new SendResult.Sent(Notifications.collapseId(id), true));
+      assertThat(sends(id)).isEqualTo(2);
+      assertThat(db.count("SELECT fence FROM idem.idem_keys WHERE key = ?", id)).isEqualTo(2);
+    } else {
+      // "Sending" was recorded before the send: nothing sends it again.
+      assertThat(redelivered).isInstanceOf(SendResult.Duplicate.class);
+      assertThat(sends(id)).isEqualTo(1);
+    }
+    assertThat(db.count("SELECT count(DISTINCT collapse_id) FROM sends WHERE notification_id = ?", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ? AND state = 'C'", id)).isEqualTo(1);
+  }
+}
