@@ -19,6 +19,7 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -204,18 +205,17 @@ public final class Relay implements AutoCloseable {
     }
     List<UUID> sent = new ArrayList<>(batch.size());
     List<Failure> failed = new ArrayList<>();
-    for (OutboxMessage m : batch) {
-      long started = System.nanoTime();
-      try {
-        publisher.publish(m);
+    long started = System.nanoTime();
+    List<Throwable> outcomes = publishAll(batch);
+    // Each message's publish time is the batch's: a batch publisher acknowledges them together.
+    Duration took = Duration.ofNanos(System.nanoTime() - started);
+    for (int i = 0; i < batch.size(); i++) {
+      OutboxMessage m = batch.get(i);
+      Throwable e = outcomes.get(i);
+      if (e == null) {
         sent.add(m.id());
-        Duration took = Duration.ofNanos(System.nanoTime() - started);
         afterCommit.add(() -> events.published(m.id(), m.topic(), m.attempt(), took));
-      } catch (Throwable e) {
-        // An Error from a publisher (an AssertionError, a serializer's StackOverflowError) is a
-        // failed publish like any other: escaping here would roll back the batch, republish the
-        // messages before it on every poll, and never park the poison message.
-        Failures.rethrowIfFatal(e);
+      } else {
         failed.add(new Failure(m, e, describe(e)));
       }
     }
@@ -234,6 +234,27 @@ public final class Relay implements AutoCloseable {
       }
     }
     return sent.size();
+  }
+
+  /**
+   * The publisher's outcome per message of {@code batch}; a publisher that throws, or answers for
+   * another number of messages, failed them all: nothing it did not acknowledge is marked sent.
+   */
+  private List<Throwable> publishAll(List<OutboxMessage> batch) {
+    List<Throwable> outcomes;
+    Throwable all;
+    try {
+      outcomes = publisher.publishAll(batch);
+      if (outcomes != null && outcomes.size() == batch.size()) {
+        return outcomes;
+      }
+      all = new IllegalStateException("the publisher's publishAll answered for "
+          + (outcomes == null ? "no list" : outcomes.size() + " messages") + " instead of the batch's " + batch.size());
+    } catch (Throwable e) {
+      Failures.rethrowIfFatal(e);
+      all = e;
+    }
+    return Collections.nCopies(batch.size(), all);
   }
 
   /** Whether this failure is the one that parks its message. */
