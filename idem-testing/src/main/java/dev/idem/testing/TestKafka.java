@@ -76,7 +76,6 @@ public final class TestKafka implements AutoCloseable {
     p.put("num.partitions", "1");
     p.put("num.network.threads", "2");
     p.put("num.io.threads", "2");
-    p.put("log.cleaner.enable", "false");
     this.config = p;
   }
 
