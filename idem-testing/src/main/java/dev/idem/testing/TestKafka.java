@@ -72,6 +72,8 @@ public final class TestKafka implements AutoCloseable {
     p.put("share.coordinator.state.topic.replication.factor", "1");
     p.put("share.coordinator.state.topic.min.isr", "1");
     p.put("group.initial.rebalance.delay.ms", "0");
+    // A test may kill a consumer: let it ask for a short session, so its partitions move soon.
+    p.put("group.min.session.timeout.ms", "1000");
     p.put("auto.create.topics.enable", "true");
     p.put("num.partitions", "1");
     p.put("num.network.threads", "2");
