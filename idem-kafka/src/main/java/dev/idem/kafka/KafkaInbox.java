@@ -2,6 +2,7 @@ package dev.idem.kafka;
 
 import dev.idem.internal.Failures;
 import dev.idem.internal.Require;
+import dev.idem.internal.Stopping;
 import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.inbox.Received;
@@ -116,8 +117,11 @@ public final class KafkaInbox implements AutoCloseable {
   private final String idHeader;
   private final WithoutId withoutId;
   private final int maxAttempts;
-  private final DeadLetters deadLetters;
-  private final KafkaProducer<byte[], byte[]> deadLetterProducer;
+  /** The user's dead letters, or null for {@link #deadLetterTopic}. */
+  private final DeadLetters givenDeadLetters;
+  private final String deadLetterTopic;
+  /** For the dead-letter topic's producer, made per {@link #start()}: the user's settings a producer knows. */
+  private final Map<String, Object> producerConfig;
   private final Duration pollTimeout;
   private final Duration retryBackoff;
   private final Duration commitTimeout;
@@ -126,12 +130,14 @@ public final class KafkaInbox implements AutoCloseable {
 
   /** Failed attempts per record not yet settled, by partition and offset; the loop thread's only. */
   private final Map<TopicPartition, Map<Long, Integer>> attempts = new HashMap<>();
+  /** Where this run's records given up on go; the loop thread's only. */
+  private DeadLetters deadLetters;
   private final Object wake = new Object();
   private Thread loop;
   private volatile boolean running;
   private volatile KafkaConsumer<byte[], byte[]> consumer;
 
-  private KafkaInbox(Builder b, DeadLetters deadLetters, KafkaProducer<byte[], byte[]> deadLetterProducer) {
+  private KafkaInbox(Builder b) {
     this.inbox = b.inbox;
     this.effect = b.effect;
     Map<String, Object> c = new HashMap<>(b.config);
@@ -148,8 +154,14 @@ public final class KafkaInbox implements AutoCloseable {
     this.idHeader = b.idHeader;
     this.withoutId = b.withoutId;
     this.maxAttempts = b.maxAttempts;
-    this.deadLetters = deadLetters;
-    this.deadLetterProducer = deadLetterProducer;
+    this.givenDeadLetters = b.deadLetters;
+    this.deadLetterTopic = b.deadLetterTopic;
+    Map<String, Object> p = new HashMap<>(b.config);
+    p.keySet().retainAll(ProducerConfig.configNames()); // security and client settings shared with the consumer
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, b.bootstrapServers);
+    p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+    p.put(ProducerConfig.ACKS_CONFIG, "all");
+    this.producerConfig = Map.copyOf(p);
     this.pollTimeout = b.pollTimeout;
     this.retryBackoff = b.retryBackoff;
     this.commitTimeout = b.commitTimeout;
@@ -182,10 +194,15 @@ public final class KafkaInbox implements AutoCloseable {
       throw new IllegalStateException("consumer already started (or its previous loop has not ended yet)");
     }
     KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+    KafkaProducer<byte[], byte[]> p = deadLetterTopic == null ? null
+        : new KafkaProducer<>(producerConfig, new ByteArraySerializer(), new ByteArraySerializer());
     c.subscribe(topics, new Rebalance());
-    Thread t = threads.newThread(() -> run(c));
+    Thread t = threads.newThread(() -> run(c, p));
     if (t == null) {
       c.close(CloseOptions.timeout(Duration.ZERO));
+      if (p != null) {
+        p.close(Duration.ZERO);
+      }
       throw new IllegalStateException("the consumer's thread factory returned no thread");
     }
     consumer = c;
@@ -199,7 +216,9 @@ public final class KafkaInbox implements AutoCloseable {
     return running && loop != null && loop.isAlive();
   }
 
-  private void run(KafkaConsumer<byte[], byte[]> c) {
+  /** The loop of one {@link #start()}: owns {@code c} and the dead-letter producer {@code p} (or null), and closes them. */
+  private void run(KafkaConsumer<byte[], byte[]> c, KafkaProducer<byte[], byte[]> p) {
+    deadLetters = p == null ? givenDeadLetters : DeadLetters.toTopic(p, deadLetterTopic, commitTimeout);
     try {
       while (running) {
         try {
@@ -221,9 +240,12 @@ public final class KafkaInbox implements AutoCloseable {
       attempts.clear();
       try {
         // Leaves the group at once, so its partitions move without waiting for the session timeout.
-        c.close(CloseOptions.timeout(closeTimeout.dividedBy(5)));
+        c.close(CloseOptions.timeout(closeTimeout.dividedBy(10)));
       } catch (RuntimeException e) {
         LOG.warn("could not close the Kafka consumer cleanly", e);
+      }
+      if (p != null) {
+        p.close(closeTimeout.dividedBy(10));
       }
     }
   }
@@ -389,7 +411,8 @@ public final class KafkaInbox implements AutoCloseable {
 
   /**
    * Stops the loop: the batch in progress finishes (its effects and offsets commit), the consumer
-   * leaves its group, and the dead-letter producer this consumer made is closed. Waits at most the
+   * leaves its group, and the dead-letter producer this consumer made is closed; {@link #start()}
+   * may run it again. Waits at most the
    * {@linkplain Builder#closeTimeout close timeout}: four fifths for the loop to end on its own, then
    * wakes the consumer and interrupts the thread; a batch cut short there commits nothing of its
    * offsets, and its records come again as duplicates. Idempotent.
@@ -405,26 +428,20 @@ public final class KafkaInbox implements AutoCloseable {
       synchronized (wake) {
         wake.notifyAll();
       }
-      long total = closeTimeout.toMillis();
       try {
-        t.join(Math.max(1, total * 4 / 5));
-        if (t.isAlive()) {
+        boolean ended = Stopping.awaitEnd(t, closeTimeout, () -> {
           KafkaConsumer<byte[], byte[]> c = consumer;
           if (c != null) {
             c.wakeup();
           }
           t.interrupt();
-          t.join(Math.max(1, total / 5));
-          if (t.isAlive()) {
-            LOG.warn("Kafka consumer loop still runs after the close timeout " + closeTimeout + " (an effect ignores the interrupt)");
-          }
+        });
+        if (!ended) {
+          LOG.warn("Kafka consumer loop still runs after the close timeout " + closeTimeout + " (an effect ignores the interrupt)");
         }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
-    }
-    if (deadLetterProducer != null && (t == null || !t.isAlive())) {
-      deadLetterProducer.close(closeTimeout.dividedBy(5));
     }
   }
 
@@ -599,16 +616,7 @@ public final class KafkaInbox implements AutoCloseable {
       checkDuration(retryBackoff, "retryBackoff", MAX_POLL_TIMEOUT);
       checkDuration(commitTimeout, "commitTimeout", MAX_TIMEOUT);
       checkDuration(closeTimeout, "closeTimeout", MAX_TIMEOUT);
-      if (deadLetters != null) {
-        return new KafkaInbox(this, deadLetters, null);
-      }
-      Map<String, Object> p = new HashMap<>(config);
-      p.keySet().retainAll(ProducerConfig.configNames()); // security and client settings shared with the consumer
-      p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
-      p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-      p.put(ProducerConfig.ACKS_CONFIG, "all");
-      KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
-      return new KafkaInbox(this, DeadLetters.toTopic(producer, deadLetterTopic, commitTimeout), producer);
+      return new KafkaInbox(this);
     }
 
     private static void checkDuration(Duration d, String what, Duration max) {

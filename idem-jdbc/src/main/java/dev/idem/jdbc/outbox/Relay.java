@@ -5,6 +5,7 @@ import static dev.idem.jdbc.internal.OutboxTable.*;
 import dev.idem.internal.Events;
 import dev.idem.internal.Failures;
 import dev.idem.internal.Require;
+import dev.idem.internal.Stopping;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
@@ -617,18 +618,11 @@ public final class Relay implements AutoCloseable {
       wakeListeners();
     }
     // Most of the bound for the batch in progress to finish on its own; the rest for an interrupted
-    // publish to give up. The whole stays within shutdownTimeout, so a hung broker never holds an
-    // application's shutdown (and Kubernetes' grace period) longer than configured.
-    long total = shutdownTimeout.toMillis();
+    // publish to give up, within shutdownTimeout (and Kubernetes' grace period).
     try {
-      t.join(Math.max(1, total * 4 / 5));
-      if (t.isAlive()) {
-        t.interrupt();
-        t.join(Math.max(1, total / 5));
-        if (t.isAlive()) {
-          LOG.warn("relay closed while its batch in progress still runs (a publish ignores the interrupt);"
-              + " unmarked messages of that batch will be published again");
-        }
+      if (!Stopping.awaitEnd(t, shutdownTimeout, t::interrupt)) {
+        LOG.warn("relay closed while its batch in progress still runs (a publish ignores the interrupt);"
+            + " unmarked messages of that batch will be published again");
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
