@@ -156,42 +156,46 @@ public class InboxBatchBenchmark {
 
   @Benchmark
   public void camelNew(Guards g, ThreadKeys l) {
-    String id = l.newKey();
-    g.perMessage.executeWithoutResult(status -> {
-      if (!g.camel.repository.add(id)) {
-        throw new IllegalStateException("camel: a new message was present");
-      }
-      pay(g, id);
-    });
+    peerNew(g, l.newKey(), g.camel.repository::add);
   }
 
   @Benchmark
   public void camelReplay(Guards g, ThreadKeys l) {
-    String id = RepeatBenchmark.inboxId(l.nextIndex(RepeatBenchmark.IDS));
-    g.perMessage.executeWithoutResult(status -> {
-      if (g.camel.repository.add(id)) {
-        throw new IllegalStateException("camel: an applied message was new");
-      }
-    });
+    peerReplay(g, l, g.camel.repository::add);
   }
 
   @Benchmark
   public void springIntegrationNew(Guards g, ThreadKeys l) {
-    String id = l.newKey();
+    peerNew(g, l.newKey(), id -> g.si.store.putIfAbsent(id, "1") == null);
+  }
+
+  @Benchmark
+  public void springIntegrationReplay(Guards g, ThreadKeys l) {
+    peerReplay(g, l, id -> g.si.store.putIfAbsent(id, "1") == null);
+  }
+
+  /** A peer's store: adds the id, true if it was new. */
+  @FunctionalInterface
+  interface Store {
+    boolean add(String id);
+  }
+
+  /** A new message through a peer's store and the effect, in one Spring transaction. */
+  private static void peerNew(Guards g, String id, Store store) {
     g.perMessage.executeWithoutResult(status -> {
-      if (g.si.store.putIfAbsent(id, "1") != null) {
-        throw new IllegalStateException("spring integration: a new message was present");
+      if (!store.add(id)) {
+        throw new IllegalStateException("a peer took a new message for a present one");
       }
       pay(g, id);
     });
   }
 
-  @Benchmark
-  public void springIntegrationReplay(Guards g, ThreadKeys l) {
+  /** An applied message through a peer's store, in one Spring transaction: no effect. */
+  private static void peerReplay(Guards g, ThreadKeys l, Store store) {
     String id = RepeatBenchmark.inboxId(l.nextIndex(RepeatBenchmark.IDS));
     g.perMessage.executeWithoutResult(status -> {
-      if (g.si.store.putIfAbsent(id, "1") == null) {
-        throw new IllegalStateException("spring integration: an applied message was new");
+      if (store.add(id)) {
+        throw new IllegalStateException("a peer took an applied message for a new one");
       }
     });
   }

@@ -50,10 +50,11 @@ class IdemTest {
         .fetch("SELECT table_name FROM information_schema.tables WHERE table_schema = 'idem_custom' ORDER BY 1")
         .getValues(0, String.class));
     assertThat(tables).containsExactly(
-        "idem_breaks", "idem_inbox", "idem_keys", "idem_leases", "idem_outbox", "idem_schema_history", "idem_sequences");
+        "idem_breaks", "idem_inbox", "idem_keys", "idem_leases", "idem_outbox", "idem_outbox_events", "idem_schema_history",
+        "idem_sequences");
     IdemFlyway.migrate(ds, idem.schema()); // a second run is a no-op
     int applied = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table(DSL.name("idem_custom", "idem_schema_history"))));
-    assertThat(applied).as("the schema's creation and the two migrations").isEqualTo(3);
+    assertThat(applied).as("the schema's creation and the three migrations").isEqualTo(4);
   }
 
   /**

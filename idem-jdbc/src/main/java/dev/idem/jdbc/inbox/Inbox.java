@@ -45,7 +45,8 @@ import org.jooq.exception.DataAccessException;
  * copy that arrives while the first runs waits for it up to {@link Builder#inFlightWait}, then is
  * answered from its outcome, or gets {@link Execution.InFlight}: do not acknowledge it; the broker
  * redelivers it later. An effect that throws rolls back the claim too, so a redelivery runs it
- * again.
+ * again. {@link #receiveAll} gives the same guarantees per message to a polled batch, in one
+ * transaction whose claims are one statement.
  *
  * <p>Does not guarantee: anything outside the transaction. An effect that calls a remote service
  * may call it again when its transaction rolls back (or the process dies before commit). A copy

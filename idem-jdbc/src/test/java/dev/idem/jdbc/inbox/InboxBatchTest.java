@@ -4,14 +4,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.TestIdem;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.Race;
 import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
 import java.sql.Connection;
@@ -47,11 +46,11 @@ class InboxBatchTest {
 
   @BeforeAll
   static void start() {
-    db = TestPostgres.newDatabase("inbox_batch");
-    ds = db.dataSource(12);
-    idem = Idem.builder(ds).listener(events).build();
-    IdemFlyway.migrate(ds);
-    db.execute("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
+    TestIdem fixture = TestIdem.start("inbox_batch", 12, b -> b.listener(events),
+        "CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
+    db = fixture.db();
+    ds = fixture.ds();
+    idem = fixture.idem();
     billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
   }
 

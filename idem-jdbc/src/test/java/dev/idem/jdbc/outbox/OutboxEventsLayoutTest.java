@@ -3,10 +3,9 @@ package dev.idem.jdbc.outbox;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.TestIdem;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.nio.charset.StandardCharsets;
 import java.sql.ResultSet;
 import java.util.ArrayList;
@@ -30,10 +29,10 @@ class OutboxEventsLayoutTest {
 
   @BeforeAll
   static void start() {
-    db = TestPostgres.newDatabase("outbox_events");
-    ds = db.dataSource(4);
-    idem = Idem.builder(ds).outboxLayout(OutboxLayout.DEBEZIUM).build();
-    IdemFlyway.migrate(ds);
+    TestIdem fixture = TestIdem.start("outbox_events", 4, b -> b.outboxLayout(OutboxLayout.DEBEZIUM));
+    db = fixture.db();
+    ds = fixture.ds();
+    idem = fixture.idem();
   }
 
   @AfterAll
