@@ -223,7 +223,7 @@ public final class KafkaInbox implements AutoCloseable {
       while (running) {
         try {
           ConsumerRecords<byte[], byte[]> records = c.poll(pollTimeout);
-          if (!records.isEmpty() && !apply(c, records)) {
+          if (!records.isEmpty() && !applyOrRewind(c, records)) {
             pause(retryBackoff);
           }
         } catch (WakeupException | InterruptException e) {
@@ -247,6 +247,23 @@ public final class KafkaInbox implements AutoCloseable {
       if (p != null) {
         p.close(closeTimeout.dividedBy(10));
       }
+    }
+  }
+
+  /**
+   * {@link #apply}, and if it fails unexpectedly, a seek back to the batch's first records: the
+   * consumer's position is past them since the poll, and without the seek the next poll would skip
+   * whatever of them is not settled.
+   */
+  private boolean applyOrRewind(KafkaConsumer<byte[], byte[]> c, ConsumerRecords<byte[], byte[]> records) {
+    try {
+      return apply(c, records);
+    } catch (WakeupException | InterruptException e) {
+      throw e; // closing: the next owner starts from the last commit
+    } catch (RuntimeException | Error e) {
+      Failures.rethrowIfFatal(e);
+      commitAndRewind(c, records, Collections.newSetFromMap(new IdentityHashMap<>()));
+      throw e;
     }
   }
 
