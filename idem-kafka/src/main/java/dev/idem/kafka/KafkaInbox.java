@@ -275,13 +275,14 @@ public final class KafkaInbox implements AutoCloseable {
   private boolean apply(KafkaConsumer<byte[], byte[]> c, ConsumerRecords<byte[], byte[]> records) {
     Map<ConsumerRecord<byte[], byte[]>, String> ids = new IdentityHashMap<>();
     List<ConsumerRecord<byte[], byte[]>> withId = new ArrayList<>(records.count());
-    Map<ConsumerRecord<byte[], byte[]>, String> unusable = new IdentityHashMap<>();
+    // in the order of the poll, so dead letters keep the order of their partition
+    List<Map.Entry<ConsumerRecord<byte[], byte[]>, String>> unusable = new ArrayList<>();
     for (ConsumerRecord<byte[], byte[]> r : records) {
       String problem = idOf(r, ids);
       if (problem == null) {
         withId.add(r);
       } else {
-        unusable.put(r, problem);
+        unusable.add(Map.entry(r, problem));
       }
     }
     Received<ConsumerRecord<byte[], byte[]>> received;
@@ -310,7 +311,7 @@ public final class KafkaInbox implements AutoCloseable {
             + maxAttempts + "; it is delivered again", f.error());
       }
     }
-    for (Map.Entry<ConsumerRecord<byte[], byte[]>, String> u : unusable.entrySet()) {
+    for (Map.Entry<ConsumerRecord<byte[], byte[]>, String> u : unusable) {
       if (deadLetter(u.getKey(), new MissingIdException(u.getValue()), u.getValue())) {
         settled.add(u.getKey());
       }
