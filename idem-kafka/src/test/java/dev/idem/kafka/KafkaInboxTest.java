@@ -149,16 +149,26 @@ class KafkaInboxTest {
         throw new IllegalStateException("cannot ship poison");
       }
     };
+    UUID secondPoison;
     try (KafkaInbox c = consumer(idem.inbox("poison").build(), effect, "poison", "in-poison").maxAttempts(3).build()) {
       c.start();
       Poll.until("the dead letter and the offsets at the end", () -> committedToEnd("poison", "in-poison"));
+      assertThat(poisonRuns).hasValue(3);
+      c.close();
+      // started again, it still keeps dead letters (its dead-letter producer is made per start)
+      secondPoison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
+          NewMessage.of("in-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+      relayAll(1);
+      c.start();
+      Poll.until("the second dead letter", () -> committedToEnd("poison", "in-poison"));
     }
-    assertThat(poisonRuns).hasValue(3);
+    assertThat(poisonRuns).hasValue(6);
     assertThat(effects()).isEqualTo(10);
     assertThat(idsAppliedMoreThanOnce()).isZero();
     assertThat(db.count("SELECT count(*) FROM effects WHERE message_id = ?", poison.toString())).isZero();
     List<ConsumerRecord<byte[], byte[]>> dead = kafka.records("in-poison.dead");
-    assertThat(dead).hasSize(1);
+    assertThat(dead).hasSize(2);
+    assertThat(KafkaPublisherTest.header(dead.get(1), "id")).isEqualTo(secondPoison.toString());
     assertThat(KafkaPublisherTest.header(dead.get(0), "id")).isEqualTo(poison.toString());
     assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ERROR_HEADER)).contains("cannot ship poison");
     assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ORIGIN_HEADER)).isEqualTo("in-poison-0@5");
