@@ -60,7 +60,8 @@ public final class InterleavedRatios {
       case "executor" -> executor(rounds, sliceMillis);
       case "inbox" -> inbox(rounds, sliceMillis);
       case "repeat" -> repeat(rounds, sliceMillis);
-      default -> throw new IllegalArgumentException("first argument: executor, inbox or repeat, was " + which);
+      case "batch" -> batch(rounds, sliceMillis);
+      default -> throw new IllegalArgumentException("first argument: executor, inbox, repeat or batch, was " + which);
     }
   }
 
@@ -196,6 +197,35 @@ public final class InterleavedRatios {
         si.stop();
       }
       db.stop();
+    }
+  }
+
+  /** {@link InboxBatchBenchmark}: a batch method's op is a poll of 500 messages, the others' one message; compared per message. */
+  private static void batch(int rounds, int sliceMillis) throws Exception {
+    InboxBatchBenchmark b = new InboxBatchBenchmark();
+    InboxBatchBenchmark.Guards g = new InboxBatchBenchmark.Guards();
+    g.start();
+    try {
+      Map<String, PerThread> ops = new LinkedHashMap<>();
+      ops.put("batchNew", () -> op(l -> b.batchNew(g, l)));
+      ops.put("receiveNew", () -> op(l -> b.receiveNew(g, l)));
+      ops.put("camelNew", () -> op(l -> b.camelNew(g, l)));
+      ops.put("springIntegrationNew", () -> op(l -> b.springIntegrationNew(g, l)));
+      ops.put("batchReplay", () -> op(l -> b.batchReplay(g, l)));
+      ops.put("receiveReplay", () -> op(l -> b.receiveReplay(g, l)));
+      ops.put("camelReplay", () -> op(l -> b.camelReplay(g, l)));
+      ops.put("springIntegrationReplay", () -> op(l -> b.springIntegrationReplay(g, l)));
+      Map<String, Double> mean = measure(ops, rounds, sliceMillis);
+      mean.replaceAll((name, perOp) -> name.startsWith("batch") ? perOp * InboxBatchBenchmark.BATCH : perOp);
+      mean.forEach((name, messages) -> System.out.printf("%-28s %10.0f messages/s%n", name, messages));
+      for (String kind : new String[] {"New", "Replay"}) {
+        String best = mean.getOrDefault("camel" + kind, 0.0) >= mean.getOrDefault("springIntegration" + kind, 0.0)
+            ? "camel" + kind : "springIntegration" + kind;
+        ratio(String.format("%-14s / best peer (%s)", "batch" + kind, best), mean, "batch" + kind, best);
+        ratio(String.format("%-14s / %s", "batch" + kind, "receive" + kind), mean, "batch" + kind, "receive" + kind);
+      }
+    } finally {
+      g.stop();
     }
   }
 

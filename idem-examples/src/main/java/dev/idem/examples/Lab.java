@@ -82,7 +82,7 @@ public final class Lab {
       Idem idem = Idem.builder(serviceDb).listener(new BothListeners(listener, IdemMetrics.of(meters))).build();
       IdemFlyway.migrate(serviceDb);
       createShop(serviceDb);
-      LabQueue queue = new LabQueue();
+      LabQueue queue = LabQueue.open();
       Publisher toQueue = m -> {
         queue.publish(m.id().toString(), m.topic(), m.payload(), m.headers());
         tally.note(Hop.SERVICE, "relay publishes message " + Worker.short8(m.id().toString()) + " (attempt " + m.attempt() + ")");
@@ -90,7 +90,7 @@ public final class Lab {
           throw new RelayCrash();
         }
       };
-      try (PaymentProvider provider = new PaymentProvider(providerDb, tally);
+      try (queue; PaymentProvider provider = new PaymentProvider(providerDb, tally);
           PaymentsService service = new PaymentsService(idem, tally);
           LoadBalancer balancer = new LoadBalancer(service.paymentsUri(), tally)) {
         provider.webhook(service.webhookUri());

@@ -22,7 +22,7 @@ public final class Tour {
   }
 
   /** What the command line asked for. */
-  record Options(List<Scenario> scenarios, List<String> tours, boolean trace, boolean help) {}
+  record Options(List<Scenario> scenarios, List<String> tours, boolean trace, boolean help, LabQueue.Kind queue) {}
 
   public static void main(String[] args) throws Exception {
     // The lab as a page (LabPage): --page [--port=<n>], handled before the command line's runs.
@@ -70,12 +70,13 @@ public final class Tour {
     String faults = null;
     String guards = null;
     boolean trace = false;
+    LabQueue.Kind queue = LabQueue.Kind.MEMORY;
     for (String arg : args) {
       if (arg.isBlank()) {
         continue; // exec:java passes an empty argument when -Dexec.args is empty
       }
       if (arg.equals("--help") || arg.equals("-h")) {
-        return new Options(List.of(), List.of(), false, true);
+        return new Options(List.of(), List.of(), false, true, queue);
       } else if (arg.equals("--trace")) {
         trace = true;
       } else if (arg.startsWith("--scenario=")) {
@@ -84,9 +85,11 @@ public final class Tour {
         faults = arg.substring("--faults=".length());
       } else if (arg.startsWith("--guards=")) {
         guards = arg.substring("--guards=".length());
+      } else if (arg.equals("--queue=kafka") || arg.equals("--queue=memory")) {
+        queue = arg.endsWith("kafka") ? LabQueue.Kind.KAFKA : LabQueue.Kind.MEMORY;
       } else {
         throw new UsageException("unknown option '" + arg + "'; valid options: --scenario=<name>[,<name>...],"
-            + " --faults=<list>, --guards=<list>, --trace, --help");
+            + " --faults=<list>, --guards=<list>, --queue=memory|kafka, --trace, --help");
       }
     }
     if (scenario != null && (faults != null || guards != null)) {
@@ -100,10 +103,10 @@ public final class Tour {
       } catch (IllegalArgumentException e) {
         throw new UsageException(e.getMessage());
       }
-      return new Options(List.of(new Scenario("custom", setup, "your own choice of faults and guards")), List.of(), true, false);
+      return new Options(List.of(new Scenario("custom", setup, "your own choice of faults and guards")), List.of(), true, false, queue);
     }
     if (scenario == null || scenario.equals("all")) {
-      return new Options(Scenario.ALL, Tours.NAMES, trace, false);
+      return new Options(Scenario.ALL, Tours.NAMES, trace, false, queue);
     }
     List<Scenario> scenarios = new ArrayList<>();
     List<String> tours = new ArrayList<>();
@@ -116,7 +119,7 @@ public final class Tour {
             "--scenario: unknown scenario '" + n + "'; valid: " + validScenarios())));
       }
     }
-    return new Options(scenarios, tours, trace || scenarios.size() == 1, false);
+    return new Options(scenarios, tours, trace || scenarios.size() == 1, false, queue);
   }
 
   static String validScenarios() {
@@ -133,6 +136,7 @@ public final class Tour {
         .append("  --scenario=<name>[,<name>...]  run named scenarios or tours (default: all of them)\n")
         .append("  --faults=<list>                a custom run: which hops repeat what they received (once each)\n")
         .append("  --guards=<list>                a custom run: which guards are on\n")
+        .append("  --queue=memory|kafka           the queue hop in process (default) or over a Kafka broker started in this JVM\n")
         .append("  --trace                        print what happened on the way (default for a single run)\n")
         .append("  --help                         this text\n")
         .append("  --page [--port=<n>]            serve the lab as a page on http://127.0.0.1:<n>/ (default 8040)\n\n")
@@ -156,6 +160,10 @@ public final class Tour {
   static void run(Options options, PrintStream out) throws Exception {
     out.println("idem double-charge lab: one tap on Pay for a $40 order, six hops, real HTTP on loopback");
     out.println("database: " + describeServer());
+    LabQueue.use(options.queue());
+    if (options.queue() == LabQueue.Kind.KAFKA) {
+      out.println("queue: a Kafka broker in this JVM (KRaft, one node), one topic per run");
+    }
     out.println();
     List<RunResult> results = new ArrayList<>();
     for (Scenario s : options.scenarios()) {

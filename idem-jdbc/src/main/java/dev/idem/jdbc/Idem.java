@@ -12,6 +12,7 @@ import dev.idem.jdbc.nature.UniqueRows;
 import dev.idem.jdbc.notify.Notifications;
 import dev.idem.jdbc.ops.Operations;
 import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.outbox.OutboxLayout;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
 import dev.idem.jdbc.reconcile.Reconciliation;
@@ -103,10 +104,12 @@ public final class Idem {
   }
 
   private final Context context;
+  private final OutboxLayout outboxLayout;
   private volatile Outbox outbox;
 
   private Idem(Builder b) {
     this.context = new Context(b.dataSource, b.schema, b.listener, b.binding, b.retries);
+    this.outboxLayout = b.outboxLayout;
   }
 
   /** Starts the configuration of idem on {@code dataSource}. */
@@ -125,13 +128,14 @@ public final class Idem {
   }
 
   /**
-   * The transactional outbox: messages written in the caller's transaction. The same instance on
-   * every call (it renders its statements once), so calling this before each enqueue costs nothing.
+   * The transactional outbox: messages written in the caller's transaction, in the {@link
+   * Builder#outboxLayout layout} this {@code Idem} was built with. The same instance on every call
+   * (it renders its statements once), so calling this before each enqueue costs nothing.
    */
   public Outbox outbox() {
     Outbox o = outbox;
     if (o == null) {
-      outbox = o = Outbox.of(context); // a race makes two equal outboxes, harmless
+      outbox = o = Outbox.of(context, outboxLayout); // a race makes two equal outboxes, harmless
     }
     return o;
   }
@@ -230,6 +234,7 @@ public final class Idem {
     private IdemListener listener = IdemListener.NONE;
     private TransactionBinding binding = TransactionBinding.NONE;
     private RetryBudget retries = RetryBudget.DEFAULT;
+    private OutboxLayout outboxLayout = OutboxLayout.POLLED;
 
     private Builder(DataSource dataSource) {
       this.dataSource = Require.notNull(dataSource, "dataSource");
@@ -271,6 +276,18 @@ public final class Idem {
     }
 
     /**
+     * Where {@link Idem#outbox()} writes messages, so which relay carries them: {@link
+     * OutboxLayout#POLLED} (the default: idem's {@link Relay}, or idem-kafka's) or {@link
+     * OutboxLayout#DEBEZIUM} (Debezium's Outbox Event Router, configured by idem-debezium). Code
+     * that enqueues is the same for both. A relay still drains the messages a switch to {@code
+     * DEBEZIUM} left pending in {@code idem_outbox}.
+     */
+    public Builder outboxLayout(OutboxLayout layout) {
+      this.outboxLayout = layout;
+      return this;
+    }
+
+    /**
      * Checks the settings and builds the {@code Idem}; touches no database.
      *
      * @throws IllegalArgumentException naming the setting: a schema that is null or not a plain
@@ -287,6 +304,7 @@ public final class Idem {
       Require.notNull(listener, "listener (use IdemListener.NONE)");
       Require.notNull(binding, "transactionBinding (use TransactionBinding.NONE)");
       Require.notNull(retries, "retries (use RetryBudget.NONE)");
+      Require.notNull(outboxLayout, "outboxLayout (use OutboxLayout.POLLED)");
       return new Idem(this);
     }
   }

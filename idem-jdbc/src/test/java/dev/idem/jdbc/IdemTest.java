@@ -51,10 +51,10 @@ class IdemTest {
         .getValues(0, String.class));
     assertThat(tables).containsExactly(
         "idem_breaks", "idem_inbox", "idem_keys", "idem_leases", "idem_notification_caps",
-        "idem_outbox", "idem_schema_history", "idem_sequences");
+        "idem_outbox", "idem_outbox_events", "idem_schema_history", "idem_sequences");
     IdemFlyway.migrate(ds, idem.schema()); // a second run is a no-op
     int applied = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table(DSL.name("idem_custom", "idem_schema_history"))));
-    assertThat(applied).as("the schema's creation and the migrations (V1, V2, V5)").isEqualTo(4);
+    assertThat(applied).as("the schema's creation and the migrations (V1, V2, V3, V5)").isEqualTo(5);
   }
 
   /**

@@ -31,6 +31,7 @@ public final class TestPostgres {
   private static final AtomicInteger COUNTER = new AtomicInteger();
 
   private static volatile Server server;
+  private static volatile Server logical;
 
   private TestPostgres() {}
 
@@ -79,7 +80,10 @@ public final class TestPostgres {
    * drop it.
    */
   public static TestDatabase newDatabase(String hint) {
-    Server s = server();
+    return newDatabase(server(), hint);
+  }
+
+  private static TestDatabase newDatabase(Server s, String hint) {
     String suffix = "_" + ProcessHandle.current().pid() + "_" + COUNTER.incrementAndGet();
     String base = ("idem_" + hint.replaceAll("[^A-Za-z0-9]", "_")).toLowerCase(Locale.ROOT);
     // Cut the hint, never the prefix: the name must start with a letter (it is unquoted) and stay
@@ -93,6 +97,42 @@ public final class TestPostgres {
     return new TestDatabase(s, name, s.urlOf(name));
   }
 
+  /**
+   * A server whose {@code wal_level} is {@code logical}, for change data capture (Debezium) tests:
+   * {@link #server()} when its level is logical already, else an embedded PostgreSQL started with
+   * it (and replication slots and senders), once per JVM.
+   */
+  public static Server logicalReplication() {
+    Server s = logical;
+    if (s == null) {
+      synchronized (TestPostgres.class) {
+        s = logical;
+        if (s == null) {
+          Server shared = server();
+          s = "logical".equals(walLevel(shared)) ? shared : startEmbedded(true);
+          logical = s;
+          LOG.info("idem test PostgreSQL with wal_level=logical: {}", s.kind());
+        }
+      }
+    }
+    return s;
+  }
+
+  /** {@link #newDatabase(String)} on {@link #logicalReplication()}'s server. */
+  public static TestDatabase newLogicalDatabase(String hint) {
+    return newDatabase(logicalReplication(), hint);
+  }
+
+  private static String walLevel(Server s) {
+    try (Connection c = DriverManager.getConnection(s.adminUrl()); Statement st = c.createStatement();
+        java.sql.ResultSet rs = st.executeQuery("SHOW wal_level")) {
+      rs.next();
+      return rs.getString(1);
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not read wal_level of the " + s.kind() + " server", e);
+    }
+  }
+
   private static Server start() {
     String url = System.getenv("IDEM_JDBC_URL");
     if (url != null && !url.isBlank()) {
@@ -102,7 +142,7 @@ public final class TestPostgres {
     if (docker != null) {
       return docker;
     }
-    return startEmbedded();
+    return startEmbedded(false);
   }
 
   private static Server tryTestcontainers() {
@@ -132,12 +172,17 @@ public final class TestPostgres {
         || java.nio.file.Files.exists(java.nio.file.Path.of(System.getProperty("user.home"), ".docker", "run", "docker.sock"));
   }
 
-  private static Server startEmbedded() {
+  private static Server startEmbedded(boolean logicalWal) {
     try {
-      EmbeddedPostgres pg = EmbeddedPostgres.builder()
+      EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder()
           .setServerConfig("max_connections", "300")
-          .setServerConfig("shared_buffers", "256MB")
-          .start();
+          .setServerConfig("shared_buffers", "256MB");
+      if (logicalWal) {
+        builder.setServerConfig("wal_level", "logical")
+            .setServerConfig("max_replication_slots", "10")
+            .setServerConfig("max_wal_senders", "10");
+      }
+      EmbeddedPostgres pg = builder.start();
       Runtime.getRuntime().addShutdownHook(new Thread(() -> {
         try {
           pg.close();

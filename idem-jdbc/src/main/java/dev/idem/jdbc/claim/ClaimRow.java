@@ -26,9 +26,11 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
    * if the first copy ran past the window.
    */
   static ClaimRow from(ResultSet rs, long startedNanos) throws SQLException {
-    if (!rs.next()) {
-      return null;
-    }
+    return rs.next() ? at(rs, startedNanos) : null;
+  }
+
+  /** {@link #from}, of the result set's current row: a batch claim's rows are read one by one. */
+  static ClaimRow at(ResultSet rs, long startedNanos) throws SQLException {
     boolean claimed = rs.getBoolean(1);
     if (rs.wasNull()) {
       return null; // a claim's one row, all null: it neither inserted nor saw a row

@@ -142,6 +142,23 @@ public final class ClaimTable {
   public final Sql fenceOf;
 
   /**
+   * The inbox's batch claim ({@link BatchClaims}; null for the key table): every key of the array
+   * {@code keys} claimed for {@code scope} in one statement, under the wait bound. One row per
+   * key, in the order of the array, in the shape {@link ClaimRow#from} reads, then the key's
+   * position (1-based): claimed, or the row already there, or all null where the insert waited for
+   * another copy's claim that committed meanwhile (as {@link #claim}). The inserts go in key order,
+   * so batches that share keys wait on each other in one order and never deadlock.
+   */
+  final Sql claimBatch;
+  /** {@link #claimBatch} answering at once (1 ms) where another copy holds a key: after the bound ran out once. */
+  final Sql claimBatchAtOnce;
+  /** Re-claims the rows of {@code keys} past their window, under the wait bound: one row, the array of those re-claimed. */
+  final Sql reclaimBatch;
+  final Sql reclaimBatchAtOnce;
+  /** Deletes the rows of {@code keys}: the claims of a batch's effects that failed, so redeliveries run them. */
+  final Sql unclaimBatch;
+
+  /**
    * @param lease an external claim's lease (the key table only; ignored for the inbox)
    */
   public ClaimTable(Context context, Layout layout, Duration window, Duration inFlightWait, Duration lease) {
@@ -249,6 +266,52 @@ public final class ClaimTable {
     } else {
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = this.fenceOf = null;
     }
+
+    if (!keys) {
+      this.claimBatch = Sql.of(dsl, claimBatch(dsl, expires, bound));
+      this.claimBatchAtOnce = Sql.of(dsl, claimBatch(dsl, expires, bound(Duration.ZERO)));
+      this.reclaimBatch = Sql.of(dsl, reclaimBatch(dsl, expires, bound));
+      this.reclaimBatchAtOnce = Sql.of(dsl, reclaimBatch(dsl, expires, bound(Duration.ZERO)));
+      this.unclaimBatch = Sql.of(dsl, dsl.deleteFrom(t).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))));
+    } else {
+      this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
+    }
+  }
+
+  /** The keys of a batch, bound as one text array. */
+  private static final Field<String[]> KEYS = param("keys", SQLDataType.CLOB.array());
+
+  /**
+   * {@link #claimBatch}: {@link #insert}'s row for each key of the array, where {@code gate} holds,
+   * then each key's row as {@link #existing} reads it. The caller's lock_timeout is put back in a
+   * sub-select evaluated once, which counts the insert's rows, so after all of its waits.
+   */
+  private Query claimBatch(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
+    Table<Record> input = table(name("input"));
+    Field<String> inputKey = field(name("input", "key"), String.class);
+    Field<Long> position = field(name("input", "ord"), Long.class);
+    Field<String> claimedKey = field(name("claimed", layout.key), String.class);
+    Query insert = dsl.insertInto(t).columns(scope, key, created, expiresAt)
+        .select(DSL.select(param("scope", String.class), inputKey, STAMP, expires).from(input).where(gate).orderBy(inputKey))
+        .onConflictDoNothing().returningResult(key);
+    List<SelectField<?>> fields = rowFields(DSL.when(claimedKey.isNotNull(), inline(true)).when(key.isNotNull(), inline(false)), NOW);
+    fields.add(position);
+    fields.add(field("(select " + RESTORE + " from (select count(*) from claimed) as done)", String.class));
+    Select<?> rows = dsl.select(fields).from(input)
+        .leftJoin(table(name("claimed"))).on(claimedKey.eq(inputKey))
+        .leftJoin(t).on(scope.eq(param("scope", String.class)).and(key.eq(inputKey)))
+        .orderBy(position);
+    return DSL.resultQuery("with input (key, ord) as (select * from unnest({0}) with ordinality), claimed as ({1}) {2}",
+        KEYS, insert, rows);
+  }
+
+  /** {@link #reclaimBatch}: one row whatever was re-claimed, so the caller's lock_timeout is always put back. */
+  private Query reclaimBatch(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
+    // a statement of its own: jOOQ's builders change in place, so the single re-claim's is not reused
+    Query reclaim = dsl.update(t).set(created, STAMP).set(expiresAt, expires).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))).and(expirable).and(gate)
+        .returningResult(key);
+    return DSL.resultQuery("with reclaimed as ({0}) select array_agg({1}), " + RESTORE + " from reclaimed",
+        reclaim, field(name("reclaimed", layout.key)));
   }
 
   /**
@@ -346,12 +409,17 @@ public final class ClaimTable {
 
   /** The row of the key, in the shape {@link ClaimRow#from} reads. */
   private Select<?> existing(DSLContext dsl, Condition also, Field<OffsetDateTime> now) {
+    return dsl.select(rowFields(inline(false), now)).from(t).where(thisKey).and(also);
+  }
+
+  /** The nine columns {@link ClaimRow#from} reads, of this table's row, {@code claimed} first. */
+  private List<SelectField<?>> rowFields(Field<Boolean> claimed, Field<OffsetDateTime> now) {
     // The row's times with the database's "now" beside them, as float8 epoch seconds: ClaimRow
     // turns them into microseconds, compares and subtracts them (every one a database time). Not
     // as timestamptz, because pgjdbc builds a TimestampUtils with its calendars for every result
     // set it decodes a timestamp from.
     List<SelectField<?>> fields = new ArrayList<>();
-    fields.add(inline(false).as("claimed"));
+    fields.add(claimed.as("claimed"));
     if (layout.keys) {
       fields.add(fence);
       fields.add(fingerprint);
@@ -369,7 +437,7 @@ public final class ClaimTable {
     }
     fields.add(epochSeconds(expiresAt));
     fields.add(epochSeconds(now));
-    return dsl.select(fields).from(t).where(thisKey).and(also);
+    return fields;
   }
 
   static Field<OffsetDateTime> plus(Field<OffsetDateTime> t, Duration d) {

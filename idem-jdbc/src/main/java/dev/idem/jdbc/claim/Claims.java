@@ -48,12 +48,12 @@ public final class Claims {
   private static final int MAX_CLAIM_ROUNDS = 10;
   private static final Query SAVEPOINT = DSL.query("savepoint " + ClaimTable.SAVEPOINT);
 
-  private final Context context;
-  private final ClaimTable table;
-  private final Events events;
-  private final DedupeWindow window;
-  private final Duration retryAfter;
-  private final String name;
+  final Context context;
+  final ClaimTable table;
+  final Events events;
+  final DedupeWindow window;
+  final Duration retryAfter;
+  final String name;
   private final RecentKeys recent = new RecentKeys();
   /** Whether this guard's calls lately were mostly repeats: then a call reads before it claims. */
   private final RepeatShare repeats = new RepeatShare();
@@ -72,6 +72,8 @@ public final class Claims {
   private final Sql storeAndRelease;
   private final Sql release;
   private final Sql rollbackToSavepoint;
+  /** The batch form of the protocol, for a table that has one (the inbox); else null. */
+  private final BatchClaims batches;
 
   public Claims(Context context, ClaimTable table, Events events, DedupeWindow window, Duration retryAfter, String name) {
     this.context = context;
@@ -90,6 +92,15 @@ public final class Claims {
     this.rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + ClaimTable.SAVEPOINT), DSL.query(ClaimTable.RELEASE));
     this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
     this.storeAndRelease = table.storeResult == null ? null : Sql.join(table.storeResult, release);
+    this.batches = table.claimBatch == null ? null : new BatchClaims(this);
+  }
+
+  /** The batch form of the protocol on this table: the inbox's. */
+  public BatchClaims batches() {
+    if (batches == null) {
+      throw new IllegalStateException(name + " has no batch claim");
+    }
+    return batches;
   }
 
   public ClaimTable table() {
@@ -403,7 +414,7 @@ public final class Claims {
    * and a pool's statement_timeout shorter than inFlightWait ends the wait first. Nothing of the
    * caller's runs in the statement, so what was cancelled is the claim, which wrote nothing.
    */
-  private RuntimeException claimFailed(SQLException e) {
+  RuntimeException claimFailed(SQLException e) {
     return SqlStates.is(e, SqlStates.QUERY_CANCELED) ? new Busy(retryAfter) : classified(e);
   }
 
@@ -489,7 +500,7 @@ public final class Claims {
     }
   }
 
-  private DataAccessException failed(SQLException e) {
+  DataAccessException failed(SQLException e) {
     return new DataAccessException(name + ": " + e.getMessage(), e);
   }
 

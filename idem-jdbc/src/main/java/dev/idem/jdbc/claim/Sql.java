@@ -83,6 +83,8 @@ public record Sql(String text, List<String> names) {
           ps.setLong(i + 1, l);
         } else if (v instanceof String s) {
           ps.setString(i + 1, s);
+        } else if (v instanceof String[] texts) {
+          ps.setArray(i + 1, c.createArrayOf("text", texts));
         } else {
           throw new IllegalStateException("no binding for parameter " + names.get(i) + " of type " + v.getClass());
         }

@@ -2,6 +2,7 @@ package dev.idem.jdbc.inbox;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
+import dev.idem.jdbc.claim.BatchClaims;
 import dev.idem.jdbc.claim.Binds;
 import dev.idem.jdbc.claim.ClaimSettings;
 import dev.idem.jdbc.claim.ClaimTable;
@@ -17,6 +18,12 @@ import dev.idem.window.DedupeWindow;
 import dev.idem.window.RepeatSource;
 import java.sql.Connection;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
 import org.jooq.Query;
 import org.jooq.exception.DataAccessException;
 
@@ -38,7 +45,8 @@ import org.jooq.exception.DataAccessException;
  * copy that arrives while the first runs waits for it up to {@link Builder#inFlightWait}, then is
  * answered from its outcome, or gets {@link Execution.InFlight}: do not acknowledge it; the broker
  * redelivers it later. An effect that throws rolls back the claim too, so a redelivery runs it
- * again.
+ * again. {@link #receiveAll} gives the same guarantees per message to a polled batch, in one
+ * transaction whose claims are one statement.
  *
  * <p>Does not guarantee: anything outside the transaction. An effect that calls a remote service
  * may call it again when its transaction rolls back (or the process dies before commit). A copy
@@ -149,6 +157,89 @@ public final class Inbox {
     Binds binds = binds(messageId);
     Query[] effect = Pipelined.checked(statements, "statements");
     return claims.execute(context.joined(callerTx, "message " + messageId), binds, Codec.none(), null, effect);
+  }
+
+  /**
+   * Applies the effect of each message of a batch (a consumer's poll) unless this consumer already
+   * did, all in one transaction: the ids of the whole batch are claimed in one statement (one round
+   * trip), then each new message's effect runs under a savepoint of its own. The same guarantees as
+   * {@link #receive(String, TxConsumer)}, per message: its effect commits once per id within the
+   * window, a copy's effect does not run, and an effect that throws rolls back its own writes and
+   * frees its id (its claim is gone when the batch commits), so a redelivery runs it again, while
+   * the other messages' effects commit.
+   *
+   * <pre>{@code
+   * Received<Record> r = billing.receiveAll(polled, Record::id, (tx, m) -> charge(tx, m));
+   * ack(r.applied()); ack(r.duplicates()); // done; r.failed() and r.inFlight() are redelivered
+   * }</pre>
+   *
+   * <p>An id repeated inside the batch applies once: its later occurrences share the first's fate
+   * (a duplicate once the first applied or was received before; failed or in flight with it). A
+   * message another copy of which is held uncommitted elsewhere is waited for (the claim of the
+   * batch waits at most {@link Builder#inFlightWait} for each such copy, and after one wait ran
+   * out the ids left are claimed answering at once); still held, it is reported in flight, nothing
+   * of it written. An id past its window is claimed again, as {@code receive} does. Joins the
+   * transaction open on this thread, under a savepoint (the batch commits or rolls back with it,
+   * and a failure of the batch itself undoes only the batch); else runs in a transaction of its
+   * own, run again within the retry budget on a serialization failure (the effects with it).
+   * Events are reported once per distinct id, as {@code receive} reports them: applied, replayed
+   * (with the age of the first receipt), in flight.
+   *
+   * <p>Does not guarantee: the order of effects beyond the batch's own (they run in the order of
+   * the list), or anything outside the transaction, as {@code receive}.
+   *
+   * @param messages the batch; an empty list does nothing (no round trip)
+   * @param messageId the id of a message, as the producer minted it (an outbox message's id, carried
+   *     as a header), never the broker's offset: a republished message gets a new offset
+   * @param effect what a new message does, with the batch's transaction
+   * @return each message in one of the outcome's lists, in the order of {@code messages}
+   * @throws IllegalArgumentException if an argument is null, or a message is null or its id invalid
+   *     (naming its position); nothing is written
+   * @throws IllegalStateException if called from the effect of one of the batch's ids on this thread
+   */
+  public <M> Received<M> receiveAll(List<M> messages, Function<? super M, String> messageId, BatchEffect<? super M> effect) {
+    Require.notNull(messages, "messages");
+    Require.notNull(messageId, "messageId");
+    Require.notNull(effect, "effect");
+    List<M> batch = new ArrayList<>(messages); // one snapshot of the list, checked and run
+    if (batch.isEmpty()) {
+      return new Received<>(List.of(), List.of(), List.of(), List.of());
+    }
+    // The distinct ids, in order of first occurrence; firstAt[i] is where message i's id first occurs.
+    Map<String, Integer> distinct = new LinkedHashMap<>();
+    int[] slot = new int[batch.size()];
+    for (int i = 0; i < batch.size(); i++) {
+      M message = batch.get(i);
+      if (message == null) {
+        throw new IllegalArgumentException("messages[" + i + "] must not be null (nothing was received)");
+      }
+      String id = IdempotencyKey.check("message id of messages[" + i + "]", messageId.apply(message));
+      Integer seen = distinct.putIfAbsent(id, distinct.size());
+      slot[i] = seen == null ? distinct.size() - 1 : seen;
+    }
+    String[] keys = distinct.keySet().toArray(new String[0]);
+    int[] first = new int[keys.length];
+    Arrays.fill(first, -1);
+    for (int i = slot.length - 1; i >= 0; i--) {
+      first[slot[i]] = i;
+    }
+    BatchClaims.Outcome[] outcomes = claims.batches().execute(consumer, keys, (tx, k) -> effect.apply(tx, batch.get(first[k])));
+    List<M> applied = new ArrayList<>();
+    List<M> duplicates = new ArrayList<>();
+    List<Received.Failure<M>> failed = new ArrayList<>();
+    List<M> inFlight = new ArrayList<>();
+    for (int i = 0; i < slot.length; i++) {
+      M message = batch.get(i);
+      BatchClaims.Outcome o = outcomes[slot[i]];
+      boolean repeat = first[slot[i]] != i;
+      switch (o.fate()) {
+        case APPLIED -> (repeat ? duplicates : applied).add(message);
+        case REPEAT -> duplicates.add(message);
+        case FAILED -> failed.add(new Received.Failure<>(message, o.error()));
+        case IN_FLIGHT -> inFlight.add(message);
+      }
+    }
+    return new Received<>(applied, duplicates, failed, inFlight);
   }
 
   /**

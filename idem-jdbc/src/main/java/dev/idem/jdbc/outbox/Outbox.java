@@ -52,6 +52,7 @@ public final class Outbox {
   private static final int MAX_CHANNEL_LENGTH = 63;
 
   private final Context idem;
+  private final OutboxLayout layout;
   private final boolean notifying;
   /** The {@code INSERT} of n messages at index n, rendered on first use; enqueue sits on the caller's hot path. */
   private final AtomicReferenceArray<String> insertByRows = new AtomicReferenceArray<>(MAX_ROWS_PER_INSERT + 1);
@@ -59,8 +60,9 @@ public final class Outbox {
   private final OutboxRedrive redrive;
   private volatile Outbox notifyingTwin;
 
-  private Outbox(Context idem, boolean notifying) {
+  private Outbox(Context idem, OutboxLayout layout, boolean notifying) {
     this.idem = idem;
+    this.layout = layout;
     this.notifying = notifying;
     insertByRows.set(1, renderInsert(1));
     this.redrive = new OutboxRedrive(idem);
@@ -69,6 +71,9 @@ public final class Outbox {
   /** {@code INSERT} of {@code rows} messages, each bound by {@link #bind}. */
   private String renderInsert(int rows) {
     DSLContext d = idem.dsl();
+    if (layout == OutboxLayout.DEBEZIUM) {
+      return renderInsertThenDelete(d, rows);
+    }
     Row6<UUID, String, String, byte[], String[], String[]> row = DSL.row(DSL.val((UUID) null, ID), DSL.val((String) null, TOPIC),
         DSL.val((String) null, AGGREGATE_KEY), DSL.val((byte[]) null, PAYLOAD), DSL.val((String[]) null, HEADER_NAMES),
         DSL.val((String[]) null, HEADER_VALUES));
@@ -77,6 +82,22 @@ public final class Outbox {
     // commit, once per transaction and channel however many messages (and rows) called it.
     Field<Object> notify = DSL.function("pg_notify", Object.class, DSL.inline(channel(idem.schema())), DSL.inline(""));
     return notifying ? d.render(insert.returningResult(notify)) : d.render(insert);
+  }
+
+  /**
+   * The {@link OutboxLayout#DEBEZIUM} layout's write: the rows, bound as {@link #bind} binds them,
+   * inserted into the events table and deleted again, by the ids bound once more as one array, in
+   * one round trip. The type is the message's "type" header ('' without one) and the headers a JSON
+   * object, both made by PostgreSQL from the header arrays.
+   */
+  private static String renderInsertThenDelete(DSLContext d, int rows) {
+    String table = d.render(EVENTS);
+    String row = "(?::uuid, ?::text, ?::text, ?::bytea, ?::text[], ?::text[])";
+    return "insert into " + table + " (id, aggregatetype, aggregateid, type, payload, headers)"
+        + " select m.id, m.topic, m.key, coalesce(m.vals[array_position(m.names, 'type')], ''), m.payload,"
+        + " jsonb_object(m.names, m.vals) from (values " + String.join(", ", Collections.nCopies(rows, row))
+        + ") as m (id, topic, key, payload, names, vals);\n"
+        + "delete from " + table + " where id = any(?::uuid[])";
   }
 
   private String insertSql(int rows) {
@@ -110,10 +131,23 @@ public final class Outbox {
 
   /** For {@code Idem.outbox()}: the way to get the outbox. Not an API. */
   public static Outbox of(Context idem) {
+    return of(idem, OutboxLayout.POLLED);
+  }
+
+  /** For {@code Idem.outbox()}: the outbox writing in {@code layout}. Not an API. */
+  public static Outbox of(Context idem, OutboxLayout layout) {
     if (idem == null) {
       throw new IllegalArgumentException("idem must not be null");
     }
-    return new Outbox(idem, false);
+    if (layout == null) {
+      throw new IllegalArgumentException("layout must not be null");
+    }
+    return new Outbox(idem, layout, false);
+  }
+
+  /** Where this outbox writes its messages. */
+  public OutboxLayout layout() {
+    return layout;
   }
 
   /**
@@ -124,12 +158,12 @@ public final class Outbox {
    * it, relays find new messages at their next poll.
    */
   public Outbox notifying() {
-    if (notifying) {
-      return this;
+    if (notifying || layout == OutboxLayout.DEBEZIUM) {
+      return this; // Debezium reads the write-ahead log as it is written: no relay to wake
     }
     Outbox twin = notifyingTwin;
     if (twin == null) {
-      notifyingTwin = twin = new Outbox(idem, true); // a race makes two equal twins, harmless
+      notifyingTwin = twin = new Outbox(idem, layout, true); // a race makes two equal twins, harmless
     }
     return twin;
   }
@@ -229,6 +263,9 @@ public final class Outbox {
       int p = 1;
       for (int i = from; i < to; i++) {
         p = bind(c, ps, p, ids[i], messages[i]);
+      }
+      if (layout == OutboxLayout.DEBEZIUM) {
+        ps.setArray(p, c.createArrayOf("uuid", java.util.Arrays.copyOfRange(ids, from, to)));
       }
       ps.execute();
     }

@@ -5,6 +5,7 @@ import static dev.idem.jdbc.internal.OutboxTable.*;
 import dev.idem.internal.Events;
 import dev.idem.internal.Failures;
 import dev.idem.internal.Require;
+import dev.idem.internal.Stopping;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
@@ -19,6 +20,7 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -204,18 +206,17 @@ public final class Relay implements AutoCloseable {
     }
     List<UUID> sent = new ArrayList<>(batch.size());
     List<Failure> failed = new ArrayList<>();
-    for (OutboxMessage m : batch) {
-      long started = System.nanoTime();
-      try {
-        publisher.publish(m);
+    long started = System.nanoTime();
+    List<Throwable> outcomes = publishAll(batch);
+    // Each message's publish time is the batch's: a batch publisher acknowledges them together.
+    Duration took = Duration.ofNanos(System.nanoTime() - started);
+    for (int i = 0; i < batch.size(); i++) {
+      OutboxMessage m = batch.get(i);
+      Throwable e = outcomes.get(i);
+      if (e == null) {
         sent.add(m.id());
-        Duration took = Duration.ofNanos(System.nanoTime() - started);
         afterCommit.add(() -> events.published(m.id(), m.topic(), m.attempt(), took));
-      } catch (Throwable e) {
-        // An Error from a publisher (an AssertionError, a serializer's StackOverflowError) is a
-        // failed publish like any other: escaping here would roll back the batch, republish the
-        // messages before it on every poll, and never park the poison message.
-        Failures.rethrowIfFatal(e);
+      } else {
         failed.add(new Failure(m, e, describe(e)));
       }
     }
@@ -234,6 +235,27 @@ public final class Relay implements AutoCloseable {
       }
     }
     return sent.size();
+  }
+
+  /**
+   * The publisher's outcome per message of {@code batch}; a publisher that throws, or answers for
+   * another number of messages, failed them all: nothing it did not acknowledge is marked sent.
+   */
+  private List<Throwable> publishAll(List<OutboxMessage> batch) {
+    List<Throwable> outcomes;
+    Throwable all;
+    try {
+      outcomes = publisher.publishAll(batch);
+      if (outcomes != null && outcomes.size() == batch.size()) {
+        return outcomes;
+      }
+      all = new IllegalStateException("the publisher's publishAll answered for "
+          + (outcomes == null ? "no list" : outcomes.size() + " messages") + " instead of the batch's " + batch.size());
+    } catch (Throwable e) {
+      Failures.rethrowIfFatal(e);
+      all = e;
+    }
+    return Collections.nCopies(batch.size(), all);
   }
 
   /** Whether this failure is the one that parks its message. */
@@ -596,18 +618,11 @@ public final class Relay implements AutoCloseable {
       wakeListeners();
     }
     // Most of the bound for the batch in progress to finish on its own; the rest for an interrupted
-    // publish to give up. The whole stays within shutdownTimeout, so a hung broker never holds an
-    // application's shutdown (and Kubernetes' grace period) longer than configured.
-    long total = shutdownTimeout.toMillis();
+    // publish to give up, within shutdownTimeout (and Kubernetes' grace period).
     try {
-      t.join(Math.max(1, total * 4 / 5));
-      if (t.isAlive()) {
-        t.interrupt();
-        t.join(Math.max(1, total / 5));
-        if (t.isAlive()) {
-          LOG.warn("relay closed while its batch in progress still runs (a publish ignores the interrupt);"
-              + " unmarked messages of that batch will be published again");
-        }
+      if (!Stopping.awaitEnd(t, shutdownTimeout, t::interrupt)) {
+        LOG.warn("relay closed while its batch in progress still runs (a publish ignores the interrupt);"
+            + " unmarked messages of that batch will be published again");
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

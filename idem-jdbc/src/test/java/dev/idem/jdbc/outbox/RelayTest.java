@@ -405,6 +405,89 @@ class RelayTest {
         + " AND last_error LIKE '%AssertionError: serializer bug%'")).isEqualTo(1);
   }
 
+  /** A batch publisher: acknowledges the messages {@code acked} says, fails the others, all in one call. */
+  static Publisher batchPublisher(List<UUID> published, java.util.function.Predicate<OutboxMessage> acked) {
+    return new Publisher() {
+      @Override
+      public void publish(OutboxMessage m) {
+        throw new AssertionError("the relay hands a batch to publishAll, never one message to publish");
+      }
+
+      @Override
+      public List<Throwable> publishAll(List<OutboxMessage> batch) {
+        List<Throwable> outcomes = new java.util.ArrayList<>();
+        for (OutboxMessage m : batch) {
+          if (acked.test(m)) {
+            published.add(m.id());
+            outcomes.add(null);
+          } else {
+            outcomes.add(new java.io.IOException("not acknowledged: " + new String(m.payload(), StandardCharsets.UTF_8)));
+          }
+        }
+        return outcomes;
+      }
+    };
+  }
+
+  @Test
+  void aBatchPublisherHasOnlyWhatItAcknowledgedMarkedSentAndTheRestBackedOffThenParked() throws Exception {
+    List<UUID> ids = new java.util.ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      ids.add(enqueue(msg(i % 2 == 0 ? "ack" : "nack")));
+    }
+    List<UUID> published = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(batchPublisher(published, m -> new String(m.payload(), StandardCharsets.UTF_8).equals("ack")))
+        .batchSize(10).maxAttempts(2).backoff(Duration.ofMillis(1), Duration.ofMillis(2)).build();
+
+    assertThat(relay.runOnce()).isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 1"
+        + " AND last_error = 'java.io.IOException: not acknowledged: nack'")).isEqualTo(3);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'") < 3) {
+      assertThat(System.nanoTime()).isLessThan(deadline);
+      relay.runOnce();
+      Thread.sleep(5);
+    }
+    assertThat(published).containsExactlyInAnyOrder(ids.get(0), ids.get(2), ids.get(4));
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND attempts = 2")).isEqualTo(3);
+  }
+
+  @Test
+  void aBatchPublisherThatThrowsOrAnswersForTooFewMessagesHasNothingMarkedSent() {
+    UUID a = enqueue(msg("a"));
+    UUID b = enqueue(msg("b"));
+    Publisher throwing = new Publisher() {
+      @Override
+      public void publish(OutboxMessage m) {}
+
+      @Override
+      public List<Throwable> publishAll(List<OutboxMessage> batch) throws Exception {
+        throw new java.io.IOException("broker gone");
+      }
+    };
+    assertThat(idem.relay(throwing).build().runOnce()).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 1"
+        + " AND last_error = 'java.io.IOException: broker gone'")).isEqualTo(2);
+
+    sql("UPDATE idem.idem_outbox SET next_attempt_at = now() - interval '1 second'");
+    Publisher short1 = new Publisher() {
+      @Override
+      public void publish(OutboxMessage m) {}
+
+      @Override
+      public List<Throwable> publishAll(List<OutboxMessage> batch) {
+        java.util.ArrayList<Throwable> one = new java.util.ArrayList<>();
+        one.add(null);
+        return one;
+      }
+    };
+    assertThat(idem.relay(short1).build().runOnce()).isZero();
+    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 2"
+        + " AND last_error LIKE '%publishAll answered for 1 messages instead of the batch''s 2%'")).isEqualTo(2);
+    assertThat(List.of(status(a), status(b))).containsOnly("P");
+  }
+
   /** Unbounded recursion, as a serializer meeting a cyclic object graph does. */
   static int recurse(int n) {
     return recurse(n + 1) + 1;

@@ -1,0 +1,379 @@
+package dev.idem.jdbc.claim;
+
+import dev.idem.jdbc.internal.Driver;
+import dev.idem.jdbc.internal.OwnTransaction;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.key.IdempotencyKey;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.jooq.DSLContext;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DSL;
+
+/**
+ * The claim protocol for a batch of keys of one scope (the inbox's {@code receiveAll}), on the
+ * engine's table and statements: every key claimed in one statement, then each claimed key's
+ * effect in the same transaction under a savepoint of its own. An effect that throws rolls back
+ * to its savepoint and its claim is deleted before the end, so its key is free again when the
+ * transaction commits; the others' effects and claims stay. A key with a row within its window is
+ * a repeat and its effect does not run; one past its window is claimed again; one another copy
+ * holds longer than the bound is in flight. Not an API.
+ *
+ * <p>Round trips: a batch of new keys costs one for the claims (with {@code BEGIN} when the
+ * transaction is idem's), one per claimed key besides its effect's (the savepoint that ends one
+ * effect and begins the next go together), and one to end (with the failed keys' deletion), then
+ * the commit. A batch of repeats costs the claim, the end and the commit, and writes nothing.
+ */
+public final class BatchClaims {
+  /** What became of one key of the batch. */
+  public enum Fate {
+    APPLIED, REPEAT, FAILED, IN_FLIGHT
+  }
+
+  /**
+   * One key's outcome.
+   *
+   * @param age for a repeat, how long ago the key was first received; else null
+   * @param error for a failed effect, what it threw; else null
+   */
+  public record Outcome(Fate fate, Duration age, Exception error) {
+    static final Outcome APPLIED = new Outcome(Fate.APPLIED, null, null);
+  }
+
+  /** The effect of the key at {@code index} of the batch, in the batch's transaction. */
+  @FunctionalInterface
+  public interface Effect {
+    void apply(Tx tx, int index) throws Exception;
+  }
+
+  /** Rounds of claim-and-read before giving up on rows that keep changing under the claim. */
+  private static final int MAX_CLAIM_ROUNDS = 10;
+  /** The whole call: what a joined call that fails rolls back to, so the caller's transaction goes on. */
+  private static final String BATCH = "idem_batch";
+  /** One claim statement: what a wait past the bound rolls back to, having written nothing. */
+  private static final String ROUND = "idem_claim_round";
+  /** One key's effect: what its failure rolls back to. */
+  private static final String MESSAGE = "idem_message";
+  private static final String NEXT_MESSAGE = "release savepoint " + MESSAGE + ";\nsavepoint " + MESSAGE;
+  private static final String NEXT_MESSAGE_AFTER_FAILURE = "rollback to savepoint " + MESSAGE + ";\n" + NEXT_MESSAGE;
+  private static final String ROUND_BACK = "rollback to savepoint " + ROUND + ";\nrelease savepoint " + ROUND;
+  private static final String BATCH_BACK = "rollback to savepoint " + BATCH + ";\nrelease savepoint " + BATCH;
+  private static final String BATCH_END = "release savepoint " + BATCH;
+
+  private final Claims claims;
+  /** [savepoint batch, savepoint round, claim batch, release round]: the rows at 2. */
+  private final Sql claimFirst;
+  /** [savepoint round, claim batch, release round]: the rows at 1; and its at-once form. */
+  private final Sql claimAgain;
+  private final Sql claimAtOnce;
+  private final Sql reclaim;
+  private final Sql reclaimAtOnce;
+  /** [unclaim, release batch], and after a failed last effect [rollback to it, unclaim, release batch]. */
+  private final Sql endUnclaiming;
+  private final Sql endUnclaimingAfterFailure;
+
+  BatchClaims(Claims claims) {
+    this.claims = claims;
+    ClaimTable table = claims.table;
+    DSLContext dsl = claims.context.dsl();
+    Sql savepointRound = command(dsl, "savepoint " + ROUND);
+    Sql releaseRound = command(dsl, "release savepoint " + ROUND);
+    this.claimFirst = Sql.join(command(dsl, "savepoint " + BATCH), savepointRound, table.claimBatch, releaseRound);
+    this.claimAgain = Sql.join(savepointRound, table.claimBatch, releaseRound);
+    this.claimAtOnce = Sql.join(savepointRound, table.claimBatchAtOnce, releaseRound);
+    this.reclaim = Sql.join(savepointRound, table.reclaimBatch, releaseRound);
+    this.reclaimAtOnce = Sql.join(savepointRound, table.reclaimBatchAtOnce, releaseRound);
+    this.endUnclaiming = Sql.join(table.unclaimBatch, command(dsl, BATCH_END));
+    this.endUnclaimingAfterFailure = Sql.join(command(dsl, "rollback to savepoint " + MESSAGE), table.unclaimBatch,
+        command(dsl, BATCH_END));
+  }
+
+  private static Sql command(DSLContext dsl, String sql) {
+    return Sql.of(dsl, DSL.query(sql));
+  }
+
+  /**
+   * Runs {@code effect} once for each of {@code keys} (distinct) of {@code scope} not received
+   * before: in the transaction open on this thread if there is one, under a savepoint, else in a
+   * transaction of its own under the retry budget. Reports the events once the outcome is decided
+   * (and, when the transaction is idem's, committed).
+   *
+   * @return the outcome of each key, in the order of {@code keys}
+   */
+  public Outcome[] execute(String scope, String[] keys, Effect effect) {
+    IdempotencyKey[] ids = new IdempotencyKey[keys.length];
+    for (int i = 0; i < keys.length; i++) {
+      ids[i] = IdempotencyKey.of(scope, keys[i]);
+      RunningKeys.refuseNested(claims.context, ids[i]);
+    }
+    long started = System.nanoTime();
+    Tx open = claims.context.current();
+    Outcome[] outcomes;
+    if (open != null) {
+      Driver.refuseUnjoinable(open.connection(), claims.name + " batch of " + keys.length + " messages");
+      outcomes = joined(open, scope, keys, ids, effect, started);
+    } else {
+      boolean[] ran = new boolean[1]; // whether an effect ran in the run that failed
+      outcomes = claims.context.owned(tx -> {
+        ran[0] = false;
+        return run(tx, scope, keys, ids, effect, started, ran);
+      }, () -> ran[0]);
+    }
+    for (int i = 0; i < outcomes.length; i++) {
+      Outcome o = outcomes[i];
+      switch (o.fate()) {
+        case APPLIED -> claims.events.applied(ids[i]);
+        case REPEAT -> claims.events.replayed(ids[i], o.age(), claims.window);
+        case IN_FLIGHT -> claims.events.inFlight(ids[i], claims.retryAfter);
+        case FAILED -> { } // the effect's failure is the caller's to report
+      }
+    }
+    return outcomes;
+  }
+
+  /** In the caller's transaction: whatever fails undoes all of the call (claims and effects), and the caller's transaction goes on. */
+  private Outcome[] joined(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started) {
+    boolean[] ran = new boolean[1];
+    Run run = new Run(tx, scope, keys, ids, started);
+    try {
+      return run.all(effect, ran);
+    } catch (Throwable t) {
+      if (run.savepointSent) {
+        try {
+          Driver.savepointCommand(tx.connection(), BATCH_BACK);
+        } catch (SQLException | RuntimeException e) {
+          t.addSuppressed(new DataAccessException(claims.name + ": could not roll back to the savepoint before the batch's"
+              + " claims, so your transaction may hold them or be aborted; roll it back: " + e.getMessage(), e));
+        }
+      }
+      throw t;
+    }
+  }
+
+  private Outcome[] run(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started, boolean[] ran) {
+    return new Run(tx, scope, keys, ids, started).all(effect, ran);
+  }
+
+  /** One run of a batch on one transaction. */
+  private final class Run {
+    final Tx tx;
+    final Connection c;
+    final String scope;
+    final String[] keys;
+    final IdempotencyKey[] ids;
+    final long started;
+    final Outcome[] outcomes;
+    final boolean[] claimed;
+    /** Whether the batch's savepoint may be set: its statement was sent. */
+    boolean savepointSent;
+
+    Run(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, long started) {
+      this.tx = tx;
+      this.c = tx.connection();
+      this.scope = scope;
+      this.keys = keys;
+      this.ids = ids;
+      this.started = started;
+      this.outcomes = new Outcome[keys.length];
+      this.claimed = new boolean[keys.length];
+    }
+
+    Outcome[] all(Effect effect, boolean[] ran) {
+      claim();
+      List<String> failed = new ArrayList<>();
+      boolean first = true;
+      boolean lastFailed = false;
+      for (int i = 0; i < keys.length; i++) {
+        if (!claimed[i]) {
+          continue;
+        }
+        // one round trip ends the previous effect's savepoint (rolled back if it failed) and sets this one's
+        command(first ? "savepoint " + MESSAGE : lastFailed ? NEXT_MESSAGE_AFTER_FAILURE : NEXT_MESSAGE);
+        first = false;
+        ran[0] = true;
+        Exception error = apply(effect, i);
+        lastFailed = error != null;
+        if (lastFailed) {
+          failed.add(keys[i]);
+          outcomes[i] = new Outcome(Fate.FAILED, null, error);
+        } else {
+          outcomes[i] = Outcome.APPLIED;
+        }
+      }
+      if (failed.isEmpty()) {
+        command(BATCH_END);
+      } else {
+        try (PreparedStatement ps = prepare(lastFailed ? endUnclaimingAfterFailure : endUnclaiming, failed.toArray(new String[0]))) {
+          ps.execute();
+        } catch (SQLException e) {
+          throw claims.failed(e);
+        }
+      }
+      return outcomes;
+    }
+
+    /** The effect of the key at {@code i}; what it threw, or null. */
+    private Exception apply(Effect effect, int i) {
+      try {
+        RunningKeys.run(claims.context, ids[i], t -> {
+          effect.apply(t, i);
+          return null;
+        }, tx);
+      } catch (Exception e) {
+        return e;
+      }
+      if (Driver.aborted(c)) {
+        // The effect caught an SQL error and returned: its part can only be rolled back.
+        return new DataAccessException(claims.name + ", message " + keys[i] + ": " + OwnTransaction.ABORTED_BY_CAUGHT_ERROR
+            + "; its part is rolled back, the rest of the batch goes on");
+      }
+      return null;
+    }
+
+    /**
+     * Claims every key, sets the outcome of those that are not this call's to run (repeats, in
+     * flight), and marks those that are in {@link #claimed}. The first round claims all keys in one
+     * statement, waiting up to the bound for copies in flight elsewhere; once a wait has run out,
+     * the keys left are claimed one by one, answering at once, so the call waits about the bound
+     * once, not once per key.
+     */
+    private void claim() {
+      List<Integer> pending = new ArrayList<>(keys.length);
+      for (int i = 0; i < keys.length; i++) {
+        pending.add(i);
+      }
+      boolean first = true;
+      boolean atOnce = false;
+      for (int round = 1; !pending.isEmpty(); round++) {
+        if (round > MAX_CLAIM_ROUNDS) {
+          throw new DataAccessException(claims.name + ": could not claim or read " + pending.size()
+              + " message ids of a batch in " + MAX_CLAIM_ROUNDS + " rounds: their rows kept changing");
+        }
+        List<Integer> next = new ArrayList<>();
+        if (atOnce) {
+          for (int i : pending) {
+            step(List.of(i), false, true, next);
+          }
+        } else if (!step(pending, first, false, next)) {
+          atOnce = true;
+        }
+        first = false;
+        pending = next;
+      }
+    }
+
+    /**
+     * One claim statement over the keys at {@code positions}, then the re-claim of those past their
+     * window; what neither settles goes to {@code next}. False if a wait ran out: the statement
+     * was rolled back, and its keys are in flight ({@code atOnce}) or in {@code next}.
+     */
+    private boolean step(List<Integer> positions, boolean first, boolean atOnce, List<Integer> next) {
+      ClaimRow[] rows;
+      try {
+        rows = claimRows(first ? claimFirst : atOnce ? claimAtOnce : claimAgain, first ? 2 : 1, keysAt(positions));
+      } catch (Busy waitedOut) {
+        return waitedOut(positions, atOnce, next);
+      }
+      List<Integer> expired = new ArrayList<>();
+      for (int j = 0; j < rows.length; j++) {
+        ClaimRow row = rows[j];
+        int i = positions.get(j);
+        if (row == null) {
+          next.add(i); // the claim waited for another copy's, which committed: read it in a new statement
+        } else if (row.claimed()) {
+          claimed[i] = true;
+        } else if (row.expirable()) {
+          expired.add(i);
+        } else {
+          outcomes[i] = new Outcome(Fate.REPEAT, row.age(), null);
+        }
+      }
+      if (expired.isEmpty()) {
+        return true;
+      }
+      List<String> reclaimed;
+      try {
+        reclaimed = reclaimed(atOnce ? reclaimAtOnce : reclaim, keysAt(expired));
+      } catch (Busy waitedOut) {
+        return waitedOut(expired, atOnce, next);
+      }
+      for (int i : expired) {
+        if (reclaimed.contains(keys[i])) {
+          claimed[i] = true;
+        } else {
+          next.add(i); // another copy re-claimed it first: read it in a new statement
+        }
+      }
+      return true;
+    }
+
+    private boolean waitedOut(List<Integer> positions, boolean atOnce, List<Integer> next) {
+      command(ROUND_BACK);
+      if (atOnce) {
+        for (int i : positions) {
+          outcomes[i] = new Outcome(Fate.IN_FLIGHT, null, null);
+        }
+      } else {
+        next.addAll(positions);
+      }
+      return false;
+    }
+
+    private String[] keysAt(List<Integer> positions) {
+      String[] out = new String[positions.size()];
+      for (int j = 0; j < out.length; j++) {
+        out[j] = keys[positions.get(j)];
+      }
+      return out;
+    }
+
+    /** A claim statement's row for each of {@code batch}, in its order (null where it neither claimed nor saw one). */
+    private ClaimRow[] claimRows(Sql sql, int index, String[] batch) {
+      ClaimRow[] rows = new ClaimRow[batch.length];
+      try (PreparedStatement ps = prepare(sql, batch)) {
+        savepointSent |= sql == claimFirst;
+        try (ResultSet rs = Sql.resultAt(ps, index)) {
+          while (rs.next()) {
+            rows[rs.getInt(10) - 1] = ClaimRow.at(rs, started);
+          }
+        }
+      } catch (SQLException e) {
+        throw claims.claimFailed(e);
+      }
+      return rows;
+    }
+
+    /** The keys of {@code batch} a re-claim took. */
+    private List<String> reclaimed(Sql sql, String[] batch) {
+      try (PreparedStatement ps = prepare(sql, batch); ResultSet rs = Sql.resultAt(ps, 1)) {
+        Array taken = rs.next() ? rs.getArray(1) : null;
+        return taken == null ? List.of() : Arrays.asList((String[]) taken.getArray());
+      } catch (SQLException e) {
+        throw claims.claimFailed(e);
+      }
+    }
+
+    private PreparedStatement prepare(Sql sql, String[] batch) throws SQLException {
+      return sql.prepare(c, name -> switch (name) {
+        case "scope" -> scope;
+        case "keys" -> batch;
+        default -> throw new IllegalStateException("no value for parameter " + name);
+      });
+    }
+
+    private void command(String sql) {
+      try {
+        Driver.savepointCommand(c, sql);
+      } catch (SQLException e) {
+        throw claims.failed(e);
+      }
+    }
+  }
+}

@@ -1,0 +1,103 @@
+package dev.idem.jdbc.outbox;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.TestIdem;
+import dev.idem.testing.TestDatabase;
+import java.nio.charset.StandardCharsets;
+import java.sql.ResultSet;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link OutboxLayout#DEBEZIUM}: the same enqueue calls write each message into {@code
+ * idem_outbox_events} and delete it in the same transaction (what Debezium reads is the write-ahead
+ * log; idem-debezium's test reads it through Debezium). Here, the rows the transaction wrote,
+ * as the transaction itself sees them before it deletes them and as PostgreSQL counts them.
+ */
+class OutboxEventsLayoutTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+
+  @BeforeAll
+  static void start() {
+    TestIdem fixture = TestIdem.start("outbox_events", 4, b -> b.outboxLayout(OutboxLayout.DEBEZIUM));
+    db = fixture.db();
+    ds = fixture.ds();
+    idem = fixture.idem();
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  /** One row as the router reads it. */
+  record Event(UUID id, String aggregatetype, String aggregateid, String type, String payload, String headers) {}
+
+  @Test
+  void eachMessageIsInsertedInTheRoutersShapeAndDeletedInTheSameTransaction() throws java.sql.SQLException {
+    List<UUID> ids = new ArrayList<>();
+    List<Event> seen = new ArrayList<>();
+    long[] insertedDeleted = idem.inTransaction(tx -> {
+      // a trigger keeps a copy of what the insert wrote, before the delete: the row as Debezium decodes it
+      tx.dsl().execute("CREATE TEMP TABLE seen (LIKE idem.idem_outbox_events) ON COMMIT DROP");
+      tx.dsl().execute("CREATE FUNCTION pg_temp.keep() RETURNS trigger LANGUAGE plpgsql AS"
+          + " $$ BEGIN INSERT INTO seen SELECT NEW.*; RETURN NEW; END $$");
+      tx.dsl().execute("CREATE TRIGGER keep AFTER INSERT ON idem.idem_outbox_events FOR EACH ROW EXECUTE FUNCTION pg_temp.keep()");
+      ids.add(idem.outbox().enqueue(NewMessage.of("orders", bytes("one")).withAggregateKey("order-1")
+          .withHeader("type", "OrderPlaced").withHeader("trace", "t-1")));
+      List<NewMessage> many = new ArrayList<>();
+      for (int i = 0; i < 40; i++) { // more than one INSERT's worth of rows
+        many.add(NewMessage.of("audit", bytes("m-" + i)));
+      }
+      ids.addAll(idem.outbox().enqueueAll(many));
+      assertThat(tx.dsl().fetchCount(tx.dsl().selectFrom("idem.idem_outbox_events"))).as("deleted at once").isZero();
+      try (ResultSet rs = tx.connection().createStatement().executeQuery(
+          "SELECT id, aggregatetype, aggregateid, type, convert_from(payload, 'UTF8'), headers::text FROM seen")) {
+        while (rs.next()) {
+          seen.add(new Event(rs.getObject(1, UUID.class), rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5),
+              rs.getString(6)));
+        }
+      }
+      tx.dsl().execute("DROP TRIGGER keep ON idem.idem_outbox_events");
+      try (ResultSet rs = tx.connection().createStatement().executeQuery(
+          "SELECT n_tup_ins, n_tup_del FROM pg_stat_xact_user_tables WHERE relname = 'idem_outbox_events'")) {
+        rs.next();
+        return new long[] {rs.getLong(1), rs.getLong(2)};
+      }
+    });
+    assertThat(insertedDeleted).containsExactly(41, 41);
+    assertThat(seen).hasSize(41);
+    assertThat(seen.get(0)).isEqualTo(new Event(ids.get(0), "orders", "order-1", "OrderPlaced", "one",
+        "{\"type\": \"OrderPlaced\", \"trace\": \"t-1\"}"));
+    assertThat(seen.get(1)).isEqualTo(new Event(ids.get(1), "audit", null, "", "m-0", "{}"));
+    assertThat(seen).extracting(Event::id).containsExactlyElementsOf(ids);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox_events")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).as("nothing for the polling relay").isZero();
+    assertThat(idem.outbox().layout()).isEqualTo(OutboxLayout.DEBEZIUM);
+    assertThat(idem.outbox().notifying()).isSameAs(idem.outbox());
+  }
+
+  @Test
+  void theSameRulesAsThePolledLayout() {
+    assertThatThrownBy(() -> idem.outbox().enqueue(NewMessage.of("orders", bytes("x")))).isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("no transaction");
+    assertThatThrownBy(() -> Idem.builder(ds).outboxLayout(null).build()).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("outboxLayout");
+    assertThat(Idem.builder(ds).build().outbox().layout()).isEqualTo(OutboxLayout.POLLED);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox_events")).isZero();
+  }
+
+  private static byte[] bytes(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
+  }
+}

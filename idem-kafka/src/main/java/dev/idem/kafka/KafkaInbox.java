@@ -1,0 +1,644 @@
+package dev.idem.kafka;
+
+import dev.idem.internal.Failures;
+import dev.idem.internal.Require;
+import dev.idem.internal.Stopping;
+import dev.idem.jdbc.inbox.BatchEffect;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.inbox.Received;
+import dev.idem.key.IdempotencyKey;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ThreadFactory;
+import org.apache.kafka.clients.consumer.CloseOptions;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.InterruptException;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Consumes Kafka topics through an {@link Inbox}: polls a batch, applies it with {@link
+ * Inbox#receiveAll} keyed by the message id each record carries in a header (the outbox id {@link
+ * KafkaPublisher} writes), and commits the offsets only after the database transaction committed.
+ *
+ * <pre>{@code
+ * Inbox billing = idem.inbox("billing").build();
+ * try (KafkaInbox consumer = KafkaInbox.builder(billing, (tx, record) -> charge(tx, record.value()))
+ *     .bootstrapServers("broker:9092").groupId("billing").topics("orders")
+ *     .deadLetterTopic("orders.dead").build()) {
+ *   consumer.start();
+ *   ...
+ * }
+ * }</pre>
+ *
+ * <p>Guarantees, per message id: its effect commits once (within the inbox's window), however
+ * often the record is delivered: after a consumer crash between the database commit and the offset
+ * commit, after a rebalance, after a republish that wrote a second record with the same id at
+ * another offset. The offsets committed are, per partition, those past the records whose outcome
+ * is settled (applied, a duplicate, or kept as a dead letter); a record that failed or whose copy
+ * is in flight elsewhere is not committed past, and the consumer seeks back to it so it is
+ * delivered again (the records after it in its partition come again too, as duplicates). Offsets
+ * are committed only for partitions this consumer still owns. A rebalance happens only inside a
+ * poll, between batches: a batch is always finished (effects and offsets) before its partitions
+ * can be revoked, so a revoked partition's new owner starts where this one committed.
+ *
+ * <p>A record whose effect fails is tried again in later polls, after {@link Builder#retryBackoff},
+ * and after {@link Builder#maxAttempts} failures in a row it goes to the {@link DeadLetters} and is
+ * committed past. The attempts are counted in this consumer's memory, per record: they start again
+ * from zero when the process restarts or the partition moves to another consumer, so a poison
+ * record is tried up to {@code maxAttempts} times by each consumer that owns its partition. A
+ * record without a usable id goes to the dead letters at once ({@link WithoutId#DEAD_LETTER}, the
+ * default) or gets its position as id ({@link WithoutId#POSITION}).
+ *
+ * <p>Does not guarantee: the order of effects across partitions; the order within a partition
+ * once a record failed (the records after it that applied stay applied while it is retried); an
+ * effect outside the database transaction (an HTTP call) runs at most once per delivery, not once.
+ * A record arriving after its id's window expired applies again, as for {@link Inbox}.
+ *
+ * <p>One background thread per {@link #start()}, which owns the Kafka consumer; {@link #close()}
+ * stops it within {@link Builder#closeTimeout}.
+ */
+public final class KafkaInbox implements AutoCloseable {
+  /** What to do with a record that carries no usable message id. */
+  public enum WithoutId {
+    /** Give it to the {@link DeadLetters} with a {@link MissingIdException}; the default. */
+    DEAD_LETTER,
+    /**
+     * Use its position, {@code topic-partition@offset}, as its id. Only for producers that never
+     * write a message twice: a republished copy is at another offset, so its effect runs again.
+     */
+    POSITION
+  }
+
+  /** The longest {@linkplain Builder#pollTimeout poll timeout} and {@linkplain Builder#retryBackoff retry back-off}: one minute. */
+  public static final Duration MAX_POLL_TIMEOUT = Duration.ofMinutes(1);
+  /** The longest {@linkplain Builder#commitTimeout commit} and {@linkplain Builder#closeTimeout close} timeouts: ten minutes. */
+  public static final Duration MAX_TIMEOUT = Duration.ofMinutes(10);
+  /** The most {@linkplain Builder#maxAttempts attempts} and {@linkplain Builder#maxPollRecords records per poll}. */
+  public static final int MAX_ATTEMPTS = 1000;
+  public static final int MAX_POLL_RECORDS = 10_000;
+
+  /** Consumer settings this loop decides; a {@link Builder#config} of one of them is refused. */
+  private static final Set<String> OWN_SETTINGS = Set.of(
+      ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
+      ConsumerConfig.GROUP_ID_CONFIG,
+      ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG,
+      ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG,
+      ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG,
+      ConsumerConfig.MAX_POLL_RECORDS_CONFIG);
+
+  private static final Logger LOG = LoggerFactory.getLogger("dev.idem.kafka");
+
+  private final Inbox inbox;
+  private final BatchEffect<? super ConsumerRecord<byte[], byte[]>> effect;
+  private final Map<String, Object> config;
+  private final List<String> topics;
+  private final String idHeader;
+  private final WithoutId withoutId;
+  private final int maxAttempts;
+  /** The user's dead letters, or null for {@link #deadLetterTopic}. */
+  private final DeadLetters givenDeadLetters;
+  private final String deadLetterTopic;
+  /** For the dead-letter topic's producer, made per {@link #start()}: the user's settings a producer knows. */
+  private final Map<String, Object> producerConfig;
+  private final Duration pollTimeout;
+  private final Duration retryBackoff;
+  private final Duration commitTimeout;
+  private final Duration closeTimeout;
+  private final ThreadFactory threads;
+
+  /** Failed attempts per record not yet settled, by partition and offset; the loop thread's only. */
+  private final Map<TopicPartition, Map<Long, Integer>> attempts = new HashMap<>();
+  /** Where this run's records given up on go; the loop thread's only. */
+  private DeadLetters deadLetters;
+  private final Object wake = new Object();
+  private Thread loop;
+  private volatile boolean running;
+  private volatile KafkaConsumer<byte[], byte[]> consumer;
+
+  private KafkaInbox(Builder b) {
+    this.inbox = b.inbox;
+    this.effect = b.effect;
+    Map<String, Object> c = new HashMap<>(b.config);
+    // Read from the start when the group has no offset yet: messages relayed before the consumer
+    // first ran are not skipped. A user's setting wins.
+    c.putIfAbsent(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    c.putIfAbsent(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, b.bootstrapServers);
+    c.put(ConsumerConfig.GROUP_ID_CONFIG, b.groupId);
+    c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+    c.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, b.maxPollRecords);
+    this.config = Map.copyOf(c);
+    this.topics = List.copyOf(b.topics);
+    this.idHeader = b.idHeader;
+    this.withoutId = b.withoutId;
+    this.maxAttempts = b.maxAttempts;
+    this.givenDeadLetters = b.deadLetters;
+    this.deadLetterTopic = b.deadLetterTopic;
+    Map<String, Object> p = new HashMap<>(b.config);
+    p.keySet().retainAll(ProducerConfig.configNames()); // security and client settings shared with the consumer
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, b.bootstrapServers);
+    p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+    p.put(ProducerConfig.ACKS_CONFIG, "all");
+    this.producerConfig = Map.copyOf(p);
+    this.pollTimeout = b.pollTimeout;
+    this.retryBackoff = b.retryBackoff;
+    this.commitTimeout = b.commitTimeout;
+    this.closeTimeout = b.closeTimeout;
+    this.threads = b.threads;
+  }
+
+  /**
+   * Starts configuring a consumer that applies {@code effect} to each new record through {@code
+   * inbox}, in the inbox's transaction.
+   */
+  public static Builder builder(Inbox inbox, BatchEffect<? super ConsumerRecord<byte[], byte[]>> effect) {
+    return new Builder(inbox, effect);
+  }
+
+  /** A record's place, {@code topic-partition@offset}: the id under {@link WithoutId#POSITION}, and the dead-letter origin. */
+  static String position(ConsumerRecord<?, ?> r) {
+    return r.topic() + "-" + r.partition() + "@" + r.offset();
+  }
+
+  /**
+   * Joins the group and starts consuming on a thread of the {@linkplain Builder#threadFactory thread
+   * factory}.
+   *
+   * @throws IllegalStateException if already running
+   * @throws KafkaException if Kafka refuses the consumer's settings
+   */
+  public synchronized void start() {
+    if (loop != null && loop.isAlive()) {
+      throw new IllegalStateException("consumer already started (or its previous loop has not ended yet)");
+    }
+    KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+    KafkaProducer<byte[], byte[]> p = deadLetterTopic == null ? null
+        : new KafkaProducer<>(producerConfig, new ByteArraySerializer(), new ByteArraySerializer());
+    c.subscribe(topics, new Rebalance());
+    Thread t = threads.newThread(() -> run(c, p));
+    if (t == null) {
+      c.close(CloseOptions.timeout(Duration.ZERO));
+      if (p != null) {
+        p.close(Duration.ZERO);
+      }
+      throw new IllegalStateException("the consumer's thread factory returned no thread");
+    }
+    consumer = c;
+    running = true;
+    loop = t;
+    t.start();
+  }
+
+  /** Whether the loop runs: started, not closed, its thread alive. */
+  public synchronized boolean isRunning() {
+    return running && loop != null && loop.isAlive();
+  }
+
+  /** The loop of one {@link #start()}: owns {@code c} and the dead-letter producer {@code p} (or null), and closes them. */
+  private void run(KafkaConsumer<byte[], byte[]> c, KafkaProducer<byte[], byte[]> p) {
+    deadLetters = p == null ? givenDeadLetters : DeadLetters.toTopic(p, deadLetterTopic, commitTimeout);
+    try {
+      while (running) {
+        try {
+          ConsumerRecords<byte[], byte[]> records = c.poll(pollTimeout);
+          if (!records.isEmpty() && !applyOrRewind(c, records)) {
+            pause(retryBackoff);
+          }
+        } catch (WakeupException | InterruptException e) {
+          break; // close()
+        } catch (RuntimeException | Error e) {
+          Failures.rethrowIfFatal(e);
+          LOG.warn("Kafka consumer loop failed; polling again in " + retryBackoff, e);
+          pause(retryBackoff);
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } finally {
+      attempts.clear();
+      try {
+        // Leaves the group at once, so its partitions move without waiting for the session timeout.
+        c.close(CloseOptions.timeout(closeTimeout.dividedBy(10)));
+      } catch (RuntimeException e) {
+        LOG.warn("could not close the Kafka consumer cleanly", e);
+      }
+      if (p != null) {
+        p.close(closeTimeout.dividedBy(10));
+      }
+    }
+  }
+
+  /**
+   * {@link #apply}, and if it fails unexpectedly, a seek back to the batch's first records: the
+   * consumer's position is past them since the poll, and without the seek the next poll would skip
+   * whatever of them is not settled.
+   */
+  private boolean applyOrRewind(KafkaConsumer<byte[], byte[]> c, ConsumerRecords<byte[], byte[]> records) {
+    try {
+      return apply(c, records);
+    } catch (WakeupException | InterruptException e) {
+      throw e; // closing: the next owner starts from the last commit
+    } catch (RuntimeException | Error e) {
+      Failures.rethrowIfFatal(e);
+      commitAndRewind(c, records, Collections.newSetFromMap(new IdentityHashMap<>()));
+      throw e;
+    }
+  }
+
+  /**
+   * Applies one poll's records and commits past the settled ones.
+   *
+   * @return whether every record is settled (else the loop waits the retry back-off)
+   */
+  private boolean apply(KafkaConsumer<byte[], byte[]> c, ConsumerRecords<byte[], byte[]> records) {
+    Map<ConsumerRecord<byte[], byte[]>, String> ids = new IdentityHashMap<>();
+    List<ConsumerRecord<byte[], byte[]>> withId = new ArrayList<>(records.count());
+    // in the order of the poll, so dead letters keep the order of their partition
+    List<Map.Entry<ConsumerRecord<byte[], byte[]>, String>> unusable = new ArrayList<>();
+    for (ConsumerRecord<byte[], byte[]> r : records) {
+      String problem = idOf(r, ids);
+      if (problem == null) {
+        withId.add(r);
+      } else {
+        unusable.add(Map.entry(r, problem));
+      }
+    }
+    Received<ConsumerRecord<byte[], byte[]>> received;
+    try {
+      received = inbox.receiveAll(withId, ids::get, effect);
+    } catch (RuntimeException e) {
+      // The batch's transaction failed as a whole (a lost database): nothing of it committed, so
+      // every record comes again.
+      LOG.warn("the inbox could not apply a batch of " + records.count() + " records; they are polled again in " + retryBackoff, e);
+      commitAndRewind(c, records, Collections.newSetFromMap(new IdentityHashMap<>()));
+      return false;
+    }
+    Set<ConsumerRecord<byte[], byte[]>> settled = Collections.newSetFromMap(new IdentityHashMap<>());
+    settled.addAll(received.applied());
+    settled.addAll(received.duplicates());
+    for (Received.Failure<ConsumerRecord<byte[], byte[]>> f : received.failed()) {
+      ConsumerRecord<byte[], byte[]> r = f.message();
+      int n = attempts.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), tp -> new HashMap<>())
+          .merge(r.offset(), 1, Integer::sum);
+      if (n >= maxAttempts) {
+        if (deadLetter(r, f.error(), "its effect failed " + n + " times")) {
+          settled.add(r);
+        }
+      } else {
+        LOG.warn("the effect of record " + position(r) + " (id " + ids.get(r) + ") failed, attempt " + n + " of "
+            + maxAttempts + "; it is delivered again", f.error());
+      }
+    }
+    for (Map.Entry<ConsumerRecord<byte[], byte[]>, String> u : unusable) {
+      if (deadLetter(u.getKey(), new MissingIdException(u.getValue()), u.getValue())) {
+        settled.add(u.getKey());
+      }
+    }
+    commitAndRewind(c, records, settled);
+    return settled.size() == records.count();
+  }
+
+  /** Puts {@code r} in {@code ids} and returns null, or says why it has no usable id. */
+  private String idOf(ConsumerRecord<byte[], byte[]> r, Map<ConsumerRecord<byte[], byte[]>, String> ids) {
+    Header h = r.headers().lastHeader(idHeader);
+    String id = h == null || h.value() == null ? null : new String(h.value(), StandardCharsets.UTF_8);
+    String problem;
+    if (id == null) {
+      problem = "record " + position(r) + " has no '" + idHeader + "' header";
+    } else {
+      try {
+        ids.put(r, IdempotencyKey.check("the '" + idHeader + "' header of record " + position(r), id));
+        return null;
+      } catch (IllegalArgumentException e) {
+        problem = e.getMessage();
+      }
+    }
+    if (withoutId == WithoutId.POSITION) {
+      ids.put(r, position(r));
+      return null;
+    }
+    return problem;
+  }
+
+  /** Gives {@code r} to the dead letters; whether they kept it. */
+  private boolean deadLetter(ConsumerRecord<byte[], byte[]> r, Exception reason, String why) {
+    try {
+      deadLetters.keep(r, reason);
+      LOG.warn("record " + position(r) + " went to the dead letters: " + why, reason);
+      return true;
+    } catch (Exception e) {
+      LOG.warn("could not keep record " + position(r) + " as a dead letter (" + why + "); it is delivered again", e);
+      return false;
+    }
+  }
+
+  /**
+   * Commits, per partition still owned, the offset past the records settled in a row from the
+   * batch's start, and seeks back to the first one not settled so it is polled again.
+   */
+  private void commitAndRewind(KafkaConsumer<byte[], byte[]> c, ConsumerRecords<byte[], byte[]> records,
+      Set<ConsumerRecord<byte[], byte[]>> settled) {
+    Set<TopicPartition> owned = c.assignment();
+    Map<TopicPartition, OffsetAndMetadata> commits = new HashMap<>();
+    for (TopicPartition tp : records.partitions()) {
+      if (!owned.contains(tp)) {
+        attempts.remove(tp);
+        continue; // its new owner starts from the last commit; never commit for it
+      }
+      List<ConsumerRecord<byte[], byte[]>> rs = records.records(tp);
+      long next = rs.get(rs.size() - 1).offset() + 1;
+      for (ConsumerRecord<byte[], byte[]> r : rs) {
+        if (!settled.contains(r)) {
+          next = r.offset();
+          break;
+        }
+      }
+      if (next > rs.get(0).offset()) {
+        commits.put(tp, new OffsetAndMetadata(next));
+      }
+      if (next <= rs.get(rs.size() - 1).offset()) {
+        c.seek(tp, next);
+      }
+      Map<Long, Integer> counted = attempts.get(tp);
+      if (counted != null) {
+        long past = next;
+        counted.keySet().removeIf(offset -> offset < past);
+      }
+    }
+    if (commits.isEmpty()) {
+      return;
+    }
+    try {
+      c.commitSync(commits, commitTimeout);
+    } catch (WakeupException | InterruptException e) {
+      throw e;
+    } catch (KafkaException e) {
+      // The effects are committed; the records come again (to this consumer or a partition's new
+      // owner) and the inbox answers them as duplicates.
+      LOG.warn("could not commit offsets " + commits + "; those records are delivered again as duplicates", e);
+    }
+  }
+
+  private void pause(Duration d) throws InterruptedException {
+    synchronized (wake) {
+      if (running) {
+        wake.wait(Math.max(1, d.toMillis()));
+      }
+    }
+  }
+
+  /** Runs inside the loop's poll, on its thread: between batches, never during one. */
+  private final class Rebalance implements ConsumerRebalanceListener {
+    @Override
+    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+      // Every batch commits (or rewinds) before the next poll, so nothing is in progress here;
+      // the attempts counted for these partitions are not this consumer's to keep.
+      attempts.keySet().removeAll(partitions);
+    }
+
+    @Override
+    public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
+
+    @Override
+    public void onPartitionsLost(Collection<TopicPartition> partitions) {
+      attempts.keySet().removeAll(partitions);
+    }
+  }
+
+  /**
+   * Stops the loop: the batch in progress finishes (its effects and offsets commit), the consumer
+   * leaves its group, and the dead-letter producer this consumer made is closed; {@link #start()}
+   * may run it again. Waits at most the
+   * {@linkplain Builder#closeTimeout close timeout}: four fifths for the loop to end on its own, then
+   * wakes the consumer and interrupts the thread; a batch cut short there commits nothing of its
+   * offsets, and its records come again as duplicates. Idempotent.
+   */
+  @Override
+  public void close() {
+    Thread t;
+    synchronized (this) {
+      t = loop;
+      running = false;
+    }
+    if (t != null) {
+      synchronized (wake) {
+        wake.notifyAll();
+      }
+      try {
+        boolean ended = Stopping.awaitEnd(t, closeTimeout, () -> {
+          KafkaConsumer<byte[], byte[]> c = consumer;
+          if (c != null) {
+            c.wakeup();
+          }
+          t.interrupt();
+        });
+        if (!ended) {
+          LOG.warn("Kafka consumer loop still runs after the close timeout " + closeTimeout + " (an effect ignores the interrupt)");
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private static final ThreadFactory DAEMON = r -> {
+    Thread t = new Thread(r, "idem-kafka-inbox");
+    t.setDaemon(true);
+    return t;
+  };
+
+  /** Configures a {@link KafkaInbox}; validated in {@link #build()}. */
+  public static final class Builder {
+    private final Inbox inbox;
+    private final BatchEffect<? super ConsumerRecord<byte[], byte[]>> effect;
+    private final Map<String, Object> config = new HashMap<>();
+    private String bootstrapServers;
+    private String groupId;
+    private List<String> topics = List.of();
+    private String idHeader = KafkaPublisher.DEFAULT_ID_HEADER;
+    private WithoutId withoutId = WithoutId.DEAD_LETTER;
+    private int maxAttempts = 5;
+    private DeadLetters deadLetters;
+    private String deadLetterTopic;
+    private Duration pollTimeout = Duration.ofMillis(500);
+    private Duration retryBackoff = Duration.ofSeconds(1);
+    private Duration commitTimeout = Duration.ofSeconds(10);
+    private Duration closeTimeout = Duration.ofSeconds(10);
+    private int maxPollRecords = 500;
+    private ThreadFactory threads = DAEMON;
+
+    private Builder(Inbox inbox, BatchEffect<? super ConsumerRecord<byte[], byte[]>> effect) {
+      this.inbox = Require.notNull(inbox, "inbox");
+      this.effect = Require.notNull(effect, "effect");
+    }
+
+    /** The Kafka cluster, {@code host:port,...}; required. */
+    public Builder bootstrapServers(String bootstrapServers) {
+      this.bootstrapServers = Require.notBlank(bootstrapServers, "bootstrapServers");
+      return this;
+    }
+
+    /** The consumer group, whose members share the topics' partitions; required. */
+    public Builder groupId(String groupId) {
+      this.groupId = Require.notBlank(groupId, "groupId");
+      return this;
+    }
+
+    /** The topics to consume; at least one. */
+    public Builder topics(String... topics) {
+      Require.notNull(topics, "topics");
+      List<String> list = new ArrayList<>();
+      for (int i = 0; i < topics.length; i++) {
+        list.add(Require.notBlank(topics[i], "topics[" + i + "]"));
+      }
+      this.topics = list;
+      return this;
+    }
+
+    /** The record header carrying the message id; default {@value KafkaPublisher#DEFAULT_ID_HEADER}, as {@link KafkaPublisher} writes it. */
+    public Builder idHeader(String idHeader) {
+      this.idHeader = Require.notBlank(idHeader, "idHeader");
+      return this;
+    }
+
+    /** What a record without a usable id gets; default {@link WithoutId#DEAD_LETTER}. */
+    public Builder withoutId(WithoutId withoutId) {
+      this.withoutId = Require.notNull(withoutId, "withoutId");
+      return this;
+    }
+
+    /** Failures of a record's effect in a row, in this consumer, after which it goes to the dead letters; default 5, at most {@value KafkaInbox#MAX_ATTEMPTS}. */
+    public Builder maxAttempts(int maxAttempts) {
+      this.maxAttempts = maxAttempts;
+      return this;
+    }
+
+    /** Where records given up on go; this or {@link #deadLetterTopic} is required. */
+    public Builder deadLetters(DeadLetters deadLetters) {
+      this.deadLetters = Require.notNull(deadLetters, "deadLetters");
+      this.deadLetterTopic = null;
+      return this;
+    }
+
+    /**
+     * Records given up on go to {@code topic} of the same cluster ({@link DeadLetters#toTopic}),
+     * through an idempotent producer ({@code acks=all}) this consumer makes and closes.
+     */
+    public Builder deadLetterTopic(String topic) {
+      this.deadLetterTopic = Require.notBlank(topic, "deadLetterTopic");
+      this.deadLetters = null;
+      return this;
+    }
+
+    /** The longest one poll waits for records; default 500 ms, at most {@link KafkaInbox#MAX_POLL_TIMEOUT}. */
+    public Builder pollTimeout(Duration pollTimeout) {
+      this.pollTimeout = pollTimeout;
+      return this;
+    }
+
+    /** The wait after a batch that left records to deliver again (failed, in flight); default 1 s, at most {@link KafkaInbox#MAX_POLL_TIMEOUT}. */
+    public Builder retryBackoff(Duration retryBackoff) {
+      this.retryBackoff = retryBackoff;
+      return this;
+    }
+
+    /** The longest an offset commit waits; default 10 s, at most {@link KafkaInbox#MAX_TIMEOUT}. */
+    public Builder commitTimeout(Duration commitTimeout) {
+      this.commitTimeout = commitTimeout;
+      return this;
+    }
+
+    /** The longest {@link KafkaInbox#close()} waits; default 10 s, at most {@link KafkaInbox#MAX_TIMEOUT}. */
+    public Builder closeTimeout(Duration closeTimeout) {
+      this.closeTimeout = closeTimeout;
+      return this;
+    }
+
+    /** The most records per poll, that is per inbox batch; default 500, at most {@value KafkaInbox#MAX_POLL_RECORDS}. */
+    public Builder maxPollRecords(int maxPollRecords) {
+      this.maxPollRecords = maxPollRecords;
+      return this;
+    }
+
+    /**
+     * Any other consumer setting (security, session timeout, {@code auto.offset.reset}, which
+     * defaults to {@code earliest} here...). Refused: bootstrap servers, group id, auto commit,
+     * deserializers and max poll records, which have their own methods or are decided here.
+     */
+    public Builder config(String name, Object value) {
+      Require.notBlank(name, "config name");
+      if (OWN_SETTINGS.contains(name)) {
+        throw new IllegalArgumentException("the consumer setting " + name
+            + " is decided by KafkaInbox (manual commits after the database, byte[] records) or set by its builder's methods");
+      }
+      config.put(name, Require.notNull(value, "config value of " + name));
+      return this;
+    }
+
+    /** Makes the loop's thread, one per {@link KafkaInbox#start()}; default a daemon thread {@code idem-kafka-inbox}. */
+    public Builder threadFactory(ThreadFactory threads) {
+      this.threads = Require.notNull(threads, "threadFactory");
+      return this;
+    }
+
+    /**
+     * Checks the settings and builds the consumer (the Kafka consumer itself is made by {@link
+     * KafkaInbox#start()}).
+     *
+     * @throws IllegalArgumentException naming the setting: no bootstrap servers, group or topic, no
+     *     dead letters, attempts or records per poll outside 1 to their maximum, a duration not
+     *     positive or past its limit
+     */
+    public KafkaInbox build() {
+      if (bootstrapServers == null) {
+        throw new IllegalArgumentException("bootstrapServers must be set");
+      }
+      if (groupId == null) {
+        throw new IllegalArgumentException("groupId must be set");
+      }
+      if (topics.isEmpty()) {
+        throw new IllegalArgumentException("topics must name at least one topic");
+      }
+      if (deadLetters == null && deadLetterTopic == null) {
+        throw new IllegalArgumentException("deadLetters or deadLetterTopic must be set: where a record goes after maxAttempts failures");
+      }
+      if (maxAttempts < 1 || maxAttempts > MAX_ATTEMPTS) {
+        throw new IllegalArgumentException("maxAttempts must be 1 to " + MAX_ATTEMPTS + ", was " + maxAttempts);
+      }
+      if (maxPollRecords < 1 || maxPollRecords > MAX_POLL_RECORDS) {
+        throw new IllegalArgumentException("maxPollRecords must be 1 to " + MAX_POLL_RECORDS + ", was " + maxPollRecords);
+      }
+      checkDuration(pollTimeout, "pollTimeout", MAX_POLL_TIMEOUT);
+      checkDuration(retryBackoff, "retryBackoff", MAX_POLL_TIMEOUT);
+      checkDuration(commitTimeout, "commitTimeout", MAX_TIMEOUT);
+      checkDuration(closeTimeout, "closeTimeout", MAX_TIMEOUT);
+      return new KafkaInbox(this);
+    }
+
+    private static void checkDuration(Duration d, String what, Duration max) {
+      Require.atMost(Require.positive(d, what), max, what, "idem's limit");
+    }
+  }
+}

@@ -1,0 +1,211 @@
+package dev.idem.kafka;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idem.flyway.IdemFlyway;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.inbox.BatchEffect;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.jdbc.outbox.Relay;
+import dev.idem.testing.Poll;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestKafka;
+import dev.idem.testing.TestPostgres;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.sql.PreparedStatement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import javax.sql.DataSource;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Real processes killed at the worst moment, and the broker restarted mid-run: every committed
+ * outbox message's effect exactly once in the database, counted per id.
+ */
+class KafkaCrashTest {
+  static TestKafka kafka;
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+
+  /** One row per application, in the inbox's transaction. */
+  static final BatchEffect<ConsumerRecord<byte[], byte[]>> EFFECT = (tx, r) -> {
+    try (PreparedStatement ps = tx.connection().prepareStatement("INSERT INTO shipments VALUES (?)")) {
+      ps.setString(1, new String(r.headers().lastHeader("id").value(), StandardCharsets.UTF_8));
+      ps.executeUpdate();
+    }
+  };
+
+  @BeforeAll
+  static void start() {
+    kafka = Broker.shared();
+    db = TestPostgres.newDatabase("kafkacrash");
+    ds = db.dataSource(8);
+    IdemFlyway.migrate(ds);
+    idem = Idem.builder(ds).build();
+    db.execute("CREATE TABLE shipments (message_id text NOT NULL)"); // no unique index: a second effect shows
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  @BeforeEach
+  void clean() {
+    db.execute("TRUNCATE shipments; TRUNCATE idem.idem_outbox");
+  }
+
+  static List<UUID> enqueue(String topic, int n) {
+    List<NewMessage> messages = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      messages.add(NewMessage.of(topic, ("ship " + i).getBytes(StandardCharsets.UTF_8)).withAggregateKey("order-" + i));
+    }
+    return idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), messages));
+  }
+
+  static Process child(String... args) throws Exception {
+    String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
+    List<String> command = new ArrayList<>(List.of(java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=error",
+        "-cp", System.getProperty("java.class.path"), CrashChild.class.getName()));
+    command.addAll(List.of(args));
+    return new ProcessBuilder(command).redirectErrorStream(true).start();
+  }
+
+  /** Reads the child's output until a line starting with {@code prefix}; that line. */
+  static String awaitLine(Process child, String prefix) throws Exception {
+    BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
+    StringBuilder seen = new StringBuilder();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    String line;
+    while ((line = out.readLine()) != null) {
+      if (line.startsWith(prefix)) {
+        return line;
+      }
+      seen.append(line).append('\n');
+      assertThat(System.nanoTime()).as("child output so far:\n%s", seen).isLessThan(deadline);
+    }
+    throw new AssertionError("the child ended without printing " + prefix + ":\n" + seen);
+  }
+
+  static void kill(Process child) throws InterruptedException {
+    child.destroyForcibly();
+    assertThat(child.waitFor(30, TimeUnit.SECONDS)).isTrue();
+  }
+
+  static long shipments() {
+    return db.count("SELECT count(*) FROM shipments");
+  }
+
+  static long idsShippedMoreThanOnce() {
+    return db.count("SELECT count(*) FROM (SELECT message_id FROM shipments GROUP BY message_id HAVING count(*) > 1) t");
+  }
+
+  static List<UUID> twice(List<UUID> ids) {
+    List<UUID> both = new ArrayList<>(ids);
+    both.addAll(ids);
+    return both;
+  }
+
+  @Test
+  void aRelayKilledBetweenPublishAndMarkRepublishesTheSameIdsAndTheInboxAppliesEachOnce() throws Exception {
+    kafka.createTopic("crash-relay", 2);
+    List<UUID> ids = enqueue("crash-relay", 20);
+    Process relayChild = child("relay", db.jdbcUrl(), kafka.bootstrapServers());
+    assertThat(awaitLine(relayChild, "PUBLISHED")).isEqualTo("PUBLISHED 20");
+    kill(relayChild);
+    // Kafka has every message; the outbox was never told.
+    assertThat(kafka.records("crash-relay")).hasSize(20);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isEqualTo(20);
+
+    try (KafkaPublisher kafkaPublisher = KafkaPublisher.builder(kafka.bootstrapServers()).build()) {
+      assertThat(idem.relay(kafkaPublisher).batchSize(100).build().runOnce()).isEqualTo(20);
+    }
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(20);
+    assertThat(kafka.records("crash-relay")).hasSize(40);
+    // each republished with the same id
+    assertThat(kafka.records("crash-relay")).extracting(r -> UUID.fromString(KafkaPublisherTest.header(r, "id")))
+        .containsExactlyInAnyOrderElementsOf(twice(ids));
+
+    try (KafkaInbox consumer = KafkaInbox.builder(idem.inbox("crash").build(), EFFECT).bootstrapServers(kafka.bootstrapServers())
+        .groupId("crash-relay").topics("crash-relay").deadLetterTopic("crash-relay.dead").pollTimeout(Duration.ofMillis(100)).build()) {
+      consumer.start();
+      Poll.until("all 40 records consumed", () -> Offsets.committedToEnd(kafka, "crash-relay", "crash-relay"));
+    }
+    assertThat(shipments()).isEqualTo(20);
+    assertThat(idsShippedMoreThanOnce()).isZero();
+  }
+
+  @Test
+  void aConsumerKilledAfterItsDatabaseCommitAndBeforeItsOffsetCommitIsRedeliveredAndAppliesOnce() throws Exception {
+    kafka.createTopic("crash-consumer", 1);
+    enqueue("crash-consumer", 30);
+    try (KafkaPublisher kafkaPublisher = KafkaPublisher.builder(kafka.bootstrapServers()).build()) {
+      assertThat(idem.relay(kafkaPublisher).batchSize(100).build().runOnce()).isEqualTo(30);
+    }
+    Process consumerChild = child("consumer", db.jdbcUrl(), kafka.bootstrapServers(), "crash-consumer", "crash-consumer");
+    awaitLine(consumerChild, "COMMITTED");
+    kill(consumerChild);
+    long applied = shipments();
+    assertThat(applied).isPositive(); // the killed consumer's effects are in the database...
+    assertThat(Offsets.committedToEnd(kafka, "crash-consumer", "crash-consumer")).isFalse(); // ...its offsets are not
+
+    try (KafkaInbox consumer = KafkaInbox.builder(idem.inbox("crash").build(), EFFECT).bootstrapServers(kafka.bootstrapServers())
+        .groupId("crash-consumer").topics("crash-consumer").deadLetterTopic("crash-consumer.dead")
+        .pollTimeout(Duration.ofMillis(100)).build()) {
+      consumer.start();
+      Poll.until("the redelivered records consumed", () -> Offsets.committedToEnd(kafka, "crash-consumer", "crash-consumer"));
+    }
+    assertThat(shipments()).isEqualTo(30);
+    assertThat(idsShippedMoreThanOnce()).isZero();
+  }
+
+  @Test
+  void aBrokerRestartedMidRunLosesNothingAndAppliesEachCommittedMessageOnce() throws Exception {
+    kafka.createTopic("crash-broker", 3);
+    int n = 3000;
+    AtomicBoolean restarted = new AtomicBoolean();
+    try (KafkaPublisher kafkaPublisher = KafkaPublisher.builder(kafka.bootstrapServers()).deliveryTimeout(Duration.ofSeconds(5)).build();
+         Relay relay = idem.relay(kafkaPublisher).batchSize(200).pollInterval(Duration.ofMillis(20))
+             .backoff(Duration.ofMillis(50), Duration.ofMillis(200)).maxAttempts(1000).build();
+         KafkaInbox consumer = KafkaInbox.builder(idem.inbox("crash").build(), EFFECT).bootstrapServers(kafka.bootstrapServers())
+             .groupId("crash-broker").topics("crash-broker").deadLetterTopic("crash-broker.dead")
+             .pollTimeout(Duration.ofMillis(100)).retryBackoff(Duration.ofMillis(100)).build()) {
+      relay.start();
+      consumer.start();
+      Thread producer = new Thread(() -> {
+        for (int i = 0; i < 30; i++) {
+          enqueue("crash-broker", n / 30);
+          if (i == 10) {
+            try {
+              Poll.until("the first shipments", () -> shipments() > 0);
+            } catch (InterruptedException e) {
+              return;
+            }
+            kafka.restart(); // the broker goes away and comes back while messages flow both ways
+            restarted.set(shipments() < n);
+          }
+        }
+      });
+      producer.start();
+      producer.join(TimeUnit.SECONDS.toMillis(120));
+      assertThat(restarted).isTrue();
+      Poll.until(n + " shipments", () -> shipments() >= n);
+      Poll.until("every message sent", () -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") == n);
+    }
+    assertThat(shipments()).isEqualTo(n);
+    assertThat(idsShippedMoreThanOnce()).isZero();
+    assertThat(db.count("SELECT count(*) FROM shipments s JOIN idem.idem_outbox o ON o.id::text = s.message_id")).isEqualTo(n);
+  }
+}

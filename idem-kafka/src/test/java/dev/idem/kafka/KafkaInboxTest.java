@@ -1,0 +1,262 @@
+package dev.idem.kafka;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.flyway.IdemFlyway;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.inbox.BatchEffect;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.jdbc.outbox.Relay;
+import dev.idem.testing.Poll;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestKafka;
+import dev.idem.testing.TestPostgres;
+import java.nio.charset.StandardCharsets;
+import java.sql.PreparedStatement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link KafkaInbox} against a real broker and database: effects counted per message id in the
+ * database, records counted on the topics.
+ */
+class KafkaInboxTest {
+  static TestKafka kafka;
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+  static KafkaPublisher publisher;
+  static KafkaProducer<byte[], byte[]> producer;
+
+  @BeforeAll
+  static void start() {
+    kafka = Broker.shared();
+    db = TestPostgres.newDatabase("kafkainbox");
+    ds = db.dataSource(8);
+    IdemFlyway.migrate(ds);
+    idem = Idem.builder(ds).build();
+    db.execute("CREATE TABLE effects (message_id text NOT NULL, payload text NOT NULL, thread text NOT NULL)"); // no unique index: a second effect shows
+    publisher = KafkaPublisher.builder(kafka.bootstrapServers()).build();
+    producer = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers()),
+        new ByteArraySerializer(), new ByteArraySerializer());
+  }
+
+  @AfterAll
+  static void stop() {
+    producer.close();
+    publisher.close();
+    db.close();
+  }
+
+  @BeforeEach
+  void clean() {
+    db.execute("TRUNCATE effects; TRUNCATE idem.idem_outbox");
+  }
+
+  /** The effect: one row per application, written in the inbox's transaction. */
+  static final BatchEffect<ConsumerRecord<byte[], byte[]>> RECORD = (tx, r) -> {
+    try (PreparedStatement ps = tx.connection().prepareStatement("INSERT INTO effects VALUES (?, ?, ?)")) {
+      var id = r.headers().lastHeader("id");
+      ps.setString(1, id == null ? KafkaInbox.position(r) : new String(id.value(), StandardCharsets.UTF_8));
+      ps.setString(2, new String(r.value(), StandardCharsets.UTF_8));
+      ps.setString(3, Thread.currentThread().getName());
+      ps.executeUpdate();
+    }
+  };
+
+  static KafkaInbox.Builder consumer(Inbox inbox, BatchEffect<ConsumerRecord<byte[], byte[]>> effect, String group, String topic) {
+    return KafkaInbox.builder(inbox, effect).bootstrapServers(kafka.bootstrapServers()).groupId(group).topics(topic)
+        .deadLetterTopic(topic + ".dead").pollTimeout(Duration.ofMillis(100)).retryBackoff(Duration.ofMillis(50))
+        .config(ConsumerConfig.METADATA_MAX_AGE_CONFIG, 1000);
+  }
+
+  static List<UUID> enqueue(String topic, int n, String prefix) {
+    List<NewMessage> messages = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      messages.add(NewMessage.of(topic, (prefix + i).getBytes(StandardCharsets.UTF_8)).withAggregateKey("k" + (i % 8)));
+    }
+    return idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), messages));
+  }
+
+  static void relayAll(int n) {
+    Relay relay = idem.relay(publisher).batchSize(500).build();
+    int sent = 0;
+    for (int i = 0; i < 100 && sent < n; i++) {
+      sent += relay.runOnce();
+    }
+    assertThat(sent).isEqualTo(n);
+  }
+
+  static long effects() {
+    return db.count("SELECT count(*) FROM effects");
+  }
+
+  static long idsAppliedMoreThanOnce() {
+    return db.count("SELECT count(*) FROM (SELECT message_id FROM effects GROUP BY message_id HAVING count(*) > 1) t");
+  }
+
+  @Test
+  void relayedMessagesApplyOnceEachAndCopiesWithTheSameIdAtNewOffsetsAreAbsorbed() throws Exception {
+    kafka.createTopic("in-orders", 3);
+    List<UUID> ids = enqueue("in-orders", 300, "order ");
+    relayAll(300);
+    // A republish: the same ids again, as new records at new offsets.
+    for (ConsumerRecord<byte[], byte[]> r : kafka.records("in-orders").subList(0, 100)) {
+      producer.send(new ProducerRecord<>("in-orders", null, r.key(), r.value(), r.headers())).get();
+    }
+    assertThat(kafka.records("in-orders")).hasSize(400);
+
+    try (KafkaInbox c = consumer(idem.inbox("orders").build(), RECORD, "orders", "in-orders").build()) {
+      c.start();
+      Poll.until("300 effects and the group's offsets at the end", () -> effects() == 300 && committedToEnd("orders", "in-orders"));
+    }
+    assertThat(effects()).isEqualTo(300);
+    assertThat(idsAppliedMoreThanOnce()).isZero();
+    assertThat(db.count("SELECT count(DISTINCT message_id) FROM effects WHERE message_id::uuid = ANY(string_to_array(?, ',')::uuid[])",
+        String.join(",", ids.stream().map(UUID::toString).toList()))).isEqualTo(300);
+  }
+
+  @Test
+  void aPoisonMessageGoesToTheDeadLetterTopicAfterMaxAttemptsAndTheOthersApplyOnce() throws Exception {
+    kafka.createTopic("in-poison", 1);
+    enqueue("in-poison", 5, "fine ");
+    UUID poison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
+        NewMessage.of("in-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+    enqueue("in-poison", 5, "after ");
+    relayAll(11);
+    AtomicInteger poisonRuns = new AtomicInteger();
+    BatchEffect<ConsumerRecord<byte[], byte[]>> effect = (tx, r) -> {
+      RECORD.apply(tx, r); // written, then rolled back with the failure
+      if (new String(r.value(), StandardCharsets.UTF_8).equals("poison")) {
+        poisonRuns.incrementAndGet();
+        throw new IllegalStateException("cannot ship poison");
+      }
+    };
+    UUID secondPoison;
+    try (KafkaInbox c = consumer(idem.inbox("poison").build(), effect, "poison", "in-poison").maxAttempts(3).build()) {
+      c.start();
+      Poll.until("the dead letter and the offsets at the end", () -> committedToEnd("poison", "in-poison"));
+      assertThat(poisonRuns).hasValue(3);
+      c.close();
+      // started again, it still keeps dead letters (its dead-letter producer is made per start)
+      secondPoison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
+          NewMessage.of("in-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+      relayAll(1);
+      c.start();
+      Poll.until("the second dead letter", () -> committedToEnd("poison", "in-poison"));
+    }
+    assertThat(poisonRuns).hasValue(6);
+    assertThat(effects()).isEqualTo(10);
+    assertThat(idsAppliedMoreThanOnce()).isZero();
+    assertThat(db.count("SELECT count(*) FROM effects WHERE message_id = ?", poison.toString())).isZero();
+    List<ConsumerRecord<byte[], byte[]>> dead = kafka.records("in-poison.dead");
+    assertThat(dead).hasSize(2);
+    assertThat(KafkaPublisherTest.header(dead.get(1), "id")).isEqualTo(secondPoison.toString());
+    assertThat(KafkaPublisherTest.header(dead.get(0), "id")).isEqualTo(poison.toString());
+    assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ERROR_HEADER)).contains("cannot ship poison");
+    assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ORIGIN_HEADER)).isEqualTo("in-poison-0@5");
+  }
+
+  @Test
+  void aRecordWithoutAnIdIsADeadLetterByDefaultAndAppliesOnceByPositionWhenChosen() throws Exception {
+    kafka.createTopic("in-noid", 1);
+    producer.send(new ProducerRecord<>("in-noid", "no id".getBytes(StandardCharsets.UTF_8))).get();
+    List<org.apache.kafka.common.header.Header> badId =
+        List.of(new org.apache.kafka.common.header.internals.RecordHeader("id", "tab\tin id".getBytes(StandardCharsets.UTF_8)));
+    producer.send(new ProducerRecord<byte[], byte[]>("in-noid", null, null, "bad id".getBytes(StandardCharsets.UTF_8), badId)).get();
+
+    try (KafkaInbox c = consumer(idem.inbox("noid").build(), RECORD, "noid", "in-noid").build()) {
+      c.start();
+      Poll.until("both records settled", () -> committedToEnd("noid", "in-noid"));
+    }
+    assertThat(effects()).isZero();
+    List<ConsumerRecord<byte[], byte[]>> dead = kafka.records("in-noid.dead");
+    assertThat(dead).extracting(r -> KafkaPublisherTest.header(r, DeadLetters.ERROR_HEADER))
+        .satisfiesExactly(
+            e -> assertThat(e).contains(MissingIdException.class.getName()).contains("has no 'id' header"),
+            e -> assertThat(e).contains("control character"));
+
+    try (KafkaInbox c = consumer(idem.inbox("noid-position").build(), RECORD, "noid-position", "in-noid")
+        .withoutId(KafkaInbox.WithoutId.POSITION).build()) {
+      c.start();
+      Poll.until("both records applied", () -> committedToEnd("noid-position", "in-noid"));
+    }
+    assertThat(effects()).isEqualTo(2);
+    assertThat(kafka.records("in-noid.dead")).hasSize(2); // none more
+  }
+
+  @Test
+  void twoConsumersOfOneGroupRacingThroughRebalancesApplyEachMessageOnce() throws Exception {
+    kafka.createTopic("in-race", 4);
+    int n = 2000;
+    enqueue("in-race", n, "race ");
+    Relay relay = idem.relay(publisher).batchSize(200).pollInterval(Duration.ofMillis(20)).build();
+    Inbox inbox = idem.inbox("race").build();
+    KafkaInbox.Builder b = consumer(inbox, RECORD, "race", "in-race").maxPollRecords(50);
+    KafkaInbox a = b.threadFactory(r -> new Thread(r, "consumer-a")).build();
+    KafkaInbox second = b.threadFactory(r -> new Thread(r, "consumer-b")).build();
+    try (relay; a; second) {
+      a.start();
+      relay.start();
+      Poll.until("some effects", () -> effects() > 100);
+      second.start(); // a rebalance while a consumes
+      Poll.until("more effects", () -> effects() > 600);
+      a.close(); // its partitions move to second mid-stream
+      Poll.until("more effects", () -> effects() > 1200);
+      a.start(); // and back
+      Poll.until(n + " effects", () -> effects() == n && committedToEnd("race", "in-race"));
+    }
+    assertThat(effects()).isEqualTo(n);
+    assertThat(idsAppliedMoreThanOnce()).isZero();
+    assertThat(db.count("SELECT count(DISTINCT thread) FROM effects")).isEqualTo(2); // both consumed
+  }
+
+  @Test
+  void badSettingsAreRefusedNamingThem() {
+    Inbox inbox = idem.inbox("settings").build();
+    assertThatThrownBy(() -> KafkaInbox.builder(null, RECORD)).hasMessageContaining("inbox");
+    assertThatThrownBy(() -> KafkaInbox.builder(inbox, null)).hasMessageContaining("effect");
+    assertThatThrownBy(() -> KafkaInbox.builder(inbox, RECORD).groupId("g").topics("t").deadLetterTopic("d").build())
+        .hasMessageContaining("bootstrapServers");
+    assertThatThrownBy(() -> KafkaInbox.builder(inbox, RECORD).bootstrapServers("x:1").topics("t").deadLetterTopic("d").build())
+        .hasMessageContaining("groupId");
+    assertThatThrownBy(() -> KafkaInbox.builder(inbox, RECORD).bootstrapServers("x:1").groupId("g").deadLetterTopic("d").build())
+        .hasMessageContaining("topics");
+    assertThatThrownBy(() -> KafkaInbox.builder(inbox, RECORD).bootstrapServers("x:1").groupId("g").topics("t").build())
+        .hasMessageContaining("deadLetters");
+    KafkaInbox.Builder ok = KafkaInbox.builder(inbox, RECORD).bootstrapServers("x:1").groupId("g").topics("t").deadLetters((r, e) -> {});
+    assertThatThrownBy(() -> ok.config(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, true)).hasMessageContaining("enable.auto.commit");
+    assertThatThrownBy(() -> ok.topics("t", " ")).hasMessageContaining("topics[1]");
+    assertThatThrownBy(() -> ok.maxAttempts(0).build()).hasMessageContaining("maxAttempts");
+    ok.maxAttempts(3);
+    assertThatThrownBy(() -> ok.maxPollRecords(10_001).build()).hasMessageContaining("maxPollRecords");
+    ok.maxPollRecords(10);
+    assertThatThrownBy(() -> ok.pollTimeout(Duration.ZERO).build()).hasMessageContaining("pollTimeout");
+    ok.pollTimeout(Duration.ofMillis(10));
+    assertThatThrownBy(() -> ok.closeTimeout(Duration.ofHours(1)).build()).hasMessageContaining("closeTimeout");
+    ok.closeTimeout(Duration.ofSeconds(1));
+    assertThatThrownBy(() -> ok.retryBackoff(null).build()).hasMessageContaining("retryBackoff");
+  }
+
+  /** Whether the group's committed offsets reach the end of every partition of {@code topic}. */
+  static boolean committedToEnd(String group, String topic) {
+    return Offsets.committedToEnd(kafka, group, topic);
+  }
+}
