@@ -4,6 +4,8 @@ import dev.idem.jdbc.outbox.OutboxMessage;
 import dev.idem.jdbc.outbox.Publisher;
 import io.micrometer.observation.Observation;
 import io.micrometer.observation.ObservationRegistry;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * A {@link Publisher} that runs each publish inside a Micrometer {@link Observation} named {@value
@@ -15,7 +17,10 @@ import io.micrometer.observation.ObservationRegistry;
  * handler's timer, so keep topics few); high cardinality {@code message.id} and {@code attempt}
  * (spans only, never tags). Contextual name (the span's name): {@code "publish <topic>"}.
  *
- * <p>Guarantees: the delegate is called exactly once per publish, with the same message, on the
+ * <p>A relay hands each batch to {@link #publishAll}: the delegate's {@code publishAll} is called
+ * once for it, so wrapping a batching publisher (Kafka's) keeps it batching.
+ *
+ * <p>Guarantees: the delegate is called exactly once per publish (or batch), with the same message, on the
  * calling thread, inside the observation (so a tracing handler's span is current while it runs and
  * can carry the trace to the broker); its exception is recorded on the observation and rethrown
  * unchanged, so the relay's retry and parking are untouched.
@@ -27,8 +32,11 @@ import io.micrometer.observation.ObservationRegistry;
  */
 public final class ObservedPublisher implements Publisher {
 
-  /** The observation's name. */
+  /** The observation's name, one per message. */
   public static final String NAME = "idem.relay.publish";
+
+  /** The name of the observation around a relay's batch ({@link #publishAll}), the messages' parent. */
+  public static final String BATCH_NAME = "idem.relay.batch";
 
   private final Publisher delegate;
   private final ObservationRegistry registry;
@@ -52,12 +60,53 @@ public final class ObservedPublisher implements Publisher {
 
   @Override
   public void publish(OutboxMessage message) throws Exception {
+    observation(message).observeChecked(() -> delegate.publish(message));
+  }
+
+  /**
+   * Hands the whole batch to the delegate's {@code publishAll} once (so a batching publisher, such
+   * as Kafka's, still sends asynchronously and waits once), inside an observation named {@value
+   * #BATCH_NAME}; each message gets its own {@value #NAME} observation, a child of the batch's,
+   * from the batch's start until the delegate answered for it, with the delegate's error for that
+   * message recorded on it. Only the batch's observation is current while the delegate runs.
+   */
+  @Override
+  public List<Throwable> publishAll(List<OutboxMessage> batch) throws Exception {
+    Observation whole = Observation.createNotStarted(BATCH_NAME, registry)
+        .contextualName("publish batch")
+        .highCardinalityKeyValue("batch.size", Integer.toString(batch.size()));
+    return whole.observeChecked(() -> {
+      List<Observation> each = new ArrayList<>(batch.size());
+      for (OutboxMessage m : batch) {
+        each.add(observation(m).parentObservation(whole).start());
+      }
+      List<Throwable> outcomes;
+      try {
+        outcomes = delegate.publishAll(batch);
+      } catch (Exception | Error e) {
+        each.forEach(o -> o.error(e).stop());
+        throw e;
+      }
+      for (int i = 0; i < each.size(); i++) {
+        // the relay counts a list of another size as the whole batch failed: so do the spans
+        Throwable error = outcomes == null || outcomes.size() != batch.size()
+            ? new IllegalStateException("the publisher answered for " + (outcomes == null ? "no" : outcomes.size()) + " of " + batch.size() + " messages")
+            : outcomes.get(i);
+        if (error != null) {
+          each.get(i).error(error);
+        }
+        each.get(i).stop();
+      }
+      return outcomes;
+    });
+  }
+
+  private Observation observation(OutboxMessage message) {
     String topic = message.topic() == null ? "unknown" : message.topic();
-    Observation.createNotStarted(NAME, registry)
+    return Observation.createNotStarted(NAME, registry)
         .contextualName("publish " + topic)
         .lowCardinalityKeyValue("topic", topic)
         .highCardinalityKeyValue("message.id", String.valueOf(message.id()))
-        .highCardinalityKeyValue("attempt", Integer.toString(message.attempt()))
-        .observeChecked(() -> delegate.publish(message));
+        .highCardinalityKeyValue("attempt", Integer.toString(message.attempt()));
   }
 }

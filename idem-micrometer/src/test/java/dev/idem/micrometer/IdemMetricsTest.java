@@ -10,6 +10,7 @@ import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Outbox;
+import dev.idem.jdbc.outbox.OutboxMessage;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
 import dev.idem.jdbc.transition.Transitions;
@@ -31,7 +32,9 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.micrometer.observation.ObservationRegistry;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -225,6 +228,41 @@ class IdemMetricsTest {
     assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "replayed").timer().count()).isEqualTo(1);
     assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "error").timer().count()).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'observed'")).isEqualTo(1); // the failed one rolled back
+  }
+
+  @Test
+  void anObservedBatchingPublisherStillGetsTheWholeBatchOnceAndEachMessageItsSpan() throws Exception {
+    Outbox outbox = idem.outbox();
+    idem.inTransaction(tx -> {
+      for (int i = 0; i < 4; i++) {
+        outbox.enqueue(tx.connection(), NewMessage.of(i == 3 ? "broken" : "orders", ("m" + i).getBytes(StandardCharsets.UTF_8)));
+      }
+      return null;
+    });
+    List<Integer> batches = new CopyOnWriteArrayList<>();
+    Publisher batching = new Publisher() {
+      @Override
+      public void publish(OutboxMessage message) {
+        throw new AssertionError("a batching publisher is handed batches, never one message");
+      }
+
+      @Override
+      public List<Throwable> publishAll(List<OutboxMessage> batch) {
+        batches.add(batch.size());
+        return batch.stream().map(m -> m.topic().equals("broken") ? (Throwable) new IllegalStateException("refused") : null).toList();
+      }
+    };
+    ObservationRegistry observations = ObservationRegistry.create();
+    observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
+    try (Relay relay = idem.relay(ObservedPublisher.wrap(batching, observations)).batchSize(10).maxAttempts(1).build()) {
+      relay.runOnce();
+    }
+    assertThat(batches).containsExactly(4);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'")).isEqualTo(1);
+    assertThat(registry.find(ObservedPublisher.BATCH_NAME).timer().count()).isEqualTo(1);
+    assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "orders", "error", "none").timer().count()).isEqualTo(3);
+    assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "broken", "error", "IllegalStateException").timer().count()).isEqualTo(1);
   }
 
   @Test
