@@ -91,6 +91,15 @@ public final class ClaimTable {
   final Field<OffsetDateTime> created;
   final Field<OffsetDateTime> completedAt;
   final Field<OffsetDateTime> expiresAt;
+  /**
+   * The hour the key is filed under ({@code key_hour}, see docs/scale.md): 0 in the default layout,
+   * the hour of the key's own time in the partitioned one, computed from the key by the schema's
+   * {@code idem_key_hour}, so that every copy of a key lands in the same partition and a lookup
+   * names that one partition. Part of every row a claim writes and of {@link #thisKey}.
+   */
+  final Field<Integer> keyHour;
+  /** {@code idem_key_hour(:key)}: the hour the key of this call is filed under. */
+  private final Field<Integer> hourOfKey;
   private final Condition thisKey;
   /**
    * A row that may be deleted or claimed for a new intent: past its window and, if an external
@@ -160,7 +169,9 @@ public final class ClaimTable {
     this.callKey = keys ? column(tableName, "call_key", String.class) : null;
     this.result = keys ? column(tableName, "result", byte[].class) : null;
     this.completedAt = keys ? column(tableName, "completed_at", OffsetDateTime.class) : null;
-    this.thisKey = scope.eq(param("scope", String.class)).and(key.eq(param("key", String.class)));
+    this.keyHour = column(tableName, "key_hour", Integer.class);
+    this.hourOfKey = DSL.function(name(context.schema(), "idem_key_hour"), Integer.class, param("key", String.class));
+    this.thisKey = scope.eq(param("scope", String.class)).and(key.eq(param("key", String.class))).and(keyHour.eq(hourOfKey));
     this.expirable = keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
 
     DSLContext dsl = context.dsl();
@@ -174,7 +185,7 @@ public final class ClaimTable {
     if (keys) {
       repeat = repeat.and(fingerprint.eq(param("fingerprint", byte[].class))).and(state.eq(inline(COMPLETED)));
     }
-    Field<OffsetDateTime> completed = keys ? completedAt : created;
+    Field<OffsetDateTime> completed = keys ? completedOrCreated() : created;
     Field<String> detail = DSL.field(dsl.select(DSL.when(repeat,
             DSL.inline("R ").concat(epochSeconds(completed).cast(SQLDataType.VARCHAR)).concat(DSL.inline(" "))
                 .concat(epochSeconds(NOW).cast(SQLDataType.VARCHAR))))
@@ -195,25 +206,29 @@ public final class ClaimTable {
           .set(leaseExpiresAt, inline((OffsetDateTime) null))
           .set(callKey, DSL.castNull(SQLDataType.CLOB))
           .set(result, inline((byte[]) null))
-          .set(completedAt, STAMP);
+          .set(completedAt, inline((OffsetDateTime) null)); // a local row completes when it is created
     }
     this.reclaim = Sql.of(dsl, restoring("reclaimed",
         update.where(thisKey).and(expirable).and(bound).returningResult((keys ? fence : inline(1L)).as("fence")),
         dsl.select(field(name("reclaimed", "fence"), Long.class)).from(table(name("reclaimed")))));
     this.storeResult = keys
-        ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).set(completedAt, STAMP).where(thisKey))
+        ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).where(thisKey))
         : null;
 
     if (keys) {
       Field<OffsetDateTime> leaseEnds = plus(STAMP, lease);
       this.claimExternal = Sql.of(dsl, claimOrRead(dsl, dsl.insertInto(t)
-          .columns(scope, key, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
-          .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-              inline(IN_FLIGHT), inline(1L), leaseEnds, param("call_key", String.class), STAMP, expires)));
+          .columns(scope, key, keyHour, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
+          .values(param("scope", String.class), param("key", String.class), hourOfKey, param("fingerprint", byte[].class),
+              inline(IN_FLIGHT), fenceFloor(context).plus(inline(1L)), leaseEnds, param("call_key", String.class), STAMP,
+              expires),
+          DSL.function(name(context.schema(), "idem_fence_above_floor"), Long.class, fence)));
       this.reclaimExternal = Sql.of(dsl, dsl.update(t)
           .set(fingerprint, param("fingerprint", byte[].class))
           .set(state, inline(IN_FLIGHT))
-          .set(fence, fence.plus(inline(1L)))
+          // above the floor too: the row may be a local effect's, made after an external row of the
+          // key was deleted (expiry raised the floor before that delete, so before this statement)
+          .set(fence, DSL.greatest(fence, fenceFloor(context)).plus(inline(1L)))
           .set(leaseExpiresAt, leaseEnds)
           .set(callKey, param("call_key", String.class))
           .set(result, inline((byte[]) null))
@@ -274,9 +289,9 @@ public final class ClaimTable {
    * committed meanwhile: under READ COMMITTED this statement's snapshot cannot see that row, and
    * the caller re-reads it with {@link #read} (a new statement, a new snapshot).
    */
-  private Select<?> claimOrRead(DSLContext dsl, InsertOnDuplicateStep<Record> insert) {
+  private Select<?> claimOrRead(DSLContext dsl, InsertOnDuplicateStep<Record> insert, Field<Long> returned) {
     CommonTableExpression<Record1<Long>> inserted = name("inserted").as(
-        insert.onConflictDoNothing().returningResult(layout.keys ? fence : inline(1L).as("fence")));
+        insert.onConflictDoNothing().returningResult(returned.as("fence")));
     return dsl.with(inserted).select(claimedRow(inserted.field("fence", Long.class))).from(inserted)
         .unionAll(rows(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW)));
   }
@@ -302,13 +317,14 @@ public final class ClaimTable {
    */
   private InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
     if (!layout.keys) {
-      return dsl.insertInto(t).columns(scope, key, created, expiresAt)
-          .select(DSL.select(param("scope", String.class), param("key", String.class), STAMP, expires).where(gate));
+      return dsl.insertInto(t).columns(scope, key, keyHour, created, expiresAt)
+          .select(DSL.select(param("scope", String.class), param("key", String.class), hourOfKey, STAMP, expires).where(gate));
     }
+    // no completed_at: a local row completes when it is created (see completedOrCreated)
     return dsl.insertInto(t)
-        .columns(scope, key, fingerprint, state, fence, created, completedAt, expiresAt)
-        .select(DSL.select(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-            inline(COMPLETED), inline(1L), STAMP, STAMP, expires).where(gate));
+        .columns(scope, key, keyHour, fingerprint, state, fence, created, expiresAt)
+        .select(DSL.select(param("scope", String.class), param("key", String.class), hourOfKey,
+            param("fingerprint", byte[].class), inline(COMPLETED), inline(1L), STAMP, expires).where(gate));
   }
 
   /**
@@ -357,7 +373,7 @@ public final class ClaimTable {
       fields.add(fingerprint);
       fields.add(state);
       fields.add(result);
-      fields.add(epochSeconds(completedAt));
+      fields.add(epochSeconds(completedOrCreated()));
       fields.add(epochSeconds(leaseExpiresAt));
     } else {
       fields.add(inline(0L));
@@ -370,6 +386,25 @@ public final class ClaimTable {
     fields.add(epochSeconds(expiresAt));
     fields.add(epochSeconds(now));
     return dsl.select(fields).from(t).where(thisKey).and(also);
+  }
+
+  /**
+   * When the row's outcome was recorded: an external effect's completed_at, else created_at (a
+   * local effect's row is written completed, in its effect's transaction, and keeps no completed_at:
+   * 8 bytes less per key). Null for a row in flight.
+   */
+  private Field<OffsetDateTime> completedOrCreated() {
+    return DSL.when(state.eq(inline(COMPLETED)), DSL.coalesce(completedAt, created));
+  }
+
+  /**
+   * The fence floor ({@code idem_fence_floor}): at least every fence of every key row expiry has
+   * deleted. A new external claim starts above it, so a key whose row was deleted never hands out a
+   * fence a stale holder of the deleted row could still present. Read from the sequence, which is
+   * not transactional: see the migration V4.
+   */
+  private static Field<Long> fenceFloor(Context context) {
+    return DSL.field("(select last_value from {0})", Long.class, DSL.name(context.schema(), "idem_fence_floor"));
   }
 
   static Field<OffsetDateTime> plus(Field<OffsetDateTime> t, Duration d) {
@@ -385,9 +420,12 @@ public final class ClaimTable {
     return field(name("idem", table, column), type);
   }
 
-  /** Rows of keys that never held an external claim: the ones expiry may delete. */
-  public Condition callKeyIsNull() {
-    return callKey.isNull();
+  /**
+   * Completed rows: the ones expiry may delete once past their window. An external effect's row in
+   * flight past its lease is an unknown outcome, kept for the operator (see Operations).
+   */
+  public Condition completed() {
+    return state.eq(inline(COMPLETED));
   }
 
   /** Rows of one scope (an inbox's consumer). */
