@@ -22,12 +22,39 @@ import org.flywaydb.core.Flyway;
  * at once: Flyway takes a lock. To run them with your own Flyway instead, configure it with these
  * location, table and schema.
  *
+ * <p>The key table and the inbox come in two layouts, chosen at the first migration: {@link
+ * Layout#DEFAULT}, or {@link Layout#PARTITIONED} by the time of UUIDv7 keys, which also needs
+ * {@link #PARTITIONED_MIGRATIONS} among your own Flyway's locations.
+ *
  * <p>Idem's schema name is used unquoted by the migrations: lower-case letters, digits and
  * underscores, not starting with a digit, at most 63, and not a word PostgreSQL reserves.
  */
 public final class IdemFlyway {
   /** Where idem's migrations live on the class path (in idem-jdbc's jar). */
   public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
+
+  /**
+   * Where the partitioned layout's migration lives ({@link Layout#PARTITIONED}): added to {@link
+   * #MIGRATIONS} to choose it, at the first migration.
+   */
+  public static final String PARTITIONED_MIGRATIONS = "classpath:dev/idem/jdbc/migration-partitioned";
+
+  /**
+   * How idem keeps its key table and inbox, chosen at the first migration (docs/scale.md). The code
+   * is the same for both; only the tables differ.
+   */
+  public enum Layout {
+    /** One table each; expiry deletes rows in batches. Accepts any key. */
+    DEFAULT,
+    /**
+     * Partitioned by the time the key carries, one partition a day, created ahead and dropped whole
+     * once every row in it is past its window ({@code idem.operations().maintainPartitions()}).
+     * Accepts only keys (and inbox message ids) that begin with a UUIDv7; refuses others with an
+     * {@link IllegalArgumentException}. Chosen on empty tables only: the migration refuses to
+     * replace tables that have rows.
+     */
+    PARTITIONED
+  }
 
   /** idem's own Flyway history table, in idem's schema. */
   public static final String HISTORY_TABLE = "idem_schema_history";
@@ -53,6 +80,21 @@ public final class IdemFlyway {
    * @throws IllegalStateException if the database could not be asked whether the name is reserved
    */
   public static void migrate(DataSource dataSource, String schema) {
+    migrate(dataSource, schema, Layout.DEFAULT);
+  }
+
+  /**
+   * Applies idem's migrations to {@code schema}, created if missing, in {@code layout}. Choose the
+   * layout at the first migration and pass the same one on every later call: a database migrated
+   * in one layout is not turned into the other.
+   *
+   * @throws IllegalArgumentException as {@link #migrate(DataSource, String)}, or if {@code layout}
+   *     is null
+   */
+  public static void migrate(DataSource dataSource, String schema, Layout layout) {
+    if (layout == null) {
+      throw new IllegalArgumentException("layout must not be null: Layout.DEFAULT or Layout.PARTITIONED");
+    }
     if (dataSource == null) {
       throw new IllegalArgumentException("dataSource must not be null");
     }
@@ -70,7 +112,7 @@ public final class IdemFlyway {
         .defaultSchema(schema)
         .createSchemas(true)
         .table(HISTORY_TABLE)
-        .locations(MIGRATIONS)
+        .locations(layout == Layout.PARTITIONED ? new String[] {MIGRATIONS, PARTITIONED_MIGRATIONS} : new String[] {MIGRATIONS})
         .load()
         .migrate();
   }

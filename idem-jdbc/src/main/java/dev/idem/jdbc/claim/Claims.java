@@ -489,8 +489,9 @@ public final class Claims {
     }
   }
 
-  private DataAccessException failed(SQLException e) {
-    return new DataAccessException(name + ": " + e.getMessage(), e);
+  private RuntimeException failed(SQLException e) {
+    IllegalArgumentException refused = SqlStates.refusedKey(e);
+    return refused != null ? refused : new DataAccessException(name + ": " + e.getMessage(), e);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -501,6 +502,9 @@ public final class Claims {
    * {@code batchSize}, at most {@code maxBatches} per call.
    */
   public long expire(Condition also, int batchSize, int maxBatches) {
+    if (context.partitioned()) {
+      return 0; // whole partitions expire (Operations.maintainPartitions); no index would serve a delete
+    }
     // the key table's deletes raise the fence floor (the inbox keeps no fences)
     long deleted = Expiry.deleteInBatches(context, table.t, table.expirable.and(also), table.layout.keys() ? table.fence : null,
         batchSize, maxBatches);

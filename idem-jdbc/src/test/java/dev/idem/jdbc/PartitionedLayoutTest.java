@@ -1,0 +1,229 @@
+package dev.idem.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.flyway.IdemFlyway;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.ops.Operations;
+import dev.idem.jdbc.ops.PartitionMaintenance;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.testing.Race;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import dev.idem.window.DedupeWindow;
+import java.io.IOException;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The partitioned layout (docs/scale.md): one claim per key across partitions, whenever a copy
+ * arrives, keys without a time refused, and whole partitions dropped once their rows are past
+ * their window. Every check counts rows in the database.
+ */
+class PartitionedLayoutTest {
+  static TestDatabase db;
+  static DataSource ds;
+  static Idem idem;
+  static IdempotentExecutor executor;
+  static Inbox inbox;
+  static Operations ops;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("partitioned_layout");
+    ds = db.dataSource(12);
+    IdemFlyway.migrate(ds, "idem", IdemFlyway.Layout.PARTITIONED);
+    idem = Idem.builder(ds).build();
+    executor = idem.executor().window(DedupeWindow.of(Duration.ofDays(1))).build();
+    inbox = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(1))).build();
+    ops = idem.operations();
+    db.execute("CREATE TABLE payments (key text NOT NULL, copy int NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  /** A UUIDv7 minted at {@code t}: its first 48 bits are t in milliseconds, the rest random. */
+  static String v7(Instant t) {
+    ThreadLocalRandom r = ThreadLocalRandom.current();
+    long ms = t.toEpochMilli();
+    return String.format("%08x-%04x-7%03x-%04x-%012x", ms >>> 16, ms & 0xffff, r.nextInt(0x1000),
+        0x8000 | r.nextInt(0x4000), r.nextLong() & 0xffffffffffffL);
+  }
+
+  static Instant midnight(LocalDate day) {
+    return day.atStartOfDay().toInstant(ZoneOffset.UTC);
+  }
+
+  static LocalDate today() {
+    return LocalDate.ofInstant(Instant.ofEpochSecond(db.count("SELECT extract(epoch FROM clock_timestamp())::bigint")),
+        ZoneOffset.UTC);
+  }
+
+  @Test
+  void copiesOfKeysMintedEitherSideOfAPartitionBoundaryClaimOncePerKey() throws Exception {
+    Instant boundary = midnight(today());
+    List<IdempotencyKey> keys = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      // the last and first milliseconds of two days, and keys a few milliseconds away
+      Instant t = boundary.plusMillis(i % 2 == 0 ? -1 - i / 2 : i / 2);
+      keys.add(IdempotencyKey.of("shop", v7(t)));
+    }
+    for (IdempotencyKey key : keys) {
+      List<Execution<String>> copies = Race.together(6, copy -> executor.execute(key, Fingerprint.of("pay"), Codec.utf8(),
+          tx -> {
+            tx.dsl().execute("INSERT INTO payments (key, copy) VALUES (?, ?)", key.value(), copy);
+            return "paid by " + copy;
+          }));
+      assertThat(copies).filteredOn(Execution::applied).hasSize(1);
+      assertThat(copies).extracting(Execution::value).containsOnly(copies.stream().filter(Execution::applied)
+          .findFirst().orElseThrow().value());
+    }
+    for (IdempotencyKey key : keys) {
+      assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", key.value())).as("effects of " + key).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key.value())).as("rows of " + key).isEqualTo(1);
+      // filed under the day of the key's own time, not the day it arrived
+      String day = LocalDate.ofInstant(Instant.ofEpochMilli(Long.parseLong(key.value().substring(0, 8)
+          + key.value().substring(9, 13), 16)), ZoneOffset.UTC).toString().replace("-", "");
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys_p" + day + " WHERE key = ?", key.value())).isEqualTo(1);
+    }
+  }
+
+  @Test
+  void copiesRacingThePartitionsCreationStillClaimOnce() throws Exception {
+    // A key minted 9 days ahead (a client clock far off): no partition yet. Its copies race the
+    // maintenance that creates that day's partition: each is refused before, or claims after,
+    // and the key is claimed once, its effect made once.
+    LocalDate day = today().plusDays(9);
+    db.execute("DROP TABLE IF EXISTS idem.idem_keys_p" + day.toString().replace("-", ""));
+    IdempotencyKey key = IdempotencyKey.of("shop", v7(midnight(day).plusSeconds(5)));
+    List<String> outcomes = Race.together(8, copy -> {
+      if (copy == 0) {
+        return "created " + ops.maintainPartitions(Duration.ofDays(10), Duration.ofDays(1)).created();
+      }
+      for (int attempt = 0; ; attempt++) {
+        try {
+          Execution<String> e = executor.execute(key, Fingerprint.of("pay"), Codec.utf8(), tx -> {
+            tx.dsl().execute("INSERT INTO payments (key, copy) VALUES (?, ?)", key.value(), copy);
+            return "paid";
+          });
+          return e.applied() ? "applied" : "replayed";
+        } catch (IllegalArgumentException noPartitionYet) {
+          assertThat(noPartitionYet).hasMessageContaining("has no partition");
+          if (attempt > 2000) {
+            return "refused";
+          }
+        }
+      }
+    });
+    assertThat(outcomes.get(0)).isNotEqualTo("created 0");
+    assertThat(outcomes.subList(1, 8)).containsOnlyOnce("applied").doesNotContain("refused");
+    assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", key.value())).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key.value())).isEqualTo(1);
+  }
+
+  @Test
+  void inboxCopiesOfOneMessageAtTheBoundaryAreReceivedOnce() throws Exception {
+    String id = v7(midnight(today()).minusMillis(1));
+    db.execute("CREATE TABLE IF NOT EXISTS received (id text NOT NULL)");
+    List<Execution<Void>> copies = Race.together(6, copy -> inbox.receive(id,
+        tx -> tx.dsl().execute("INSERT INTO received (id) VALUES (?)", id)));
+    assertThat(copies).filteredOn(Execution::applied).hasSize(1);
+    assertThat(db.count("SELECT count(*) FROM received WHERE id = ?", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = ?", id)).isEqualTo(1);
+  }
+
+  @Test
+  void aKeyWithoutATimeIsRefusedAndNothingIsWritten() {
+    IdempotencyKey key = IdempotencyKey.of("shop", "order-42");
+    assertThatThrownBy(() -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      tx.dsl().execute("INSERT INTO payments (key, copy) VALUES ('order-42', 0)");
+      return "x";
+    })).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'order-42' does not begin with a UUIDv7");
+    assertThatThrownBy(() -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "x"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7");
+    assertThatThrownBy(() -> inbox.receive("msg-1", tx -> { }))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'msg-1' does not begin with a UUIDv7");
+    assertThat(db.count("SELECT count(*) FROM payments WHERE key = 'order-42'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'order-42'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = 'msg-1'")).isZero();
+  }
+
+  @Test
+  void aPartitionIsDroppedOnlyOnceEveryRowIsPastItsWindowAndItsKeysAreThenRefusedNeverRunAgain() throws Exception {
+    LocalDate old = today().minusDays(5);
+    String part = "idem_keys_p" + old.toString().replace("-", "");
+    long hour = midnight(old).getEpochSecond() / 3600;
+    db.execute("CREATE TABLE idem." + part + " PARTITION OF idem.idem_keys FOR VALUES FROM (" + hour + ") TO (" + (hour + 24) + ")");
+    IdempotencyKey local = IdempotencyKey.of("shop", v7(midnight(old).plusSeconds(60)));
+    IdempotencyKey external = IdempotencyKey.of("shop", v7(midnight(old).plusSeconds(120)));
+    executor.execute(local, Fingerprint.of("pay"), Codec.utf8(), tx -> {
+      tx.dsl().execute("INSERT INTO payments (key, copy) VALUES (?, 0)", local.value());
+      return "paid";
+    });
+    IdempotentExecutor failing = idem.executor().window(DedupeWindow.of(Duration.ofDays(1))).build();
+    assertThatThrownBy(() -> failing.executeExternal(external, Fingerprint.EMPTY, Codec.utf8(), a -> {
+      throw new IOException("the provider timed out: the outcome is unknown");
+    })).isInstanceOf(IOException.class);
+    assertThat(executor.expire()).as("rows are not deleted one by one in this layout").isZero();
+
+    assertThat(ops.maintainPartitions().dropped()).as("rows within their window").isZero();
+    db.execute("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE key IN ('"
+        + local.value() + "', '" + external.value() + "')");
+    assertThat(ops.maintainPartitions().dropped()).as("an external claim in flight: an unknown outcome").isZero();
+    assertThat(db.count("SELECT count(*) FROM pg_class WHERE relname = '" + part + "'")).isEqualTo(1);
+
+    db.execute("UPDATE idem.idem_keys SET state = 'C', lease_expires_at = NULL WHERE key = '" + external.value() + "'");
+    PartitionMaintenance run = ops.maintainPartitions();
+    assertThat(run.dropped()).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM pg_class WHERE relname = '" + part + "'")).isZero();
+    assertThat(ops.maintainPartitions().created()).as("a dropped day is never created again").isZero();
+
+    assertThatThrownBy(() -> executor.execute(local, Fingerprint.of("pay"), Codec.utf8(), tx -> {
+      tx.dsl().execute("INSERT INTO payments (key, copy) VALUES (?, 1)", local.value());
+      return "paid again";
+    })).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("has no partition");
+    assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", local.value())).isEqualTo(1);
+  }
+
+  @Test
+  void maintenanceRefusesBadArgumentsAndDoesNothingInTheDefaultLayout() {
+    assertThatThrownBy(() -> ops.maintainPartitions(Duration.ofHours(1), Duration.ZERO))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ahead must be within 1 and 366 days");
+    assertThatThrownBy(() -> ops.maintainPartitions(Duration.ofDays(2), Duration.ofDays(-1)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("keep");
+    try (TestDatabase plain = TestPostgres.newDatabase("default_layout")) {
+      DataSource pds = plain.dataSource(2);
+      IdemFlyway.migrate(pds);
+      assertThat(Idem.builder(pds).build().operations().maintainPartitions()).isEqualTo(new PartitionMaintenance(0, 0));
+    }
+  }
+
+  @Test
+  void thePartitionedLayoutIsChosenOnEmptyTablesOnly() {
+    try (TestDatabase plain = TestPostgres.newDatabase("layout_switch")) {
+      DataSource pds = plain.dataSource(2);
+      IdemFlyway.migrate(pds);
+      Idem.builder(pds).build().executor().build().execute(IdempotencyKey.of("s", "k"), Fingerprint.EMPTY, Codec.none(), tx -> null);
+      assertThatThrownBy(() -> IdemFlyway.migrate(pds, "idem", IdemFlyway.Layout.PARTITIONED))
+          .hasStackTraceContaining("the partitioned layout is chosen at the first migration");
+      assertThat(plain.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(1);
+    }
+  }
+}
