@@ -9,6 +9,7 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
+import dev.idem.testing.TimedKeys;
 import dev.idem.window.DedupeWindow;
 import java.time.Duration;
 import java.time.Instant;
@@ -20,7 +21,6 @@ import java.util.Locale;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.sql.DataSource;
 
@@ -92,13 +92,6 @@ public final class ScaleBench {
     }
   }
 
-  /** A UUIDv7 minted at {@code t}. */
-  static String v7(Instant t) {
-    ThreadLocalRandom r = ThreadLocalRandom.current();
-    long ms = t.toEpochMilli();
-    return String.format("%08x-%04x-7%03x-%04x-%012x", ms >>> 16, ms & 0xffff, r.nextInt(0x1000),
-        0x8000 | r.nextInt(0x4000), r.nextLong() & 0xffffffffffffL);
-  }
 
   // ---------------------------------------------------------------------------------------------
 
@@ -110,10 +103,10 @@ public final class ScaleBench {
         Inbox inbox = d.idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(7))).build();
         boolean v7 = run[1].equals("v7");
         parallel(n, i -> {
-          String value = v7 ? v7(Instant.now()) : java.util.UUID.randomUUID().toString();
+          String value = v7 ? TimedKeys.uuidV7(Instant.now()) : java.util.UUID.randomUUID().toString();
           d.executor.execute(IdempotencyKey.of("shop-42", value), FP, Codec.utf8(), tx -> "pay_o" + (i % 1000));
           if (v7) {
-            inbox.receive(v7(Instant.now()), tx -> { });
+            inbox.receive(TimedKeys.uuidV7(Instant.now()), tx -> { });
           }
         });
         d.sql("VACUUM ANALYZE idem.idem_keys");
@@ -210,7 +203,7 @@ public final class ScaleBench {
         for (int round = 0; round < 2; round++) {
           for (int i = 0; i < 2; i++) {
             Db d = i == 0 ? def : part;
-            r[i][0] += rate(seconds, n -> d.executor.execute(IdempotencyKey.of("shop-42", v7(Instant.now())), FP, Codec.utf8(),
+            r[i][0] += rate(seconds, n -> d.executor.execute(IdempotencyKey.of("shop-42", TimedKeys.uuidV7(Instant.now())), FP, Codec.utf8(),
                 tx -> RESULT)) / 2;
           }
           for (int i = 0; i < 2; i++) {

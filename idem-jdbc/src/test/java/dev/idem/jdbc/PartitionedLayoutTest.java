@@ -15,6 +15,7 @@ import dev.idem.result.Execution;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
+import dev.idem.testing.TimedKeys;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
 import java.time.Duration;
@@ -23,7 +24,6 @@ import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ThreadLocalRandom;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -35,19 +35,18 @@ import org.junit.jupiter.api.Test;
  * their window. Every check counts rows in the database.
  */
 class PartitionedLayoutTest {
-  static TestDatabase db;
-  static DataSource ds;
+  static TestDatabase db = TestPostgres.newDatabase("partitioned_layout");
   static Idem idem;
   static IdempotentExecutor executor;
   static Inbox inbox;
   static Operations ops;
 
+  /** A database in the partitioned layout, as a user chooses it at the first migration. */
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("partitioned_layout");
-    ds = db.dataSource(12);
-    IdemFlyway.migrate(ds, "idem", IdemFlyway.Layout.PARTITIONED);
-    idem = Idem.builder(ds).build();
+  static void migrateInThePartitionedLayout() {
+    DataSource pool = db.dataSource(12);
+    IdemFlyway.migrate(pool, "idem", IdemFlyway.Layout.PARTITIONED);
+    idem = Idem.builder(pool).build();
     executor = idem.executor().window(DedupeWindow.of(Duration.ofDays(1))).build();
     inbox = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(1))).build();
     ops = idem.operations();
@@ -59,13 +58,6 @@ class PartitionedLayoutTest {
     db.close();
   }
 
-  /** A UUIDv7 minted at {@code t}: its first 48 bits are t in milliseconds, the rest random. */
-  static String v7(Instant t) {
-    ThreadLocalRandom r = ThreadLocalRandom.current();
-    long ms = t.toEpochMilli();
-    return String.format("%08x-%04x-7%03x-%04x-%012x", ms >>> 16, ms & 0xffff, r.nextInt(0x1000),
-        0x8000 | r.nextInt(0x4000), r.nextLong() & 0xffffffffffffL);
-  }
 
   static Instant midnight(LocalDate day) {
     return day.atStartOfDay().toInstant(ZoneOffset.UTC);
@@ -83,7 +75,7 @@ class PartitionedLayoutTest {
     for (int i = 0; i < 20; i++) {
       // the last and first milliseconds of two days, and keys a few milliseconds away
       Instant t = boundary.plusMillis(i % 2 == 0 ? -1 - i / 2 : i / 2);
-      keys.add(IdempotencyKey.of("shop", v7(t)));
+      keys.add(IdempotencyKey.of("shop", TimedKeys.uuidV7(t)));
     }
     for (IdempotencyKey key : keys) {
       List<Execution<String>> copies = Race.together(6, copy -> executor.execute(key, Fingerprint.of("pay"), Codec.utf8(),
@@ -112,7 +104,7 @@ class PartitionedLayoutTest {
     // and the key is claimed once, its effect made once.
     LocalDate day = today().plusDays(9);
     db.execute("DROP TABLE IF EXISTS idem.idem_keys_p" + day.toString().replace("-", ""));
-    IdempotencyKey key = IdempotencyKey.of("shop", v7(midnight(day).plusSeconds(5)));
+    IdempotencyKey key = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(day).plusSeconds(5)));
     List<String> outcomes = Race.together(8, copy -> {
       if (copy == 0) {
         return "created " + ops.maintainPartitions(Duration.ofDays(10), Duration.ofDays(1)).created();
@@ -140,7 +132,7 @@ class PartitionedLayoutTest {
 
   @Test
   void inboxCopiesOfOneMessageAtTheBoundaryAreReceivedOnce() throws Exception {
-    String id = v7(midnight(today()).minusMillis(1));
+    String id = TimedKeys.uuidV7(midnight(today()).minusMillis(1));
     db.execute("CREATE TABLE IF NOT EXISTS received (id text NOT NULL)");
     List<Execution<Void>> copies = Race.together(6, copy -> inbox.receive(id,
         tx -> tx.dsl().execute("INSERT INTO received (id) VALUES (?)", id)));
@@ -171,8 +163,8 @@ class PartitionedLayoutTest {
     String part = "idem_keys_p" + old.toString().replace("-", "");
     long hour = midnight(old).getEpochSecond() / 3600;
     db.execute("CREATE TABLE idem." + part + " PARTITION OF idem.idem_keys FOR VALUES FROM (" + hour + ") TO (" + (hour + 24) + ")");
-    IdempotencyKey local = IdempotencyKey.of("shop", v7(midnight(old).plusSeconds(60)));
-    IdempotencyKey external = IdempotencyKey.of("shop", v7(midnight(old).plusSeconds(120)));
+    IdempotencyKey local = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(old).plusSeconds(60)));
+    IdempotencyKey external = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(old).plusSeconds(120)));
     executor.execute(local, Fingerprint.of("pay"), Codec.utf8(), tx -> {
       tx.dsl().execute("INSERT INTO payments (key, copy) VALUES (?, 0)", local.value());
       return "paid";

@@ -34,34 +34,22 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     ELSE ${flyway:defaultSchema}.idem_refuse_key(key) END
 $$;
 
+-- The same columns as the default layout's tables (V4), partitioned by key_hour, which has no
+-- default here: every claim computes it from the key (idem_key_hour). No index on expires_at:
+-- whole partitions are dropped instead of rows deleted. Keys of one partition arrive in about the
+-- order of their times, so the primary key's pages are filled whole (fillfactor 100).
+CREATE TABLE ${flyway:defaultSchema}.idem_keys_partitioned (LIKE ${flyway:defaultSchema}.idem_keys INCLUDING DEFAULTS)
+  PARTITION BY RANGE (key_hour);
+CREATE TABLE ${flyway:defaultSchema}.idem_inbox_partitioned (LIKE ${flyway:defaultSchema}.idem_inbox INCLUDING DEFAULTS)
+  PARTITION BY RANGE (key_hour);
 DROP TABLE ${flyway:defaultSchema}.idem_keys;
-CREATE TABLE ${flyway:defaultSchema}.idem_keys (
-  fence            bigint      NOT NULL DEFAULT 1,
-  created_at       timestamptz NOT NULL,
-  expires_at       timestamptz NOT NULL,
-  completed_at     timestamptz,
-  lease_expires_at timestamptz,
-  key_hour         integer     NOT NULL,
-  scope            text        NOT NULL,
-  key              text        NOT NULL,
-  fingerprint      bytea       NOT NULL,
-  state            char(1)     NOT NULL,
-  call_key         text,
-  result           bytea,
-  -- Keys of one partition arrive in about the order of their times, so the index's pages are
-  -- filled whole; no index on expires_at: whole partitions are dropped instead of rows deleted.
-  PRIMARY KEY (scope, key, key_hour) WITH (fillfactor = 100)
-) PARTITION BY RANGE (key_hour);
-
 DROP TABLE ${flyway:defaultSchema}.idem_inbox;
-CREATE TABLE ${flyway:defaultSchema}.idem_inbox (
-  received_at timestamptz NOT NULL,
-  expires_at  timestamptz NOT NULL,
-  key_hour    integer     NOT NULL,
-  consumer    text        NOT NULL,
-  message_id  text        NOT NULL,
-  PRIMARY KEY (consumer, message_id, key_hour) WITH (fillfactor = 100)
-) PARTITION BY RANGE (key_hour);
+ALTER TABLE ${flyway:defaultSchema}.idem_keys_partitioned RENAME TO idem_keys;
+ALTER TABLE ${flyway:defaultSchema}.idem_inbox_partitioned RENAME TO idem_inbox;
+ALTER TABLE ${flyway:defaultSchema}.idem_keys ALTER COLUMN key_hour DROP DEFAULT,
+  ADD CONSTRAINT idem_keys_pkey PRIMARY KEY (scope, key, key_hour) WITH (fillfactor = 100);
+ALTER TABLE ${flyway:defaultSchema}.idem_inbox ALTER COLUMN key_hour DROP DEFAULT,
+  ADD CONSTRAINT idem_inbox_pkey PRIMARY KEY (consumer, message_id, key_hour) WITH (fillfactor = 100);
 
 -- Creates the daily partitions from yesterday (UTC) to now + ahead, and drops each older one
 -- whose day ended at least `keep` ago and whose rows are all past their window, none of them an
