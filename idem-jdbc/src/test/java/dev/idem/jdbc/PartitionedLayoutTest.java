@@ -10,6 +10,7 @@ import dev.idem.jdbc.ops.Operations;
 import dev.idem.jdbc.ops.PartitionMaintenance;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import dev.idem.testing.Race;
@@ -139,6 +140,23 @@ class PartitionedLayoutTest {
     assertThat(copies).filteredOn(Execution::applied).hasSize(1);
     assertThat(db.count("SELECT count(*) FROM received WHERE id = ?", id)).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = ?", id)).isEqualTo(1);
+  }
+
+  @Test
+  void aKeyDerivedWithItsRootsTimeIsAcceptedInTheRootsPartition() throws Exception {
+    IdempotencyKey root = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(today()).minusMillis(1)));
+    IdempotencyKey payment = Keys.timedChild(root, "payment");
+    List<Execution<String>> copies = Race.together(4, copy -> executor.execute(payment, Fingerprint.of("pay"), Codec.utf8(),
+        tx -> {
+          tx.dsl().execute("INSERT INTO payments (key, copy) VALUES (?, ?)", payment.value(), copy);
+          return "paid";
+        }));
+    assertThat(copies).filteredOn(Execution::applied).hasSize(1);
+    assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", payment.value())).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys_p" + today().minusDays(1).toString().replace("-", "")
+        + " WHERE key = ?", payment.value())).as("filed under the root's day").isEqualTo(1);
+    assertThatThrownBy(() -> executor.execute(Keys.child(root, "payment"), Fingerprint.EMPTY, Codec.none(), tx -> null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7");
   }
 
   @Test
