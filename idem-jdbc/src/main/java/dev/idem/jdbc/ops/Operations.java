@@ -44,6 +44,10 @@ import org.slf4j.LoggerFactory;
  * #redriveAll} and {@link #outboxStats}: the outbox's re-drive, the same statement {@code
  * Outbox.redrive} runs.
  *
+ * <p><b>Partitions.</b> {@link #maintainPartitions()}: the partitioned layout's days (docs/scale.md),
+ * created ahead and dropped whole once their rows are past their window; nothing to do in the
+ * default layout.
+ *
  * <p>Every action emits {@link dev.idem.event.IdemEvent.OperatorAction} (source {@code
  * "operations"}) and logs one line at INFO on logger {@code dev.idem.operations}, with the rows it
  * changed (0 included). Every time is the database's clock. Reads and actions join the transaction
