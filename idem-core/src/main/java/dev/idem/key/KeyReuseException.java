@@ -14,19 +14,40 @@ public class KeyReuseException extends IdemException {
   private static final long serialVersionUID = 1L;
 
   private final transient IdempotencyKey key;
-  private final transient Fingerprint stored;
+  private final String storedHex;
   private final transient Fingerprint given;
 
   /**
    * @throws IllegalArgumentException if an argument is null
    */
   public KeyReuseException(IdempotencyKey key, Fingerprint stored, Fingerprint given) {
+    this(key, Require.notNull(stored, "stored").hex(), given);
+  }
+
+  /**
+   * For a store that keeps only the first digits of a fingerprint (idem's key table keeps 16 bytes,
+   * 32 hex digits, of the SHA-256).
+   *
+   * @param storedHex the recorded fingerprint's hex digits as stored: all 64, or the first ones
+   * @throws IllegalArgumentException if an argument is null or {@code storedHex} is not 1 to 64
+   *     lower-case hex digits
+   */
+  public KeyReuseException(IdempotencyKey key, String storedHex, Fingerprint given) {
     super("key " + Require.notNull(key, "key") + " was first used with request fingerprint "
-        + Require.notNull(stored, "stored").hex() + " and is now reused with a different request (fingerprint "
-        + Require.notNull(given, "given").hex() + "); a key names one intent: send a new key for a new request");
+        + checkedHex(storedHex) + (storedHex.length() < 64 ? "…" : "") + " and is now reused with a different request"
+        + " (fingerprint " + Require.notNull(given, "given").hex() + "); a key names one intent: send a new key for a"
+        + " new request");
     this.key = key;
-    this.stored = stored;
+    this.storedHex = storedHex;
     this.given = given;
+  }
+
+  private static String checkedHex(String hex) {
+    if (hex == null || hex.isEmpty() || hex.length() > 64
+        || !hex.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      throw new IllegalArgumentException("storedHex must be 1 to 64 lower-case hex digits, was " + hex);
+    }
+    return hex;
   }
 
   /** The reused key; null after deserialization (the fields are transient). */
@@ -34,9 +55,13 @@ public class KeyReuseException extends IdemException {
     return key;
   }
 
-  /** The fingerprint recorded with the first use. */
-  public Fingerprint stored() {
-    return stored;
+  /**
+   * The hex of the fingerprint recorded with the first use, as far as the store keeps it: idem's
+   * key table keeps the first 32 of its 64 digits, which a {@link #given()} fingerprint starting
+   * with them matches.
+   */
+  public String storedHex() {
+    return storedHex;
   }
 
   /** The fingerprint of the refused request. */

@@ -62,6 +62,30 @@ public final class Keys {
         Sha256.hex(scope.length() + ":" + scope + "/" + value.length() + ":" + value + "/" + step));
   }
 
+  /** A UUIDv7 in its 8-4-4-4-12 hex form: its first 48 bits are when it was minted. */
+  private static final java.util.regex.Pattern UUID_V7 = java.util.regex.Pattern.compile(
+      "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-7[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}");
+
+  /**
+   * {@link #child} for a parent that begins with a UUIDv7, keeping that time: the parent's UUIDv7,
+   * a dot, then {@code child(parent, step)}'s 64 hex characters (101 characters). A key that carries
+   * its root's time is what the partitioned layout of idem-jdbc files a key under (docs/scale.md);
+   * derived again, it keeps the same prefix, so every key of one intent carries the time the intent
+   * was made.
+   *
+   * @throws IllegalArgumentException as {@link #child}, or if {@code parent}'s value does not begin
+   *     with a UUIDv7
+   */
+  public static IdempotencyKey timedChild(IdempotencyKey parent, String step) {
+    IdempotencyKey child = child(parent, step);
+    String value = parent.value();
+    if (value.length() < 36 || !UUID_V7.matcher(value.substring(0, 36)).matches()) {
+      throw new IllegalArgumentException("parent " + parent + " does not begin with a UUIDv7 (8-4-4-4-12 hex digits,"
+          + " version 7), so it has no time for its children to keep: use Keys.child");
+    }
+    return new IdempotencyKey(parent.scope(), value.substring(0, 36) + "." + child.value());
+  }
+
   /**
    * The key for attempt {@code n} (1, 2, ...) of a call to a third party: {@code child(parent,
    * "attempt/" + n)}. Send it to the provider as its idempotency key; reuse it for every retry of

@@ -119,8 +119,10 @@ class IdempotencyKeyTest {
   @Test
   void aKeyReuseExceptionNamesAMissingArgument() {
     IdempotencyKey key = IdempotencyKey.of("shop-7", "k1");
-    assertThatThrownBy(() -> new KeyReuseException(key, null, Fingerprint.EMPTY))
+    assertThatThrownBy(() -> new KeyReuseException(key, (Fingerprint) null, Fingerprint.EMPTY))
         .isInstanceOf(IllegalArgumentException.class).hasMessage("stored must not be null");
+    assertThatThrownBy(() -> new KeyReuseException(key, "0A", Fingerprint.EMPTY))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("storedHex must be 1 to 64 lower-case hex digits");
     assertThat(new KeyReuseException(key, Fingerprint.of("a"), Fingerprint.of("b")).key()).isEqualTo(key);
   }
 }

@@ -15,6 +15,22 @@ class KeysTest {
   private static final IdempotencyKey ROOT = IdempotencyKey.of("shop-7", "chk_7f3a9c");
 
   @Test
+  void aTimedChildKeepsItsRootsUuidV7AndIsAsStableAsAChild() {
+    IdempotencyKey root = IdempotencyKey.of("shop-7", "0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b");
+    IdempotencyKey payment = Keys.timedChild(root, "payment");
+    assertThat(payment.value()).isEqualTo("0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b." + Keys.child(root, "payment").value());
+    assertThat(Keys.timedChild(root, "payment")).isEqualTo(payment);
+    assertThat(Keys.timedChild(payment, "attempt/1").value()).startsWith("0190a5b2-3c4d-7e8f-9a0b-1c2d3e4f5a6b.")
+        .isNotEqualTo(Keys.timedChild(payment, "attempt/2").value());
+    assertThat(payment.scope()).isEqualTo("shop-7");
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Keys.timedChild(IdempotencyKey.of("shop-7", "order-42"), "payment"))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7");
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> Keys.timedChild(
+            IdempotencyKey.of("shop-7", "0190a5b2-3c4d-4e8f-9a0b-1c2d3e4f5a6b"), "payment")) // version 4
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("UUIDv7");
+  }
+
+  @Test
   void theSameChildKeyOnRetry() {
     IdempotencyKey order = Keys.child(ROOT, "order");
     // The retried request, on another machine after a crash, derives it again without storage.

@@ -84,7 +84,7 @@ class ExecutionTest {
     KeyReuseException e = new KeyReuseException(key, stored, given);
     assertThat(e).isInstanceOf(IdemException.class);
     assertThat(e.key()).isEqualTo(key);
-    assertThat(e.stored()).isEqualTo(stored);
+    assertThat(e.storedHex()).isEqualTo(stored.hex());
     assertThat(e.given()).isEqualTo(given);
     assertThat(e.getMessage())
         .contains("shop-7:chk_7f3a9c")

@@ -22,12 +22,39 @@ import org.flywaydb.core.Flyway;
  * at once: Flyway takes a lock. To run them with your own Flyway instead, configure it with these
  * location, table and schema.
  *
+ * <p>The key table and the inbox come in two layouts, chosen at the first migration: {@link
+ * Layout#DEFAULT}, or {@link Layout#PARTITIONED} by the time of UUIDv7 keys, which also needs
+ * {@link #PARTITIONED_MIGRATIONS} among your own Flyway's locations.
+ *
  * <p>Idem's schema name is used unquoted by the migrations: lower-case letters, digits and
  * underscores, not starting with a digit, at most 63, and not a word PostgreSQL reserves.
  */
 public final class IdemFlyway {
   /** Where idem's migrations live on the class path (in idem-jdbc's jar). */
   public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
+
+  /**
+   * Where the partitioned layout's migration lives ({@link Layout#PARTITIONED}): added to {@link
+   * #MIGRATIONS} to choose it, at the first migration.
+   */
+  public static final String PARTITIONED_MIGRATIONS = "classpath:dev/idem/jdbc/migration-partitioned";
+
+  /**
+   * How idem keeps its key table and inbox, chosen at the first migration (docs/scale.md). The code
+   * is the same for both; only the tables differ.
+   */
+  public enum Layout {
+    /** One table each; expiry deletes rows in batches. Accepts any key. */
+    DEFAULT,
+    /**
+     * Partitioned by the time the key carries, one partition a day, created ahead and dropped whole
+     * once every row in it is past its window ({@code idem.operations().maintainPartitions()}).
+     * Accepts only keys (and inbox message ids) that begin with a UUIDv7; refuses others with an
+     * {@link IllegalArgumentException}. Chosen on empty tables only: the migration refuses to
+     * replace tables that have rows.
+     */
+    PARTITIONED
+  }
 
   /** idem's own Flyway history table, in idem's schema. */
   public static final String HISTORY_TABLE = "idem_schema_history";
@@ -53,6 +80,23 @@ public final class IdemFlyway {
    * @throws IllegalStateException if the database could not be asked whether the name is reserved
    */
   public static void migrate(DataSource dataSource, String schema) {
+    migrate(dataSource, schema, Layout.DEFAULT);
+  }
+
+  /**
+   * Applies idem's migrations to {@code schema}, created if missing, in {@code layout}. Choose the
+   * layout at the first migration and pass the same one on every later call: a database migrated
+   * in one layout is not turned into the other.
+   *
+   * @throws IllegalArgumentException as {@link #migrate(DataSource, String)}, or if {@code layout}
+   *     is null
+   * @throws IllegalStateException before anything is changed, if idem's tables in {@code schema}
+   *     are in the other layout
+   */
+  public static void migrate(DataSource dataSource, String schema, Layout layout) {
+    if (layout == null) {
+      throw new IllegalArgumentException("layout must not be null: Layout.DEFAULT or Layout.PARTITIONED");
+    }
     if (dataSource == null) {
       throw new IllegalArgumentException("dataSource must not be null");
     }
@@ -64,15 +108,43 @@ public final class IdemFlyway {
       throw new IllegalArgumentException("schema '" + schema + "' is a reserved word of PostgreSQL's, which idem's migrations"
           + " would have to quote: choose another schema name");
     }
+    Layout existing = existingLayout(dataSource, schema);
+    if (existing != null && existing != layout) {
+      throw new IllegalStateException("schema '" + schema + "' holds idem's tables in the " + existing.name().toLowerCase(java.util.Locale.ROOT)
+          + " layout, and migrate was asked for the " + layout.name().toLowerCase(java.util.Locale.ROOT) + " one: the layout is chosen at the"
+          + " first migration and kept; pass Layout." + existing + " (moving an installation between layouts is the manual procedure"
+          + " in docs/scale.md)");
+    }
     Flyway.configure(IdemFlyway.class.getClassLoader())
         .dataSource(dataSource)
         .schemas(schema)
         .defaultSchema(schema)
         .createSchemas(true)
         .table(HISTORY_TABLE)
-        .locations(MIGRATIONS)
+        .locations(layout == Layout.PARTITIONED ? new String[] {MIGRATIONS, PARTITIONED_MIGRATIONS} : new String[] {MIGRATIONS})
         .load()
         .migrate();
+  }
+
+  /**
+   * The layout of idem's key table in {@code schema} (partitioned or not, as PostgreSQL's catalog
+   * says), or null if there is none yet. A key table from before the layouts existed is DEFAULT.
+   */
+  private static Layout existingLayout(DataSource dataSource, String schema) {
+    try (Connection c = dataSource.getConnection();
+        PreparedStatement ps = c.prepareStatement("SELECT c.relkind = 'p' FROM pg_catalog.pg_class c"
+            + " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname = 'idem_keys'")) {
+      ps.setString(1, schema);
+      try (ResultSet rs = ps.executeQuery()) {
+        Layout layout = rs.next() ? (rs.getBoolean(1) ? Layout.PARTITIONED : Layout.DEFAULT) : null;
+        if (!c.getAutoCommit()) {
+          c.rollback(); // a pool in manual commit: end the read's transaction
+        }
+        return layout;
+      }
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not read the layout of idem's tables in schema '" + schema + "': " + e.getMessage(), e);
+    }
   }
 
   /**

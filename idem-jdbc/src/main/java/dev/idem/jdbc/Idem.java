@@ -87,6 +87,13 @@ public final class Idem {
    */
   public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
 
+  /**
+   * The partitioned layout's migration (docs/scale.md): add it to your Flyway's locations beside
+   * {@link #MIGRATIONS}, at the first migration, to partition the key table and the inbox by the
+   * day of UUIDv7 keys.
+   */
+  public static final String PARTITIONED_MIGRATIONS = "classpath:dev/idem/jdbc/migration-partitioned";
+
   /** idem's own Flyway history table, so its migrations never mix with the service's. */
   public static final String HISTORY_TABLE = "idem_schema_history";
 

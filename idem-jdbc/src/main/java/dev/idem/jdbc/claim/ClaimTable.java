@@ -91,6 +91,17 @@ public final class ClaimTable {
   final Field<OffsetDateTime> created;
   final Field<OffsetDateTime> completedAt;
   final Field<OffsetDateTime> expiresAt;
+  /**
+   * The hour the key is filed under ({@code key_hour}, see docs/scale.md): 0 in the default layout,
+   * the hour of the key's own time in the partitioned one, computed from the key by the schema's
+   * {@code idem_key_hour}, so that every copy of a key lands in the same partition and a lookup
+   * names that one partition. Part of every row a claim writes and of {@link #thisKey}.
+   */
+  final Field<Integer> keyHour;
+  /** idem's schema, where {@code idem_key_hour} lives (functions are not mapped like tables). */
+  private final String schema;
+  /** {@code idem_key_hour(:key)}: the hour the key of this call is filed under. */
+  private final Field<Integer> hourOfKey;
   private final Condition thisKey;
   /**
    * A row that may be deleted or claimed for a new intent: past its window and, if an external
@@ -162,6 +173,7 @@ public final class ClaimTable {
    * @param lease an external claim's lease (the key table only; ignored for the inbox)
    */
   public ClaimTable(Context context, Layout layout, Duration window, Duration inFlightWait, Duration lease) {
+    this.schema = context.schema();
     this.layout = layout;
     String tableName = layout.table;
     this.t = table(name("idem", tableName));
@@ -177,7 +189,9 @@ public final class ClaimTable {
     this.callKey = keys ? column(tableName, "call_key", String.class) : null;
     this.result = keys ? column(tableName, "result", byte[].class) : null;
     this.completedAt = keys ? column(tableName, "completed_at", OffsetDateTime.class) : null;
-    this.thisKey = scope.eq(param("scope", String.class)).and(key.eq(param("key", String.class)));
+    this.keyHour = column(tableName, "key_hour", Integer.class);
+    this.hourOfKey = hourOf(param("key", String.class));
+    this.thisKey = scope.eq(param("scope", String.class)).and(key.eq(param("key", String.class))).and(keyHour.eq(hourOfKey));
     this.expirable = keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
 
     DSLContext dsl = context.dsl();
@@ -191,7 +205,7 @@ public final class ClaimTable {
     if (keys) {
       repeat = repeat.and(fingerprint.eq(param("fingerprint", byte[].class))).and(state.eq(inline(COMPLETED)));
     }
-    Field<OffsetDateTime> completed = keys ? completedAt : created;
+    Field<OffsetDateTime> completed = keys ? completedOrCreated() : created;
     Field<String> detail = DSL.field(dsl.select(DSL.when(repeat,
             DSL.inline("R ").concat(epochSeconds(completed).cast(SQLDataType.VARCHAR)).concat(DSL.inline(" "))
                 .concat(epochSeconds(NOW).cast(SQLDataType.VARCHAR))))
@@ -212,25 +226,29 @@ public final class ClaimTable {
           .set(leaseExpiresAt, inline((OffsetDateTime) null))
           .set(callKey, DSL.castNull(SQLDataType.CLOB))
           .set(result, inline((byte[]) null))
-          .set(completedAt, STAMP);
+          .set(completedAt, inline((OffsetDateTime) null)); // a local row completes when it is created
     }
     this.reclaim = Sql.of(dsl, restoring("reclaimed",
         update.where(thisKey).and(expirable).and(bound).returningResult((keys ? fence : inline(1L)).as("fence")),
         dsl.select(field(name("reclaimed", "fence"), Long.class)).from(table(name("reclaimed")))));
     this.storeResult = keys
-        ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).set(completedAt, STAMP).where(thisKey))
+        ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).where(thisKey))
         : null;
 
     if (keys) {
       Field<OffsetDateTime> leaseEnds = plus(STAMP, lease);
       this.claimExternal = Sql.of(dsl, claimOrRead(dsl, dsl.insertInto(t)
-          .columns(scope, key, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
-          .values(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-              inline(IN_FLIGHT), inline(1L), leaseEnds, param("call_key", String.class), STAMP, expires)));
+          .columns(scope, key, keyHour, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
+          .values(param("scope", String.class), param("key", String.class), hourOfKey, param("fingerprint", byte[].class),
+              inline(IN_FLIGHT), fenceFloor(context).plus(inline(1L)), leaseEnds, param("call_key", String.class), STAMP,
+              expires),
+          DSL.function(name(context.schema(), "idem_fence_above_floor"), Long.class, fence)));
       this.reclaimExternal = Sql.of(dsl, dsl.update(t)
           .set(fingerprint, param("fingerprint", byte[].class))
           .set(state, inline(IN_FLIGHT))
-          .set(fence, fence.plus(inline(1L)))
+          // above the floor too: the row may be a local effect's, made after an external row of the
+          // key was deleted (expiry raised the floor before that delete, so before this statement)
+          .set(fence, DSL.greatest(fence, fenceFloor(context)).plus(inline(1L)))
           .set(leaseExpiresAt, leaseEnds)
           .set(callKey, param("call_key", String.class))
           .set(result, inline((byte[]) null))
@@ -272,7 +290,7 @@ public final class ClaimTable {
       this.claimBatchAtOnce = Sql.of(dsl, claimBatch(dsl, expires, bound(Duration.ZERO)));
       this.reclaimBatch = Sql.of(dsl, reclaimBatch(dsl, expires, bound));
       this.reclaimBatchAtOnce = Sql.of(dsl, reclaimBatch(dsl, expires, bound(Duration.ZERO)));
-      this.unclaimBatch = Sql.of(dsl, dsl.deleteFrom(t).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))));
+      this.unclaimBatch = Sql.of(dsl, dsl.deleteFrom(t).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))).and(keyHour.eq(hourOf(key))));
     } else {
       this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
     }
@@ -280,6 +298,11 @@ public final class ClaimTable {
 
   /** The keys of a batch, bound as one text array. */
   private static final Field<String[]> KEYS = param("keys", SQLDataType.CLOB.array());
+
+  /** {@code idem_key_hour(k)}: the hour key {@code k} is filed under (0 in the default layout). */
+  private Field<Integer> hourOf(Field<String> k) {
+    return DSL.function(name(schema, "idem_key_hour"), Integer.class, k);
+  }
 
   /**
    * {@link #claimBatch}: {@link #insert}'s row for each key of the array, where {@code gate} holds,
@@ -291,15 +314,15 @@ public final class ClaimTable {
     Field<String> inputKey = field(name("input", "key"), String.class);
     Field<Long> position = field(name("input", "ord"), Long.class);
     Field<String> claimedKey = field(name("claimed", layout.key), String.class);
-    Query insert = dsl.insertInto(t).columns(scope, key, created, expiresAt)
-        .select(DSL.select(param("scope", String.class), inputKey, STAMP, expires).from(input).where(gate).orderBy(inputKey))
+    Query insert = dsl.insertInto(t).columns(scope, key, keyHour, created, expiresAt)
+        .select(DSL.select(param("scope", String.class), inputKey, hourOf(inputKey), STAMP, expires).from(input).where(gate).orderBy(inputKey))
         .onConflictDoNothing().returningResult(key);
     List<SelectField<?>> fields = rowFields(DSL.when(claimedKey.isNotNull(), inline(true)).when(key.isNotNull(), inline(false)), NOW);
     fields.add(position);
     fields.add(field("(select " + RESTORE + " from (select count(*) from claimed) as done)", String.class));
     Select<?> rows = dsl.select(fields).from(input)
         .leftJoin(table(name("claimed"))).on(claimedKey.eq(inputKey))
-        .leftJoin(t).on(scope.eq(param("scope", String.class)).and(key.eq(inputKey)))
+        .leftJoin(t).on(scope.eq(param("scope", String.class)).and(key.eq(inputKey)).and(keyHour.eq(hourOf(inputKey))))
         .orderBy(position);
     return DSL.resultQuery("with input (key, ord) as (select * from unnest({0}) with ordinality), claimed as ({1}) {2}",
         KEYS, insert, rows);
@@ -308,7 +331,7 @@ public final class ClaimTable {
   /** {@link #reclaimBatch}: one row whatever was re-claimed, so the caller's lock_timeout is always put back. */
   private Query reclaimBatch(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
     // a statement of its own: jOOQ's builders change in place, so the single re-claim's is not reused
-    Query reclaim = dsl.update(t).set(created, STAMP).set(expiresAt, expires).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))).and(expirable).and(gate)
+    Query reclaim = dsl.update(t).set(created, STAMP).set(expiresAt, expires).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))).and(keyHour.eq(hourOf(key))).and(expirable).and(gate)
         .returningResult(key);
     return DSL.resultQuery("with reclaimed as ({0}) select array_agg({1}), " + RESTORE + " from reclaimed",
         reclaim, field(name("reclaimed", layout.key)));
@@ -337,9 +360,9 @@ public final class ClaimTable {
    * committed meanwhile: under READ COMMITTED this statement's snapshot cannot see that row, and
    * the caller re-reads it with {@link #read} (a new statement, a new snapshot).
    */
-  private Select<?> claimOrRead(DSLContext dsl, InsertOnDuplicateStep<Record> insert) {
+  private Select<?> claimOrRead(DSLContext dsl, InsertOnDuplicateStep<Record> insert, Field<Long> returned) {
     CommonTableExpression<Record1<Long>> inserted = name("inserted").as(
-        insert.onConflictDoNothing().returningResult(layout.keys ? fence : inline(1L).as("fence")));
+        insert.onConflictDoNothing().returningResult(returned.as("fence")));
     return dsl.with(inserted).select(claimedRow(inserted.field("fence", Long.class))).from(inserted)
         .unionAll(rows(existing(dsl, DSL.notExists(selectOne().from(inserted)), NOW)));
   }
@@ -365,13 +388,14 @@ public final class ClaimTable {
    */
   private InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
     if (!layout.keys) {
-      return dsl.insertInto(t).columns(scope, key, created, expiresAt)
-          .select(DSL.select(param("scope", String.class), param("key", String.class), STAMP, expires).where(gate));
+      return dsl.insertInto(t).columns(scope, key, keyHour, created, expiresAt)
+          .select(DSL.select(param("scope", String.class), param("key", String.class), hourOfKey, STAMP, expires).where(gate));
     }
+    // no completed_at: a local row completes when it is created (see completedOrCreated)
     return dsl.insertInto(t)
-        .columns(scope, key, fingerprint, state, fence, created, completedAt, expiresAt)
-        .select(DSL.select(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
-            inline(COMPLETED), inline(1L), STAMP, STAMP, expires).where(gate));
+        .columns(scope, key, keyHour, fingerprint, state, fence, created, expiresAt)
+        .select(DSL.select(param("scope", String.class), param("key", String.class), hourOfKey,
+            param("fingerprint", byte[].class), inline(COMPLETED), inline(1L), STAMP, expires).where(gate));
   }
 
   /**
@@ -425,7 +449,7 @@ public final class ClaimTable {
       fields.add(fingerprint);
       fields.add(state);
       fields.add(result);
-      fields.add(epochSeconds(completedAt));
+      fields.add(epochSeconds(completedOrCreated()));
       fields.add(epochSeconds(leaseExpiresAt));
     } else {
       fields.add(inline(0L));
@@ -438,6 +462,25 @@ public final class ClaimTable {
     fields.add(epochSeconds(expiresAt));
     fields.add(epochSeconds(now));
     return fields;
+  }
+
+  /**
+   * When the row's outcome was recorded: an external effect's completed_at, else created_at (a
+   * local effect's row is written completed, in its effect's transaction, and keeps no completed_at:
+   * 8 bytes less per key). Null for a row in flight.
+   */
+  private Field<OffsetDateTime> completedOrCreated() {
+    return DSL.when(state.eq(inline(COMPLETED)), DSL.coalesce(completedAt, created));
+  }
+
+  /**
+   * The fence floor ({@code idem_fence_floor}): at least every fence of every key row expiry has
+   * deleted. A new external claim starts above it, so a key whose row was deleted never hands out a
+   * fence a stale holder of the deleted row could still present. Read from the sequence, which is
+   * not transactional: see the migration V4.
+   */
+  private static Field<Long> fenceFloor(Context context) {
+    return DSL.field("(select last_value from {0})", Long.class, DSL.name(context.schema(), "idem_fence_floor"));
   }
 
   static Field<OffsetDateTime> plus(Field<OffsetDateTime> t, Duration d) {
@@ -453,9 +496,12 @@ public final class ClaimTable {
     return field(name("idem", table, column), type);
   }
 
-  /** Rows of keys that never held an external claim: the ones expiry may delete. */
-  public Condition callKeyIsNull() {
-    return callKey.isNull();
+  /**
+   * Completed rows: the ones expiry may delete once past their window. An external effect's row in
+   * flight past its lease is an unknown outcome, kept for the operator (see Operations).
+   */
+  public Condition completed() {
+    return state.eq(inline(COMPLETED));
   }
 
   /** Rows of one scope (an inbox's consumer). */

@@ -333,7 +333,7 @@ public final class Claims {
   public void checkFingerprint(ClaimRow row, Binds binds) {
     if (binds.fingerprint != null && !row.pastWindow() && !binds.sameFingerprint(row.fingerprint())) {
       events.fingerprintMismatch(binds.key);
-      throw new KeyReuseException(binds.key, new Fingerprint(HexFormat.of().formatHex(row.fingerprint())), binds.fingerprint);
+      throw new KeyReuseException(binds.key, HexFormat.of().formatHex(row.fingerprint()), binds.fingerprint);
     }
   }
 
@@ -500,8 +500,9 @@ public final class Claims {
     }
   }
 
-  DataAccessException failed(SQLException e) {
-    return new DataAccessException(name + ": " + e.getMessage(), e);
+  RuntimeException failed(SQLException e) {
+    IllegalArgumentException refused = SqlStates.refusedKey(e);
+    return refused != null ? refused : new DataAccessException(name + ": " + e.getMessage(), e);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -512,7 +513,12 @@ public final class Claims {
    * {@code batchSize}, at most {@code maxBatches} per call.
    */
   public long expire(Condition also, int batchSize, int maxBatches) {
-    long deleted = Expiry.deleteInBatches(context, table.t, table.expirable.and(also), batchSize, maxBatches);
+    if (context.partitioned()) {
+      return 0; // whole partitions expire (Operations.maintainPartitions); no index would serve a delete
+    }
+    // the key table's deletes raise the fence floor (the inbox keeps no fences)
+    long deleted = Expiry.deleteInBatches(context, table.t, table.expirable.and(also), table.layout.keys() ? table.fence : null,
+        batchSize, maxBatches);
     if (deleted > 0) {
       events.expired(deleted);
     }

@@ -440,15 +440,16 @@ public final class IdempotentExecutor {
    * long DELETE. A repeat of a deleted key is no longer recognised and runs again; a key past its
    * window is treated as gone even before it is deleted.
    *
-   * <p>Keys of external effects are never deleted here: their fencing token must keep growing
-   * across the key's lives, and a deleted row would restart it at 1, letting a stalled holder of
-   * the old life record its result over the new intent's. A new intent on such a key past its
-   * window re-claims the row with a higher token instead.
+   * <p>Keys of external effects are deleted once completed and past their window (so past their
+   * lease too); one still in flight is an unknown outcome and stays for the operator ({@link
+   * dev.idem.jdbc.ops.Operations}). Their fencing tokens never restart: each batch raises the fence
+   * floor to the highest token it deleted before it commits, and a key claimed again after its row
+   * was deleted starts above that floor, so a stalled holder of the deleted row is refused.
    *
    * @return how many keys were deleted; call again while it returns the maximum
    */
   public long expire() {
-    return claims.expire(table.callKeyIsNull(), settings.expiryBatchSize(), settings.expiryMaxBatches());
+    return claims.expire(table.completed(), settings.expiryBatchSize(), settings.expiryMaxBatches());
   }
 
   /** The window keys of this executor are remembered for. */

@@ -25,6 +25,7 @@ public final class AutoCommit {
    *
    * @param what names the work in the error message, e.g. {@code "idem executor"}
    * @throws DataAccessException if a statement or the connection fails
+   * @throws IllegalArgumentException if the partitioned layout refused the key ({@link SqlStates#refusedKey})
    */
   public static <R> R run(DataSource dataSource, String what, Work<R> work) {
     try (Connection c = dataSource.getConnection()) {
@@ -50,7 +51,8 @@ public final class AutoCommit {
       }
       return result;
     } catch (SQLException e) {
-      throw new DataAccessException(what + ": " + e.getMessage(), e);
+      IllegalArgumentException refused = SqlStates.refusedKey(e);
+      throw refused != null ? refused : new DataAccessException(what + ": " + e.getMessage(), e);
     }
   }
 }

@@ -50,6 +50,31 @@ public final class Context {
     this.detached = DSL.using(SQLDialect.POSTGRES, settings);
   }
 
+  /** Whether the key table is partitioned (the layout chosen at migration); asked once, lazily. */
+  private volatile Boolean partitioned;
+
+  /**
+   * Whether idem's tables are in the partitioned layout (docs/scale.md), where whole partitions
+   * expire instead of rows: asked of the database the first time, then remembered. Only expiry
+   * needs to know; every claim statement is the same in both layouts.
+   */
+  public boolean partitioned() {
+    Boolean known = partitioned;
+    if (known == null) {
+      known = AutoCommit.run(dataSource, "idem layout", c -> {
+        try (var ps = c.prepareStatement("select exists (select 1 from pg_partitioned_table where partrelid = to_regclass(?))")) {
+          ps.setString(1, DSL.using(SQLDialect.POSTGRES).render(DSL.name(schema, "idem_keys")));
+          try (var rs = ps.executeQuery()) {
+            rs.next();
+            return rs.getBoolean(1);
+          }
+        }
+      });
+      partitioned = known;
+    }
+    return known;
+  }
+
   public DataSource dataSource() {
     return dataSource;
   }

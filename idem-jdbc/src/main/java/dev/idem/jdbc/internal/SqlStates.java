@@ -15,6 +15,13 @@ public final class SqlStates {
   public static final String OUT_OF_MEMORY = "53200";
   /** idem's own signal, raised by its claim when the key already has a row (see the migrations). */
   public static final String REPEAT = "IDEM1";
+  /**
+   * The partitioned layout refused a key: it does not begin with a UUIDv7, so it carries no time to
+   * file it under (raised by idem_key_hour, see migration-partitioned).
+   */
+  public static final String KEY_WITHOUT_TIME = "IDEM2";
+  /** A check violation; a row a partitioned table has no partition for is one too. */
+  public static final String CHECK_VIOLATION = "23514";
   /** A statement sent after an earlier one failed: PostgreSQL ignores all until the rollback. */
   public static final String IN_FAILED_SQL_TRANSACTION = "25P02";
 
@@ -48,6 +55,38 @@ public final class SqlStates {
     return state != null && state.startsWith("08");
   }
 
+  /**
+   * The partitioned layout's refusal of a key, as the bad argument it is (nothing was written), or
+   * null if {@code t} is something else: a key with no time in it, or one whose time has no
+   * partition (older than the oldest kept, or further ahead than partitions were created).
+   */
+  public static IllegalArgumentException refusedKey(Throwable t) {
+    String state = of(t);
+    String message = serverMessage(t);
+    if (KEY_WITHOUT_TIME.equals(state)) {
+      return new IllegalArgumentException(message, t);
+    }
+    if (CHECK_VIOLATION.equals(state) && message != null && message.startsWith("no partition of relation")) {
+      return new IllegalArgumentException("the key has no partition to be remembered in (" + message + "): the"
+          + " partitioned layout files a key under the time in its UUIDv7, and that time is before the oldest"
+          + " partition kept or after the newest one created ahead (Operations.maintainPartitions);"
+          + " see docs/scale.md", t);
+    }
+    return null;
+  }
+
+  private static String serverMessage(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof PSQLException p && p.getServerErrorMessage() != null) {
+        return p.getServerErrorMessage().getMessage();
+      }
+      if (c.getCause() == c) {
+        break;
+      }
+    }
+    return null;
+  }
+
   public static boolean is(Throwable t, String state) {
     return state.equals(of(t));
   }
@@ -68,7 +107,9 @@ public final class SqlStates {
     for (Throwable c = t; c != null; c = c.getCause()) {
       if (c instanceof PSQLException p && LOCK_NOT_AVAILABLE.equals(p.getSQLState())) {
         ServerErrorMessage m = p.getServerErrorMessage();
-        return m == null || m.getWhere() == null || m.getWhere().contains("\"" + relation + "\"");
+        // a partition of the partitioned layout is named after its table: relation_pYYYYMMDD
+        return m == null || m.getWhere() == null || m.getWhere().contains("\"" + relation + "\"")
+            || m.getWhere().contains("\"" + relation + "_p");
       }
       if (c.getCause() == c) {
         break;

@@ -44,6 +44,10 @@ import org.slf4j.LoggerFactory;
  * #redriveAll} and {@link #outboxStats}: the outbox's re-drive, the same statement {@code
  * Outbox.redrive} runs.
  *
+ * <p><b>Partitions.</b> {@link #maintainPartitions()}: the partitioned layout's days (docs/scale.md),
+ * created ahead and dropped whole once their rows are past their window; nothing to do in the
+ * default layout.
+ *
  * <p>Every action emits {@link dev.idem.event.IdemEvent.OperatorAction} (source {@code
  * "operations"}) and logs one line at INFO on logger {@code dev.idem.operations}, with the rows it
  * changed (0 included). Every time is the database's clock. Reads and actions join the transaction
@@ -77,12 +81,16 @@ public final class Operations {
   private final String releaseSql;
   private final String parkedSql;
   private final String statsSql;
+  private final String maintainSql;
 
   private Operations(Context context) {
     this.context = context;
     this.events = Events.to(context.listener(), "operations");
     this.redrive = new OutboxRedrive(context);
     DSLContext d = context.dsl();
+    // ISO 8601 durations (Duration.toString), which PostgreSQL reads as intervals
+    this.maintainSql = "select created, dropped from " + d.render(DSL.name(context.schema(), "idem_maintain_partitions"))
+        + "(?::interval, ?::interval)";
     Condition thisStuckKey = KeyTable.SCOPE.eq(DSL.val((String) null, KeyTable.SCOPE))
         .and(KeyTable.KEY.eq(DSL.val((String) null, KeyTable.KEY)))
         .and(KeyTable.FENCE.eq(DSL.val((Long) null, KeyTable.FENCE))).and(STUCK);
@@ -296,6 +304,65 @@ public final class Operations {
         return new OutboxStats(rs.getLong(1), rs.getLong(2), Duration.ofNanos(rs.getLong(3) * 1000));
       }
     });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Partitions
+
+  /**
+   * {@link #maintainPartitions(Duration, Duration)} with partitions created 7 days ahead and kept
+   * at least 1 day after their day ends.
+   */
+  public PartitionMaintenance maintainPartitions() {
+    return maintainPartitions(PARTITIONS_AHEAD, PARTITIONS_KEPT);
+  }
+
+  /** How far ahead {@link #maintainPartitions()} creates partitions. */
+  public static final Duration PARTITIONS_AHEAD = Duration.ofDays(7);
+  /** How long after its day ends {@link #maintainPartitions()} keeps a partition at least. */
+  public static final Duration PARTITIONS_KEPT = Duration.ofDays(1);
+
+  /**
+   * The partitioned layout's maintenance (docs/scale.md): creates the daily partitions of the key
+   * table and the inbox from yesterday to {@code ahead} from now, and drops, whole, each older one
+   * whose day ended at least {@code keep} ago and whose rows are all past their window, none of
+   * them an external claim in flight (an unknown outcome keeps its partition until it is resolved
+   * or released and past its window again). Days are UTC; times are the database clock. In the
+   * default layout it does nothing. Safe to run from several instances at once; run it at least
+   * daily (the Spring Boot starter runs it with its scheduled expiry).
+   *
+   * <p>A key is filed under the time in its UUIDv7: one whose day has no partition, because it is
+   * older than the oldest kept or further ahead than {@code ahead}, is refused, never run again.
+   * So {@code keep} is at least the longest delay between minting a key and its first use (an
+   * offline queue), and {@code ahead} covers clients whose clocks run fast.
+   *
+   * <p>Runs in a transaction of its own, with a short lock wait per drop: a partition busy with
+   * claims is left for the next run.
+   *
+   * @throws IllegalArgumentException if {@code ahead} is null or not 1 to 366 days, or {@code
+   *     keep} is null or negative
+   */
+  public PartitionMaintenance maintainPartitions(Duration ahead, Duration keep) {
+    if (ahead == null || ahead.compareTo(Duration.ofDays(1)) < 0 || ahead.compareTo(Duration.ofDays(366)) > 0) {
+      throw new IllegalArgumentException("ahead must be within 1 and 366 days, was " + ahead);
+    }
+    if (keep == null || keep.isNegative()) {
+      throw new IllegalArgumentException("keep must not be null or negative, was " + keep);
+    }
+    PartitionMaintenance done = context.autoCommitOnce("idem partition maintenance", c -> {
+      try (PreparedStatement ps = c.prepareStatement(maintainSql)) {
+        ps.setString(1, ahead.toString());
+        ps.setString(2, keep.toString());
+        try (ResultSet rs = ps.executeQuery()) {
+          rs.next();
+          return new PartitionMaintenance(rs.getInt(1), rs.getInt(2));
+        }
+      }
+    });
+    String target = "partitions (ahead " + ahead + ", keep " + keep + ")";
+    events.operatorAction("maintainPartitions", target, done.created() + done.dropped());
+    LOG.info("operator action maintainPartitions on {}: {} created, {} dropped", target, done.created(), done.dropped());
+    return done;
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -7,10 +7,18 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.Poll;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
+import java.sql.Connection;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -52,11 +60,13 @@ class ExpiryTest {
     IdempotentExecutor shortMemory = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(500)))
         .lease(Duration.ofMillis(200)).build();
     IdempotencyKey key = IdempotencyKey.of("expiry", UUID.randomUUID().toString());
-    shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "first");
+    Execution<String> first = shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "" + a.token().value());
     f.sql("SELECT pg_sleep(0.6)");
-    Execution<String> again = shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "second by " + a.token().value());
+    Execution<String> again = shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "" + a.token().value());
     assertThat(again.applied()).isTrue();
-    assertThat(again.value()).isEqualTo("second by 2");
+    // the new intent's token is above the last one (and above the fence floor other tests raised)
+    assertThat(Long.parseLong(again.value())).isGreaterThan(Long.parseLong(first.value()));
+    assertThat(f.column(key, "fence")).isEqualTo(again.value());
   }
 
   @Test
@@ -89,7 +99,87 @@ class ExpiryTest {
         .withCauseInstanceOf(dev.idem.fence.StaleFenceException.class);
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo("C's result");
-    assertThat(f.column(key, "fence")).isEqualTo("2");
+    assertThat(Long.parseLong(f.column(key, "fence"))).isGreaterThan(1);
+  }
+
+  @Test
+  void aCompletedExternalKeyIsDeletedAndItsNextIntentGetsATokenAboveEveryStaleHolders() throws Exception {
+    IdempotentExecutor shortMemory = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(500)))
+        .lease(Duration.ofMillis(200)).build();
+    IdempotencyKey key = IdempotencyKey.of("retention", UUID.randomUUID().toString());
+    CountDownLatch stalled = new CountDownLatch(1);
+    CountDownLatch wake = new CountDownLatch(1);
+    AtomicLong staleToken = new AtomicLong();
+    CompletableFuture<Execution<String>> a = CompletableFuture.supplyAsync(() -> {
+      try {
+        return shortMemory.executeExternal(key, Fingerprint.of("intent A"), Codec.utf8(), attempt -> {
+          staleToken.set(attempt.token().value());
+          stalled.countDown();
+          wake.await(); // stalls past its lease, past the takeover, past the window and the delete
+          return "A's late result";
+        });
+      } catch (InterruptedException e) {
+        throw new IllegalStateException(e);
+      }
+    });
+    stalled.await();
+    f.sql("SELECT pg_sleep(0.25)"); // A's lease ends: B takes over and completes
+    Execution<String> b = shortMemory.executeExternal(key, Fingerprint.of("intent A"), Codec.utf8(), attempt -> "B by " + attempt.token().value());
+    long bToken = Long.parseLong(b.value().substring("B by ".length()));
+    assertThat(bToken).isGreaterThan(staleToken.get());
+    f.sql("SELECT pg_sleep(0.55)"); // past the window
+    assertThat(shortMemory.expire()).isGreaterThanOrEqualTo(1);
+    assertThat(f.keyRows(key)).as("the completed external key is deleted").isZero();
+    assertThat(f.count("SELECT last_value FROM idem.idem_fence_floor")).isGreaterThanOrEqualTo(bToken);
+
+    Execution<String> d = shortMemory.executeExternal(key, Fingerprint.of("intent D"), Codec.utf8(), attempt -> "" + attempt.token().value());
+    wake.countDown();
+
+    assertThat(d.applied()).isTrue();
+    assertThat(Long.parseLong(d.value())).as("the re-created key's token").isGreaterThan(bToken);
+    assertThat(a).failsWithin(Duration.ofSeconds(10)).withThrowableOfType(ExecutionException.class)
+        .withCauseInstanceOf(dev.idem.fence.StaleFenceException.class);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(d.value());
+    assertThat(f.column(key, "fence")).isEqualTo(d.value());
+  }
+
+  @Test
+  void aClaimThatReadTheFloorBeforeExpiryDeletedTheKeyClaimsAgainAboveIt() throws Exception {
+    IdempotentExecutor shortMemory = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(1))).build();
+    IdempotencyKey key = IdempotencyKey.of("retention", UUID.randomUUID().toString());
+    shortMemory.executeExternal(key, Fingerprint.of("first"), Codec.utf8(), attempt -> "first");
+    // Many takeovers in its life: the row's fence is far above the floor a new claim would read now.
+    f.sql("UPDATE idem.idem_keys SET fence = (SELECT last_value FROM idem.idem_fence_floor) + 50,"
+        + " expires_at = clock_timestamp() - interval '1 second' WHERE key = '" + key.value() + "'");
+    long deletedFence = Long.parseLong(f.column(key, "fence"));
+    try (Connection gate = f.ds.getConnection()) {
+      // Holds the floor's lock, so expiry's batch deletes the row and then waits to raise the floor,
+      // its delete not committed yet.
+      gate.setAutoCommit(false);
+      try (Statement st = gate.createStatement()) {
+        st.execute("SELECT pg_advisory_xact_lock(hashtext('idem.idem_fence_floor'))");
+      }
+      CompletableFuture<Long> expiry = CompletableFuture.supplyAsync(shortMemory::expire);
+      Poll.until("expiry waits to raise the floor", () -> waiting("Lock", "%idem_raise_fence_floor%") == 1);
+      // A new intent reads the floor now, before it is raised, and waits on the row being deleted.
+      CompletableFuture<Execution<String>> d = CompletableFuture.supplyAsync(() ->
+          shortMemory.executeExternal(key, Fingerprint.of("second"), Codec.utf8(), attempt -> "" + attempt.token().value()));
+      Poll.until("the new claim waits on the row being deleted", () -> waiting("Lock", "%insert into%idem_keys%") == 1);
+      gate.commit(); // expiry raises the floor and commits; the claim's insert goes ahead
+      assertThat(expiry.get(10, TimeUnit.SECONDS)).isGreaterThanOrEqualTo(1);
+      Execution<String> second = d.get(10, TimeUnit.SECONDS);
+      assertThat(second.applied()).isTrue();
+      assertThat(Long.parseLong(second.value())).as("above every token of the deleted row").isGreaterThan(deletedFence);
+    }
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(Long.parseLong(f.column(key, "fence"))).isGreaterThan(deletedFence);
+  }
+
+  /** Sessions of this database waiting on {@code eventType} while running a statement like {@code query}. */
+  private static long waiting(String eventType, String query) {
+    return f.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = ?"
+        + " AND lower(query) LIKE ?", eventType, query);
   }
 
   @Test

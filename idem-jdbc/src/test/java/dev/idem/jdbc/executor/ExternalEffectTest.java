@@ -222,7 +222,7 @@ class ExternalEffectTest {
     String callKey = Keys.child(key, "external").value();
     Provider.charge(f.ds, callKey, 40); // the holder's charge went through, then the holder died
     f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
-        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', sha256(''::bytea), 'I', 1,"
+        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
         + " now() - interval '2 days', '" + callKey + "', now() - interval '3 days', now() - interval '2 days')");
     takenOverWithTheResolverAsked(key, 40);
     assertThat(f.events.of(IdemEvent.LeaseTakenOver.class, key)).singleElement().satisfies(t -> {

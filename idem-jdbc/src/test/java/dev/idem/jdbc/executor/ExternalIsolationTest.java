@@ -112,7 +112,7 @@ class ExternalIsolationTest {
     IdempotencyKey key = newKey();
     // another copy's phase 1: the key in flight with a live lease
     Execution<String> got = copyBehind(isolation, key, "INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence,"
-        + " lease_expires_at, call_key, created_at, expires_at) VALUES (?, ?, sha256(''::bytea), 'I', 1,"
+        + " lease_expires_at, call_key, created_at, expires_at) VALUES (?, ?, substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
         + " now() + interval '30 seconds', 'other-copy', now(), now() + interval '1 day')");
     assertThat(got).isInstanceOf(Execution.InFlight.class);
     assertThat(f.keyRows(key)).isEqualTo(1);
@@ -124,7 +124,7 @@ class ExternalIsolationTest {
   void aTakeoverThatWaitedOnAnotherCopysTakeoverIsInFlight(String isolation) throws Exception {
     IdempotencyKey key = newKey();
     f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
-        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', sha256(''::bytea), 'I', 1,"
+        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
         + " now() - interval '1 second', 'crashed-copy', now(), now() + interval '1 day')");
     assertThat(copyBehind(isolation, key, TAKE_OVER)).isInstanceOf(Execution.InFlight.class);
     assertThat(f.column(key, "fence")).isEqualTo("2");

@@ -15,7 +15,9 @@ import org.springframework.context.SmartLifecycle;
  * Deletes keys and inbox ids past their window, for every executor, inbox and Idempotency-Key
  * filter bean, every {@code
  * idem.expiry.interval}, on one daemon thread of its own. Expiry is decided by the database clock
- * and batched by each tool; several instances running it at once delete each row once.
+ * and batched by each tool; several instances running it at once delete each row once. In the
+ * partitioned layout each run also creates partitions ahead and drops old ones whole ({@code
+ * Operations.maintainPartitions()}).
  */
 final class ExpirySchedule implements SmartLifecycle {
   private static final Logger LOG = LoggerFactory.getLogger(ExpirySchedule.class);

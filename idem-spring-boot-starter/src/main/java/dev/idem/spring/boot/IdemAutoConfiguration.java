@@ -66,7 +66,8 @@ public class IdemAutoConfiguration {
   @ConditionalOnClass(name = "dev.idem.flyway.IdemFlyway")
   @ConditionalOnProperty(prefix = "idem.migrate", name = "enabled", matchIfMissing = true)
   public IdemMigrations idemMigrations(DataSource dataSource, IdemProperties properties) {
-    return new IdemMigrations(SpringTransactionBinding.unwrap(dataSource), properties.getSchema());
+    return new IdemMigrations(SpringTransactionBinding.unwrap(dataSource), properties.getSchema(),
+        properties.getMigrate().getLayout());
   }
 
   /**
@@ -151,12 +152,16 @@ public class IdemAutoConfiguration {
     return new RelayLifecycle(b.build(), true);
   }
 
-  /** The expiry of every executor, inbox and Idempotency-Key filter bean ({@code idem.expiry.*}). */
+  /**
+   * The expiry of every executor, inbox and Idempotency-Key filter bean ({@code idem.expiry.*}),
+   * and the partitioned layout's maintenance (nothing to do in the default layout).
+   */
   @Bean
   @ConditionalOnProperty(prefix = "idem.expiry", name = "enabled", matchIfMissing = true)
   ExpirySchedule idemExpirySchedule(ObjectProvider<IdempotentExecutor> executors, ObjectProvider<Inbox> inboxes,
-      ObjectProvider<IdempotencyKeyFilter> filters, IdemProperties properties) {
+      ObjectProvider<IdempotencyKeyFilter> filters, ObjectProvider<Idem> idem, IdemProperties properties) {
     return new ExpirySchedule(() -> Stream.of(
+            idem.orderedStream().<LongSupplier>map(i -> () -> i.operations().maintainPartitions().dropped()),
             executors.orderedStream().<LongSupplier>map(e -> e::expire),
             inboxes.orderedStream().<LongSupplier>map(i -> i::expire),
             filters.orderedStream().<LongSupplier>map(f -> f::expire))

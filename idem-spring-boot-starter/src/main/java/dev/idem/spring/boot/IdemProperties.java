@@ -72,6 +72,13 @@ public class IdemProperties {
      */
     private boolean enabled = true;
 
+    /**
+     * The layout of the key table and the inbox, chosen at the first migration (docs/scale.md):
+     * {@code default}, or {@code partitioned} by the time of UUIDv7 keys, whose partitions the
+     * scheduled expiry creates ahead and drops.
+     */
+    private Layout layout = Layout.DEFAULT;
+
     public boolean isEnabled() {
       return enabled;
     }
@@ -79,6 +86,22 @@ public class IdemProperties {
     public void setEnabled(boolean enabled) {
       this.enabled = enabled;
     }
+
+    public Layout getLayout() {
+      return layout;
+    }
+
+    public void setLayout(Layout layout) {
+      this.layout = layout;
+    }
+  }
+
+  /** The layouts of idem's key table and inbox (IdemFlyway.Layout, named here so binding needs no Flyway). */
+  public enum Layout {
+    /** One table each; expiry deletes rows in batches. */
+    DEFAULT,
+    /** Partitioned by the time of UUIDv7 keys; whole days dropped. */
+    PARTITIONED
   }
 
   /** How long a key is remembered, and how a copy of a call still running is answered. */
@@ -272,7 +295,10 @@ public class IdemProperties {
     }
   }
 
-  /** Deleting keys and inbox ids past their window. */
+  /**
+   * Deleting keys and inbox ids past their window; in the partitioned layout, creating partitions
+   * ahead and dropping old ones ({@code Operations.maintainPartitions()}).
+   */
   public static class Expiry {
     /** Whether to run the expiry of every configured executor and inbox on a schedule. */
     private boolean enabled = true;

@@ -1,0 +1,20 @@
+package dev.idem.testing;
+
+import java.time.Instant;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * Keys that carry their own time, as the partitioned layout needs them (docs/scale.md), for tests
+ * and benchmarks that must mint them at a chosen time (a day boundary, a past day).
+ */
+public final class TimedKeys {
+  private TimedKeys() {}
+
+  /** A UUIDv7 minted at {@code t}: its first 48 bits are {@code t} in milliseconds, the rest random. */
+  public static String uuidV7(Instant t) {
+    ThreadLocalRandom r = ThreadLocalRandom.current();
+    long ms = t.toEpochMilli();
+    return String.format("%08x-%04x-7%03x-%04x-%012x", ms >>> 16, ms & 0xffff, r.nextInt(0x1000),
+        0x8000 | r.nextInt(0x4000), r.nextLong() & 0xffffffffffffL);
+  }
+}
