@@ -597,31 +597,8 @@ public class RepeatBenchmark {
   public boolean naiveGuardNewKeyStored(Db db, ThreadKeys l) throws SQLException {
     String key = l.newKey();
     try (Connection c = db.ds.getConnection()) {
-      c.setAutoCommit(false);
-      try {
-        try (PreparedStatement ps = c.prepareStatement(
-            "INSERT INTO naive_stored_keys (k, fingerprint, expires_at) VALUES (?, ?, now() + interval '1 day') ON CONFLICT DO NOTHING")) {
-          ps.setString(1, key);
-          ps.setBytes(2, java.util.HexFormat.of().parseHex(fingerprint(key).hex()));
-          if (ps.executeUpdate() == 0) {
-            c.rollback();
-            return false;
-          }
-        }
-        String result = pay(c, key);
-        try (PreparedStatement ps = c.prepareStatement("UPDATE naive_stored_keys SET result = ? WHERE k = ?")) {
-          ps.setBytes(1, result.getBytes(java.nio.charset.StandardCharsets.UTF_8));
-          ps.setString(2, key);
-          ps.executeUpdate();
-        }
-        c.commit();
-        return true;
-      } catch (SQLException | RuntimeException e) {
-        c.rollback();
-        throw e;
-      } finally {
-        c.setAutoCommit(true);
-      }
+      return handRolled(c, "INSERT INTO naive_stored_keys (k, fingerprint, expires_at) VALUES (?, ?, now() + interval '1 day')"
+          + " ON CONFLICT DO NOTHING", key, java.util.HexFormat.of().parseHex(fingerprint(key).hex()), () -> pay(c, key));
     }
   }
 
@@ -713,19 +690,46 @@ public class RepeatBenchmark {
    * else ROLLBACK. True if the key was new.
    */
   public static boolean naiveGuard(Connection c, String key, String request) throws SQLException {
-    c.setAutoCommit(false);
-    try {
-      boolean claimed;
-      try (PreparedStatement ps = c.prepareStatement("INSERT INTO naive_keys (k) VALUES (?) ON CONFLICT DO NOTHING")) {
-        ps.setString(1, key);
-        claimed = ps.executeUpdate() == 1;
-      }
-      if (!claimed) {
-        c.rollback();
-        return false;
-      }
+    return handRolled(c, "INSERT INTO naive_keys (k) VALUES (?) ON CONFLICT DO NOTHING", key, null, () -> {
       if (request != null) {
         pay(c, request);
+      }
+      return null;
+    });
+  }
+
+  /** The effect of a hand-rolled guard: what it stores for replays, or null for nothing. */
+  @FunctionalInterface
+  interface GuardedEffect {
+    String run() throws SQLException;
+  }
+
+  /**
+   * A hand-rolled guard's transaction on {@code c}: the {@code claim} insert of {@code key} (and
+   * {@code fingerprint}, if not null) under {@code ON CONFLICT DO NOTHING}; if it inserted nothing,
+   * ROLLBACK; else the effect, the UPDATE of {@code naive_stored_keys} storing what it returned (if
+   * not null), COMMIT. True if the key was new.
+   */
+  static boolean handRolled(Connection c, String claim, String key, byte[] fingerprint, GuardedEffect effect) throws SQLException {
+    c.setAutoCommit(false);
+    try {
+      try (PreparedStatement ps = c.prepareStatement(claim)) {
+        ps.setString(1, key);
+        if (fingerprint != null) {
+          ps.setBytes(2, fingerprint);
+        }
+        if (ps.executeUpdate() == 0) {
+          c.rollback();
+          return false;
+        }
+      }
+      String result = effect.run();
+      if (result != null) {
+        try (PreparedStatement ps = c.prepareStatement("UPDATE naive_stored_keys SET result = ? WHERE k = ?")) {
+          ps.setBytes(1, result.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+          ps.setString(2, key);
+          ps.executeUpdate();
+        }
       }
       c.commit();
       return true;
