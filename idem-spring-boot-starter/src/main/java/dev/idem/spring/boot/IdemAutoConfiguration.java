@@ -86,6 +86,7 @@ public class IdemAutoConfiguration {
         .schema(properties.getSchema())
         .transactionBinding(binding)
         .listener(new AfterCommitListener(listeners.orderedStream().toList()))
+        .outboxLayout(properties.getOutboxLayout())
         .build();
   }
 

@@ -1,5 +1,6 @@
 package dev.idem.spring.boot;
 
+import dev.idem.jdbc.outbox.OutboxLayout;
 import dev.idem.window.RepeatSource;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -26,6 +27,13 @@ public class IdemProperties {
   /** Inboxes by consumer name, each a bean of that name. */
   private final Map<String, Guard> inboxes = new LinkedHashMap<>();
 
+  /**
+   * Where the outbox writes messages: {@code polled} (idem's relay carries them) or {@code
+   * debezium} (Debezium's Outbox Event Router reads them from the write-ahead log; idem's relay
+   * does not run). The code that enqueues is the same for both.
+   */
+  private OutboxLayout outboxLayout = OutboxLayout.POLLED;
+
   private final RelayProperties relay = new RelayProperties();
 
   private final Expiry expiry = new Expiry();
@@ -50,6 +58,14 @@ public class IdemProperties {
 
   public Map<String, Guard> getInboxes() {
     return inboxes;
+  }
+
+  public OutboxLayout getOutboxLayout() {
+    return outboxLayout;
+  }
+
+  public void setOutboxLayout(OutboxLayout outboxLayout) {
+    this.outboxLayout = outboxLayout;
   }
 
   public RelayProperties getRelay() {

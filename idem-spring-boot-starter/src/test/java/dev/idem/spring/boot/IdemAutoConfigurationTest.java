@@ -312,6 +312,26 @@ class IdemAutoConfigurationTest {
   }
 
   @Test
+  void theDebeziumOutboxLayoutIsAProperty() {
+    runner().withPropertyValues("idem.outbox-layout=debezium").run(ctx -> {
+      Outbox outbox = ctx.getBean(Outbox.class);
+      TransactionTemplate tx = ctx.getBean(TransactionTemplate.class);
+      long before = db.count("SELECT count(*) FROM idem.idem_outbox");
+      // Inside the enqueuing transaction: the row went through the router's table (inserted and
+      // deleted there, as the write-ahead log carries it to Debezium), never through idem_outbox.
+      List<Long> counts = tx.execute(s -> {
+        outbox.enqueue(NewMessage.of("orders", new byte[] {1}));
+        JdbcTemplate jdbc = ctx.getBean(JdbcTemplate.class);
+        return jdbc.queryForList("SELECT n_tup_ins FROM pg_stat_xact_user_tables WHERE schemaname = 'idem'"
+            + " AND relname IN ('idem_outbox_events', 'idem_outbox') ORDER BY relname DESC", Long.class);
+      });
+      assertThat(counts).containsExactly(1L, 0L);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox_events")).isZero();
+      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).isEqualTo(before);
+    });
+  }
+
+  @Test
   void theExpiryScheduleDeletesKeysPastTheirWindow() {
     runner().withPropertyValues("idem.executors.short.window=1ms", "idem.expiry.interval=100ms").run(ctx -> {
       IdempotentExecutor shortLived = ctx.getBean("idem.executors.short", IdempotentExecutor.class);
