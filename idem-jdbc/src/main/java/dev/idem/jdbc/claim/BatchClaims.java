@@ -20,16 +20,18 @@ import org.jooq.impl.DSL;
 /**
  * The claim protocol for a batch of keys of one scope (the inbox's {@code receiveAll}), on the
  * engine's table and statements: every key claimed in one statement, then each claimed key's
- * effect in the same transaction under a savepoint of its own. An effect that throws rolls back
- * to its savepoint and its claim is deleted before the end, so its key is free again when the
- * transaction commits; the others' effects and claims stay. A key with a row within its window is
+ * effect in the same transaction. An effect that throws frees its key and leaves the others'
+ * effects and claims: the batch's savepoint takes the run back, and the batch runs again without
+ * that key, each effect then under a savepoint of its own, so that a further failure rolls back
+ * to its savepoint and its claim is deleted before the end. A key with a row within its window is
  * a repeat and its effect does not run; one past its window is claimed again; one another copy
  * holds longer than the bound is in flight. Not an API.
  *
  * <p>Round trips: a batch of new keys costs one for the claims (with {@code BEGIN} when the
- * transaction is idem's), one per claimed key besides its effect's (the savepoint that ends one
- * effect and begins the next go together), and one to end (with the failed keys' deletion), then
- * the commit. A batch of repeats costs the claim, the end and the commit, and writes nothing.
+ * transaction is idem's), its effects' own, and one to end, then the commit; after a failed
+ * effect, the rollback, the claims again, one per claimed key besides its effect's (the savepoint
+ * that ends one effect and begins the next go together) and the end. A batch of repeats costs the
+ * claim, the end and the commit, and writes nothing.
  */
 public final class BatchClaims {
   /** What became of one key of the batch. */
@@ -141,11 +143,11 @@ public final class BatchClaims {
   /** In the caller's transaction: whatever fails undoes all of the call (claims and effects), and the caller's transaction goes on. */
   private Outcome[] joined(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started) {
     boolean[] ran = new boolean[1];
-    Run run = new Run(tx, scope, keys, ids, started);
+    Run[] current = new Run[1];
     try {
-      return run.all(effect, ran);
+      return attempt(tx, scope, keys, ids, effect, started, ran, current);
     } catch (Throwable t) {
-      if (run.savepointSent) {
+      if (current[0].savepointSent) {
         try {
           Driver.savepointCommand(tx.connection(), BATCH_BACK);
         } catch (SQLException | RuntimeException e) {
@@ -158,7 +160,28 @@ public final class BatchClaims {
   }
 
   private Outcome[] run(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started, boolean[] ran) {
-    return new Run(tx, scope, keys, ids, started).all(effect, ran);
+    return attempt(tx, scope, keys, ids, effect, started, ran, new Run[1]);
+  }
+
+  /**
+   * The batch on {@code tx}: first every claimed key's effect with no savepoint of its own (a
+   * savepoint is a round trip per message, a third of a new message's cost); if one fails, the
+   * batch's savepoint takes back every claim and effect of that run, and the batch runs again
+   * without the failed key (its id free, its failure reported), each effect then under a savepoint
+   * of its own. So an effect runs twice in one call when a later one fails, its first run's writes
+   * rolled back: what the inbox already allows a transaction that rolls back. {@code current}
+   * holds the run in progress, whose savepoint a failure of a joined call rolls back to.
+   */
+  private Outcome[] attempt(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started, boolean[] ran,
+      Run[] current) {
+    Run atOnce = current[0] = new Run(tx, scope, keys, ids, started, null);
+    Outcome[] outcomes = atOnce.all(effect, ran);
+    if (outcomes != null) {
+      return outcomes;
+    }
+    atOnce.command(BATCH_BACK);
+    current[0] = new Run(tx, scope, keys, ids, started, atOnce);
+    return current[0].all(effect, ran);
   }
 
   /** One run of a batch on one transaction. */
@@ -173,8 +196,13 @@ public final class BatchClaims {
     final boolean[] claimed;
     /** Whether the batch's savepoint may be set: its statement was sent. */
     boolean savepointSent;
+    /** Null for the first run, with no savepoint per effect; else the run whose failed key this one leaves out. */
+    final Run after;
+    /** In the first run, the key whose effect failed, and what it threw. */
+    int failedAt = -1;
+    Exception failure;
 
-    Run(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, long started) {
+    Run(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, long started, Run after) {
       this.tx = tx;
       this.c = tx.connection();
       this.scope = scope;
@@ -183,10 +211,37 @@ public final class BatchClaims {
       this.started = started;
       this.outcomes = new Outcome[keys.length];
       this.claimed = new boolean[keys.length];
+      this.after = after;
+      if (after != null) {
+        outcomes[after.failedAt] = new Outcome(Fate.FAILED, null, after.failure);
+      }
     }
 
+    /** Every key's outcome; null if this is the first run and an effect failed ({@link #failedAt}). */
     Outcome[] all(Effect effect, boolean[] ran) {
       claim();
+      return after == null ? allAtOnce(effect, ran) : allUnderSavepoints(effect, ran);
+    }
+
+    private Outcome[] allAtOnce(Effect effect, boolean[] ran) {
+      for (int i = 0; i < keys.length; i++) {
+        if (!claimed[i]) {
+          continue;
+        }
+        ran[0] = true;
+        Exception error = apply(effect, i);
+        if (error != null) {
+          failedAt = i;
+          failure = error;
+          return null;
+        }
+        outcomes[i] = Outcome.APPLIED;
+      }
+      command(BATCH_END);
+      return outcomes;
+    }
+
+    private Outcome[] allUnderSavepoints(Effect effect, boolean[] ran) {
       List<String> failed = new ArrayList<>();
       boolean first = true;
       boolean lastFailed = false;
@@ -247,7 +302,9 @@ public final class BatchClaims {
     private void claim() {
       List<Integer> pending = new ArrayList<>(keys.length);
       for (int i = 0; i < keys.length; i++) {
-        pending.add(i);
+        if (outcomes[i] == null) { // not the key a first run left out
+          pending.add(i);
+        }
       }
       boolean first = true;
       boolean atOnce = false;

@@ -162,11 +162,15 @@ public final class Inbox {
   /**
    * Applies the effect of each message of a batch (a consumer's poll) unless this consumer already
    * did, all in one transaction: the ids of the whole batch are claimed in one statement (one round
-   * trip), then each new message's effect runs under a savepoint of its own. The same guarantees as
+   * trip), then each new message's effect runs, in the order of the list. The same guarantees as
    * {@link #receive(String, TxConsumer)}, per message: its effect commits once per id within the
    * window, a copy's effect does not run, and an effect that throws rolls back its own writes and
    * frees its id (its claim is gone when the batch commits), so a redelivery runs it again, while
-   * the other messages' effects commit.
+   * the other messages' effects commit. To spare a round trip per message, effects run with no
+   * savepoint each until one throws; then the batch's writes so far are rolled back and the batch
+   * runs again without that message, each effect under a savepoint of its own: so an effect before
+   * a failed one runs twice in the call, its first run's writes rolled back (nothing outside the
+   * transaction is undone, as always).
    *
    * <pre>{@code
    * Received<Record> r = billing.receiveAll(polled, Record::id, (tx, m) -> charge(tx, m));
@@ -177,8 +181,8 @@ public final class Inbox {
    * (a duplicate once the first applied or was received before; failed or in flight with it). A
    * message another copy of which is held uncommitted elsewhere is waited for (the claim of the
    * batch waits at most {@link Builder#inFlightWait} for each such copy, and after one wait ran
-   * out the ids left are claimed answering at once); still held, it is reported in flight, nothing
-   * of it written. An id past its window is claimed again, as {@code receive} does. Joins the
+   * out the ids left are claimed answering at once; a batch run again after a failed effect may
+   * wait once more); still held, it is reported in flight, nothing of it written. An id past its window is claimed again, as {@code receive} does. Joins the
    * transaction open on this thread, under a savepoint (the batch commits or rolls back with it,
    * and a failure of the batch itself undoes only the batch); else runs in a transaction of its
    * own, run again within the retry budget on a serialization failure (the effects with it).

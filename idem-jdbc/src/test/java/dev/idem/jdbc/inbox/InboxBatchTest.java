@@ -137,7 +137,9 @@ class InboxBatchTest {
   @Test
   void aFailingEffectRollsBackItsPartAndFreesItsIdWhileTheOthersCommit() {
     List<Msg> msgs = batch("f-", 0, 10);
+    Map<String, Integer> runs = new java.util.TreeMap<>();
     Received<Msg> r = billing.receiveAll(msgs, Msg::id, (tx, m) -> {
+      runs.merge(m.id(), 1, Integer::sum);
       charge(tx, m); // written, then rolled back with the failure
       if (m.id().equals("f-4") || m.id().equals("f-9")) {
         throw new IOException("ledger refused " + m.id());
@@ -152,6 +154,11 @@ class InboxBatchTest {
     assertThat(inboxRows("f-9")).isZero();
     assertThat(charges("f-3")).isEqualTo(1);
     assertThat(charges("f-5")).isEqualTo(1);
+    // The effects before the first failure ran twice: their first run was rolled back with it
+    // (effects run with no savepoint each until one fails), their second committed once; the
+    // failed effect ran once, and the second failure only rolled back to its own savepoint.
+    assertThat(runs).containsExactlyInAnyOrderEntriesOf(Map.of("f-0", 2, "f-1", 2, "f-2", 2, "f-3", 2, "f-4", 1,
+        "f-5", 1, "f-6", 1, "f-7", 1, "f-8", 1, "f-9", 1));
 
     // the broker redelivers the whole batch: only the failed ones run
     Received<Msg> again = billing.receiveAll(msgs, Msg::id, InboxBatchTest::charge);
