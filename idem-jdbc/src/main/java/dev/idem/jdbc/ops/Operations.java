@@ -181,7 +181,7 @@ public final class Operations {
    * @param fence the token the operator read with the key ({@link StuckKey#fence})
    * @return true if recorded; false if the key is not stuck under {@code fence} (another attempt
    *     took over, it completed, or it is not there): nothing changed
-   * @throws IllegalArgumentException if {@code key} or {@code result} is null, or {@code fence} < 1
+   * @throws IllegalArgumentException if {@code key} or {@code result} is null, or {@code fence} &lt; 1
    */
   public boolean resolve(IdempotencyKey key, long fence, byte[] result) {
     checkKey(key, fence);
@@ -220,7 +220,7 @@ public final class Operations {
    * of the call key, or dedupes by it.
    *
    * @return true if released; false if the key is not stuck under {@code fence}: nothing changed
-   * @throws IllegalArgumentException if {@code key} is null or {@code fence} < 1
+   * @throws IllegalArgumentException if {@code key} is null or {@code fence} &lt; 1
    */
   public boolean release(IdempotencyKey key, long fence) {
     checkKey(key, fence);

@@ -81,7 +81,7 @@ import org.jooq.impl.SQLDataType;
  * fencing token emits {@link dev.idem.event.IdemEvent.StaleFence} before it throws. The event is
  * delivered when the outcome is decided, which is before <b>your</b> transaction ends: APPLIED
  * means "written in your transaction", counts only if you commit, and is emitted again when {@link
- * Idem#inTransaction} re-runs the callback. A call that throws anything else emits nothing. With no
+ * dev.idem.jdbc.Idem#inTransaction} re-runs the callback. A call that throws anything else emits nothing. With no
  * listener no event is built.
  *
  * <p>Thread-safe and immutable. The step statements are rendered once, in {@link Builder#build()};
