@@ -263,7 +263,9 @@ public final class BatchClaims {
         }
       }
       if (failed.isEmpty()) {
-        command(BATCH_END);
+        if (savepointSent) { // a run again with nothing left to claim (only the failed key was new) set none
+          command(BATCH_END);
+        }
       } else {
         try (PreparedStatement ps = prepare(lastFailed ? endUnclaimingAfterFailure : endUnclaiming, failed.toArray(new String[0]))) {
           ps.execute();

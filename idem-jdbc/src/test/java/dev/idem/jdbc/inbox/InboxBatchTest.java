@@ -168,6 +168,35 @@ class InboxBatchTest {
   }
 
   @Test
+  void aBatchWhoseOnlyNewMessageFailsReportsItAndKeepsNothingOfIt() throws Exception {
+    billing.receiveAll(List.of(new Msg("d-1", 1)), Msg::id, InboxBatchTest::charge);
+    for (List<Msg> msgs : List.of(List.of(new Msg("p-1", 1)), List.of(new Msg("d-1", 1), new Msg("p-2", 2)))) {
+      Received<Msg> r = billing.receiveAll(msgs, Msg::id, (tx, m) -> {
+        charge(tx, m);
+        throw new IOException("refused " + m.id());
+      });
+      assertThat(r.failed()).extracting(Received.Failure::message).containsExactly(msgs.get(msgs.size() - 1));
+      assertThat(r.applied()).isEmpty();
+      assertThat(r.duplicates()).hasSize(msgs.size() - 1);
+    }
+    assertThat(chargesPerId()).containsExactly(Map.entry("d-1", 1L));
+    assertThat(inboxRows("p-1")).isZero();
+    assertThat(inboxRows("p-2")).isZero();
+    // and inside a transaction of the caller's, which goes on and commits its own work
+    idem.useTransaction(tx -> {
+      Received<Msg> r = billing.receiveAll(List.of(new Msg("p-3", 3)), Msg::id, (t, m) -> {
+        charge(t, m);
+        throw new IOException("refused");
+      });
+      assertThat(r.failed()).hasSize(1);
+      charge(tx, new Msg("callers-own", 9));
+    });
+    assertThat(charges("callers-own")).isEqualTo(1);
+    assertThat(charges("p-3")).isZero();
+    assertThat(inboxRows("p-3")).isZero();
+  }
+
+  @Test
   void anEffectThatSwallowsAnSqlErrorFailsAloneAndTheBatchGoesOn() {
     List<Msg> msgs = batch("s-", 0, 3);
     Received<Msg> r = billing.receiveAll(msgs, Msg::id, (tx, m) -> {
