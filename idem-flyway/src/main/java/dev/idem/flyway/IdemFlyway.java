@@ -131,20 +131,10 @@ public final class IdemFlyway {
    * says), or null if there is none yet. A key table from before the layouts existed is DEFAULT.
    */
   private static Layout existingLayout(DataSource dataSource, String schema) {
-    try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement("SELECT c.relkind = 'p' FROM pg_catalog.pg_class c"
-            + " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname = 'idem_keys'")) {
-      ps.setString(1, schema);
-      try (ResultSet rs = ps.executeQuery()) {
-        Layout layout = rs.next() ? (rs.getBoolean(1) ? Layout.PARTITIONED : Layout.DEFAULT) : null;
-        if (!c.getAutoCommit()) {
-          c.rollback(); // a pool in manual commit: end the read's transaction
-        }
-        return layout;
-      }
-    } catch (SQLException e) {
-      throw new IllegalStateException("could not read the layout of idem's tables in schema '" + schema + "': " + e.getMessage(), e);
-    }
+    Boolean partitioned = readFlag(dataSource, "SELECT c.relkind = 'p' FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+        + " ON n.oid = c.relnamespace WHERE n.nspname = ? AND c.relname = 'idem_keys'", schema,
+        "could not read the layout of idem's tables in schema '" + schema + "'");
+    return partitioned == null ? null : partitioned ? Layout.PARTITIONED : Layout.DEFAULT;
   }
 
   /**
@@ -152,21 +142,29 @@ public final class IdemFlyway {
    * keywords (catcode R and T). An unreserved or column-name keyword (position, time) can.
    */
   private static boolean reserved(DataSource dataSource, String word) {
-    try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_get_keywords() WHERE word = ? AND catcode IN ('R', 'T'))")) {
-      ps.setString(1, word);
+    return Boolean.TRUE.equals(readFlag(dataSource,
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_get_keywords() WHERE word = ? AND catcode IN ('R', 'T'))", word,
+        "could not check schema name '" + word + "' against PostgreSQL's keywords"));
+  }
+
+  /**
+   * The first column of the first row {@code sql} returns for {@code arg}, or null if none, read on
+   * a connection of its own.
+   *
+   * @throws IllegalStateException {@code failure}, with the database's reason, if it could not be read
+   */
+  private static Boolean readFlag(DataSource dataSource, String sql, String arg, String failure) {
+    try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement(sql)) {
+      ps.setString(1, arg);
       try (ResultSet rs = ps.executeQuery()) {
-        rs.next();
-        boolean reserved = rs.getBoolean(1);
+        Boolean flag = rs.next() ? rs.getBoolean(1) : null;
         if (!c.getAutoCommit()) {
           c.rollback(); // a pool in manual commit: end the read's transaction
         }
-        return reserved;
+        return flag;
       }
     } catch (SQLException e) {
-      throw new IllegalStateException("could not check schema name '" + word + "' against PostgreSQL's keywords: "
-          + e.getMessage(), e);
+      throw new IllegalStateException(failure + ": " + e.getMessage(), e);
     }
   }
 }
