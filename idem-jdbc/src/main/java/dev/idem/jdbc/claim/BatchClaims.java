@@ -12,7 +12,9 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import org.jooq.DSLContext;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
@@ -55,8 +57,6 @@ public final class BatchClaims {
     void apply(Tx tx, int index) throws Exception;
   }
 
-  /** Rounds of claim-and-read before giving up on rows that keep changing under the claim. */
-  private static final int MAX_CLAIM_ROUNDS = 10;
   /** The whole call: what a joined call that fails rolls back to, so the caller's transaction goes on. */
   private static final String BATCH = "idem_batch";
   /** One claim statement: what a wait past the bound rolls back to, having written nothing. */
@@ -125,7 +125,7 @@ public final class BatchClaims {
       boolean[] ran = new boolean[1]; // whether an effect ran in the run that failed
       outcomes = claims.context.owned(tx -> {
         ran[0] = false;
-        return run(tx, scope, keys, ids, effect, started, ran);
+        return attempt(tx, scope, keys, ids, effect, started, ran, new Run[1]);
       }, () -> ran[0]);
     }
     for (int i = 0; i < outcomes.length; i++) {
@@ -157,10 +157,6 @@ public final class BatchClaims {
       }
       throw t;
     }
-  }
-
-  private Outcome[] run(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started, boolean[] ran) {
-    return attempt(tx, scope, keys, ids, effect, started, ran, new Run[1]);
   }
 
   /**
@@ -311,9 +307,9 @@ public final class BatchClaims {
       boolean first = true;
       boolean atOnce = false;
       for (int round = 1; !pending.isEmpty(); round++) {
-        if (round > MAX_CLAIM_ROUNDS) {
+        if (round > Claims.MAX_CLAIM_ROUNDS) {
           throw new DataAccessException(claims.name + ": could not claim or read " + pending.size()
-              + " message ids of a batch in " + MAX_CLAIM_ROUNDS + " rounds: their rows kept changing");
+              + " message ids of a batch in " + Claims.MAX_CLAIM_ROUNDS + " rounds: their rows kept changing");
         }
         List<Integer> next = new ArrayList<>();
         if (atOnce) {
@@ -357,7 +353,7 @@ public final class BatchClaims {
       if (expired.isEmpty()) {
         return true;
       }
-      List<String> reclaimed;
+      Set<String> reclaimed;
       try {
         reclaimed = reclaimed(atOnce ? reclaimAtOnce : reclaim, keysAt(expired));
       } catch (Busy waitedOut) {
@@ -410,10 +406,10 @@ public final class BatchClaims {
     }
 
     /** The keys of {@code batch} a re-claim took. */
-    private List<String> reclaimed(Sql sql, String[] batch) {
+    private Set<String> reclaimed(Sql sql, String[] batch) {
       try (PreparedStatement ps = prepare(sql, batch); ResultSet rs = Sql.resultAt(ps, 1)) {
         Array taken = rs.next() ? rs.getArray(1) : null;
-        return taken == null ? List.of() : Arrays.asList((String[]) taken.getArray());
+        return taken == null ? Set.of() : new HashSet<>(Arrays.asList((String[]) taken.getArray()));
       } catch (SQLException e) {
         throw claims.claimFailed(e);
       }

@@ -103,6 +103,8 @@ public final class ClaimTable {
   /** {@code idem_key_hour(:key)}: the hour the key of this call is filed under. */
   private final Field<Integer> hourOfKey;
   private final Condition thisKey;
+  /** The batch form of {@link #thisKey}: the rows of the scope's keys bound as the array {@code keys}. */
+  private final Condition theseKeys;
   /**
    * A row that may be deleted or claimed for a new intent: past its window and, if an external
    * claim is still in flight, past its lease too, so a slow holder never sees its row taken (and
@@ -191,7 +193,8 @@ public final class ClaimTable {
     this.completedAt = keys ? column(tableName, "completed_at", OffsetDateTime.class) : null;
     this.keyHour = column(tableName, "key_hour", Integer.class);
     this.hourOfKey = hourOf(param("key", String.class));
-    this.thisKey = scope.eq(param("scope", String.class)).and(key.eq(param("key", String.class))).and(keyHour.eq(hourOfKey));
+    this.thisKey = keyIs(param("key", String.class));
+    this.theseKeys = scope.eq(param("scope", String.class)).and(key.eq(DSL.any(KEYS))).and(keyHour.eq(hourOf(key)));
     this.expirable = keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
 
     DSLContext dsl = context.dsl();
@@ -240,7 +243,7 @@ public final class ClaimTable {
       this.claimExternal = Sql.of(dsl, claimOrRead(dsl, dsl.insertInto(t)
           .columns(scope, key, keyHour, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
           .values(param("scope", String.class), param("key", String.class), hourOfKey, param("fingerprint", byte[].class),
-              inline(IN_FLIGHT), fenceFloor(context).plus(inline(1L)), leaseEnds, param("call_key", String.class), STAMP,
+              inline(IN_FLIGHT), fenceFloor().plus(inline(1L)), leaseEnds, param("call_key", String.class), STAMP,
               expires),
           DSL.function(name(context.schema(), "idem_fence_above_floor"), Long.class, fence)));
       this.reclaimExternal = Sql.of(dsl, dsl.update(t)
@@ -248,7 +251,7 @@ public final class ClaimTable {
           .set(state, inline(IN_FLIGHT))
           // above the floor too: the row may be a local effect's, made after an external row of the
           // key was deleted (expiry raised the floor before that delete, so before this statement)
-          .set(fence, DSL.greatest(fence, fenceFloor(context)).plus(inline(1L)))
+          .set(fence, DSL.greatest(fence, fenceFloor()).plus(inline(1L)))
           .set(leaseExpiresAt, leaseEnds)
           .set(callKey, param("call_key", String.class))
           .set(result, inline((byte[]) null))
@@ -290,7 +293,7 @@ public final class ClaimTable {
       this.claimBatchAtOnce = Sql.of(dsl, claimBatch(dsl, expires, bound(Duration.ZERO)));
       this.reclaimBatch = Sql.of(dsl, reclaimBatch(dsl, expires, bound));
       this.reclaimBatchAtOnce = Sql.of(dsl, reclaimBatch(dsl, expires, bound(Duration.ZERO)));
-      this.unclaimBatch = Sql.of(dsl, dsl.deleteFrom(t).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))).and(keyHour.eq(hourOf(key))));
+      this.unclaimBatch = Sql.of(dsl, dsl.deleteFrom(t).where(theseKeys));
     } else {
       this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
     }
@@ -298,6 +301,14 @@ public final class ClaimTable {
 
   /** The keys of a batch, bound as one text array. */
   private static final Field<String[]> KEYS = param("keys", SQLDataType.CLOB.array());
+
+  /**
+   * The row of key {@code k} of the bound scope, under the hour {@code k} is filed under: every
+   * lookup names the key's hour, so that in the partitioned layout it reads one partition.
+   */
+  private Condition keyIs(Field<String> k) {
+    return scope.eq(param("scope", String.class)).and(key.eq(k)).and(keyHour.eq(hourOf(k)));
+  }
 
   /** {@code idem_key_hour(k)}: the hour key {@code k} is filed under (0 in the default layout). */
   private Field<Integer> hourOf(Field<String> k) {
@@ -322,7 +333,7 @@ public final class ClaimTable {
     fields.add(field("(select " + RESTORE + " from (select count(*) from claimed) as done)", String.class));
     Select<?> rows = dsl.select(fields).from(input)
         .leftJoin(table(name("claimed"))).on(claimedKey.eq(inputKey))
-        .leftJoin(t).on(scope.eq(param("scope", String.class)).and(key.eq(inputKey)).and(keyHour.eq(hourOf(inputKey))))
+        .leftJoin(t).on(keyIs(inputKey))
         .orderBy(position);
     return DSL.resultQuery("with input (key, ord) as (select * from unnest({0}) with ordinality), claimed as ({1}) {2}",
         KEYS, insert, rows);
@@ -331,7 +342,7 @@ public final class ClaimTable {
   /** {@link #reclaimBatch}: one row whatever was re-claimed, so the caller's lock_timeout is always put back. */
   private Query reclaimBatch(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
     // a statement of its own: jOOQ's builders change in place, so the single re-claim's is not reused
-    Query reclaim = dsl.update(t).set(created, STAMP).set(expiresAt, expires).where(scope.eq(param("scope", String.class))).and(key.eq(DSL.any(KEYS))).and(keyHour.eq(hourOf(key))).and(expirable).and(gate)
+    Query reclaim = dsl.update(t).set(created, STAMP).set(expiresAt, expires).where(theseKeys).and(expirable).and(gate)
         .returningResult(key);
     return DSL.resultQuery("with reclaimed as ({0}) select array_agg({1}), " + RESTORE + " from reclaimed",
         reclaim, field(name("reclaimed", layout.key)));
@@ -479,8 +490,8 @@ public final class ClaimTable {
    * fence a stale holder of the deleted row could still present. Read from the sequence, which is
    * not transactional: see the migration V4.
    */
-  private static Field<Long> fenceFloor(Context context) {
-    return DSL.field("(select last_value from {0})", Long.class, DSL.name(context.schema(), "idem_fence_floor"));
+  private Field<Long> fenceFloor() {
+    return DSL.field("(select last_value from {0})", Long.class, DSL.name(schema, "idem_fence_floor"));
   }
 
   static Field<OffsetDateTime> plus(Field<OffsetDateTime> t, Duration d) {

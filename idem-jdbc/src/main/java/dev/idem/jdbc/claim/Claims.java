@@ -45,7 +45,7 @@ import org.jooq.impl.DSL;
  */
 public final class Claims {
   /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */
-  private static final int MAX_CLAIM_ROUNDS = 10;
+  static final int MAX_CLAIM_ROUNDS = 10;
   private static final Query SAVEPOINT = DSL.query("savepoint " + ClaimTable.SAVEPOINT);
 
   final Context context;

@@ -19,7 +19,6 @@ import dev.idem.window.RepeatSource;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -209,9 +208,11 @@ public final class Inbox {
     if (batch.isEmpty()) {
       return new Received<>(List.of(), List.of(), List.of(), List.of());
     }
-    // The distinct ids, in order of first occurrence; firstAt[i] is where message i's id first occurs.
+    // The distinct ids, in order of first occurrence; slot[i] is message i's id among them, and
+    // first.get(k) the message where id k first occurs (the one whose effect runs).
     Map<String, Integer> distinct = new LinkedHashMap<>();
     int[] slot = new int[batch.size()];
+    List<Integer> first = new ArrayList<>();
     for (int i = 0; i < batch.size(); i++) {
       M message = batch.get(i);
       if (message == null) {
@@ -219,15 +220,13 @@ public final class Inbox {
       }
       String id = IdempotencyKey.check("message id of messages[" + i + "]", messageId.apply(message));
       Integer seen = distinct.putIfAbsent(id, distinct.size());
-      slot[i] = seen == null ? distinct.size() - 1 : seen;
+      if (seen == null) {
+        first.add(i);
+      }
+      slot[i] = seen == null ? first.size() - 1 : seen;
     }
     String[] keys = distinct.keySet().toArray(new String[0]);
-    int[] first = new int[keys.length];
-    Arrays.fill(first, -1);
-    for (int i = slot.length - 1; i >= 0; i--) {
-      first[slot[i]] = i;
-    }
-    BatchClaims.Outcome[] outcomes = claims.batches().execute(consumer, keys, (tx, k) -> effect.apply(tx, batch.get(first[k])));
+    BatchClaims.Outcome[] outcomes = claims.batches().execute(consumer, keys, (tx, k) -> effect.apply(tx, batch.get(first.get(k))));
     List<M> applied = new ArrayList<>();
     List<M> duplicates = new ArrayList<>();
     List<Received.Failure<M>> failed = new ArrayList<>();
@@ -235,7 +234,7 @@ public final class Inbox {
     for (int i = 0; i < slot.length; i++) {
       M message = batch.get(i);
       BatchClaims.Outcome o = outcomes[slot[i]];
-      boolean repeat = first[slot[i]] != i;
+      boolean repeat = first.get(slot[i]) != i;
       switch (o.fate()) {
         case APPLIED -> (repeat ? duplicates : applied).add(message);
         case REPEAT -> duplicates.add(message);
