@@ -33,9 +33,14 @@ import java.util.TreeMap;
 public record Fingerprint(String hex) {
 
   public Fingerprint {
-    if (hex == null || hex.length() != 64 || !hex.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+    if (hex == null || hex.length() != 64 || !isLowerHex(hex)) {
       throw new IllegalArgumentException("fingerprint must be 64 lower-case hex characters, was " + hex);
     }
+  }
+
+  /** Whether every character of {@code s} is a lower-case hex digit (the form fingerprints are kept in). */
+  static boolean isLowerHex(String s) {
+    return s.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
   }
 
   /** The fingerprint of a request with no content: for keys whose only meaning is the key. */

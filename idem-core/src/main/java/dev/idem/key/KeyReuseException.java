@@ -44,7 +44,7 @@ public class KeyReuseException extends IdemException {
 
   private static String checkedHex(String hex) {
     if (hex == null || hex.isEmpty() || hex.length() > 64
-        || !hex.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+        || !Fingerprint.isLowerHex(hex)) {
       throw new IllegalArgumentException("storedHex must be 1 to 64 lower-case hex digits, was " + hex);
     }
     return hex;

@@ -1,5 +1,6 @@
 package dev.idem.debezium;
 
+import dev.idem.internal.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.OutboxLayout;
 import java.util.Collections;
@@ -51,10 +52,7 @@ public final class DebeziumOutbox {
 
   /** Settings for relaying the outbox of {@code idem} (its schema). */
   public static Builder builder(Idem idem) {
-    if (idem == null) {
-      throw new IllegalArgumentException("idem must not be null");
-    }
-    return new Builder(idem.schema());
+    return new Builder(Require.notNull(idem, "idem").schema());
   }
 
   /**
@@ -141,16 +139,16 @@ public final class DebeziumOutbox {
      * @throws IllegalArgumentException naming the setting that is missing or invalid
      */
     public Map<String, String> build() {
-      nonBlank("name", name);
-      nonBlank("database hostname", hostname);
-      nonBlank("database name", database);
+      Require.notBlank(name, "name");
+      Require.notBlank(hostname, "database hostname");
+      Require.notBlank(database, "database name");
       if (port < 1 || port > 65_535) {
         throw new IllegalArgumentException("database port must be 1 to 65535, was " + port);
       }
-      nonBlank("user", user);
+      Require.notBlank(user, "user");
       identifier("slot", slot);
       identifier("publication", publication);
-      nonBlank("topicPrefix", topicPrefix);
+      Require.notBlank(topicPrefix, "topicPrefix");
       Map<String, String> p = new LinkedHashMap<>();
       p.put("name", name);
       p.put("connector.class", CONNECTOR);
@@ -187,15 +185,9 @@ public final class DebeziumOutbox {
       return p;
     }
 
-    private static void nonBlank(String what, String value) {
-      if (value == null || value.isBlank()) {
-        throw new IllegalArgumentException(what + " must not be " + (value == null ? "null" : "blank"));
-      }
-    }
-
     /** Slot and publication names: PostgreSQL's rules for a slot (lower-case letters, digits, underscores; 63 at most). */
     private static void identifier(String what, String value) {
-      nonBlank(what, value);
+      Require.notBlank(value, what);
       if (!value.matches("[a-z0-9_]{1,63}")) {
         throw new IllegalArgumentException(what + " '" + value + "' must be 1 to 63 lower-case letters, digits or underscores");
       }

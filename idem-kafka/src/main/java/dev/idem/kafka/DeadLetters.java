@@ -52,7 +52,7 @@ public interface DeadLetters {
         producer.send(new ProducerRecord<>(topic, null, record.key(), record.value(), headers))
             .get(timeout.toMillis(), TimeUnit.MILLISECONDS);
       } catch (ExecutionException e) {
-        throw e.getCause() instanceof Exception cause ? cause : e;
+        throw KafkaPublisher.failure(e);
       }
     };
   }

@@ -262,7 +262,7 @@ public final class KafkaInbox implements AutoCloseable {
       throw e; // closing: the next owner starts from the last commit
     } catch (RuntimeException | Error e) {
       Failures.rethrowIfFatal(e);
-      commitAndRewind(c, records, Collections.newSetFromMap(new IdentityHashMap<>()));
+      commitAndRewind(c, records, Set.of()); // nothing settled
       throw e;
     }
   }
@@ -292,7 +292,7 @@ public final class KafkaInbox implements AutoCloseable {
       // The batch's transaction failed as a whole (a lost database): nothing of it committed, so
       // every record comes again.
       LOG.warn("the inbox could not apply a batch of " + records.count() + " records; they are polled again in " + retryBackoff, e);
-      commitAndRewind(c, records, Collections.newSetFromMap(new IdentityHashMap<>()));
+      commitAndRewind(c, records, Set.of()); // nothing settled
       return false;
     }
     Set<ConsumerRecord<byte[], byte[]>> settled = Collections.newSetFromMap(new IdentityHashMap<>());

@@ -76,6 +76,8 @@ public final class KafkaPublisher implements Publisher, AutoCloseable {
   private final Function<String, String> topics;
   private final String idHeader;
   private final Duration deliveryTimeout;
+  /** The longest a publish waits for its acknowledgement: the delivery timeout and a margin. */
+  private final long waitMillis;
 
   private KafkaPublisher(Builder b) {
     Map<String, Object> config = new HashMap<>(b.config);
@@ -99,6 +101,7 @@ public final class KafkaPublisher implements Publisher, AutoCloseable {
     this.topics = b.topics;
     this.idHeader = b.idHeader;
     this.deliveryTimeout = b.deliveryTimeout;
+    this.waitMillis = deliveryTimeout.toMillis() + WAIT_MARGIN_MS;
   }
 
   /** Starts configuring a publisher to the Kafka cluster at {@code bootstrapServers} ({@code host:port,...}). */
@@ -111,7 +114,7 @@ public final class KafkaPublisher implements Publisher, AutoCloseable {
   public void publish(OutboxMessage message) throws Exception {
     Future<?> sent = producer.send(record(message));
     try {
-      sent.get(deliveryTimeout.toMillis() + WAIT_MARGIN_MS, TimeUnit.MILLISECONDS);
+      sent.get(waitMillis, TimeUnit.MILLISECONDS);
     } catch (ExecutionException e) {
       throw failure(e);
     }
@@ -136,7 +139,7 @@ public final class KafkaPublisher implements Publisher, AutoCloseable {
       }
     }
     producer.flush();
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(deliveryTimeout.toMillis() + WAIT_MARGIN_MS);
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMillis);
     for (int i = 0; i < sends.size(); i++) {
       Future<?> sent = sends.get(i);
       if (sent == null) {
@@ -189,8 +192,8 @@ public final class KafkaPublisher implements Publisher, AutoCloseable {
     return new ProducerRecord<>(topic, null, key, m.payload(), headers);
   }
 
-  /** The cause Kafka reports, or the wrapper if it has none. */
-  private static Exception failure(ExecutionException e) {
+  /** The cause Kafka reports, or the wrapper if it has none; a fatal error is rethrown. */
+  static Exception failure(ExecutionException e) {
     Throwable cause = e.getCause();
     if (cause instanceof Exception c) {
       return c;

@@ -5,6 +5,7 @@ import dev.idem.jdbc.outbox.Publisher;
 import io.micrometer.observation.Observation;
 import io.micrometer.observation.ObservationRegistry;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 
 /**
@@ -87,11 +88,12 @@ public final class ObservedPublisher implements Publisher {
         each.forEach(o -> o.error(e).stop());
         throw e;
       }
+      // the relay counts a list of another size as the whole batch failed: so do the spans
+      List<Throwable> errors = outcomes != null && outcomes.size() == batch.size() ? outcomes
+          : Collections.nCopies(batch.size(), new IllegalStateException("the publisher answered for "
+              + (outcomes == null ? "no" : outcomes.size()) + " of " + batch.size() + " messages"));
       for (int i = 0; i < each.size(); i++) {
-        // the relay counts a list of another size as the whole batch failed: so do the spans
-        Throwable error = outcomes == null || outcomes.size() != batch.size()
-            ? new IllegalStateException("the publisher answered for " + (outcomes == null ? "no" : outcomes.size()) + " of " + batch.size() + " messages")
-            : outcomes.get(i);
+        Throwable error = errors.get(i);
         if (error != null) {
           each.get(i).error(error);
         }

@@ -2,6 +2,7 @@ package dev.idem.jdbc.outbox;
 
 import static dev.idem.jdbc.internal.OutboxTable.*;
 
+import dev.idem.internal.Require;
 import dev.idem.internal.Sha256;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.tx.Tx;
@@ -136,13 +137,7 @@ public final class Outbox {
 
   /** For {@code Idem.outbox()}: the outbox writing in {@code layout}. Not an API. */
   public static Outbox of(Context idem, OutboxLayout layout) {
-    if (idem == null) {
-      throw new IllegalArgumentException("idem must not be null");
-    }
-    if (layout == null) {
-      throw new IllegalArgumentException("layout must not be null");
-    }
-    return new Outbox(idem, layout, false);
+    return new Outbox(Require.notNull(idem, "idem"), Require.notNull(layout, "layout"), false);
   }
 
   /** Where this outbox writes its messages. */
