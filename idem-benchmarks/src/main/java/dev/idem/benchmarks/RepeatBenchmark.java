@@ -768,7 +768,6 @@ public class RepeatBenchmark {
     void run(int i) throws Exception;
   }
 
-  /** Runs {@code step} for 0..n-1 on {@link #POOL} threads; rethrows the first failure. */
   /** Adds one id, through a guard; true if it was new. */
   @FunctionalInterface
   interface Add {
@@ -785,6 +784,7 @@ public class RepeatBenchmark {
     Settle.database(db.ds);
   }
 
+  /** Runs {@code step} for 0..n-1 on {@link #POOL} threads; rethrows the first failure. */
   public static void parallel(int n, IndexedStep step) throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(POOL);
     try {

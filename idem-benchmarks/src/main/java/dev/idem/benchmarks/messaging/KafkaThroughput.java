@@ -13,10 +13,10 @@ import dev.idem.kafka.KafkaPublisher;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestKafka;
 import dev.idem.testing.TestPostgres;
+import java.nio.charset.StandardCharsets;
 import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -223,7 +223,7 @@ public final class KafkaThroughput {
     AtomicInteger applied = new AtomicInteger();
     BatchEffect<ConsumerRecord<byte[], byte[]>> effect = (tx, r) -> {
       try (PreparedStatement ps = tx.connection().prepareStatement("INSERT INTO effects VALUES (?, ?)")) {
-        ps.setString(1, Arrays.toString(r.headers().lastHeader("id").value()));
+        ps.setString(1, new String(r.headers().lastHeader(KafkaPublisher.DEFAULT_ID_HEADER).value(), StandardCharsets.UTF_8));
         ps.setInt(2, r.value().length);
         ps.executeUpdate();
       }
