@@ -1,6 +1,7 @@
 package dev.idem.jdbc.internal;
 
 import java.sql.SQLException;
+import java.util.function.Predicate;
 import org.postgresql.util.PSQLException;
 import org.postgresql.util.ServerErrorMessage;
 
@@ -29,15 +30,26 @@ public final class SqlStates {
 
   /** The first SQLSTATE in {@code t}'s cause chain, or null. */
   public static String of(Throwable t) {
+    return firstCause(t, c -> c instanceof SQLException sql && sql.getSQLState() != null) instanceof SQLException sql
+        ? sql.getSQLState() : null;
+  }
+
+  /** The first of {@code t} and its causes that {@code match} accepts, or null. */
+  private static Throwable firstCause(Throwable t, Predicate<Throwable> match) {
     for (Throwable c = t; c != null; c = c.getCause()) {
-      if (c instanceof SQLException sql && sql.getSQLState() != null) {
-        return sql.getSQLState();
+      if (match.test(c)) {
+        return c;
       }
       if (c.getCause() == c) {
         break;
       }
     }
     return null;
+  }
+
+  /** The first PostgreSQL error in {@code t}'s cause chain with SQLSTATE {@code state}, or null. */
+  private static PSQLException firstWithState(Throwable t, String state) {
+    return (PSQLException) firstCause(t, c -> c instanceof PSQLException p && state.equals(p.getSQLState()));
   }
 
   /** 40001, 40P01 or 53200: the transaction may succeed if run again from the start. */
@@ -76,15 +88,8 @@ public final class SqlStates {
   }
 
   private static String serverMessage(Throwable t) {
-    for (Throwable c = t; c != null; c = c.getCause()) {
-      if (c instanceof PSQLException p && p.getServerErrorMessage() != null) {
-        return p.getServerErrorMessage().getMessage();
-      }
-      if (c.getCause() == c) {
-        break;
-      }
-    }
-    return null;
+    return firstCause(t, c -> c instanceof PSQLException p && p.getServerErrorMessage() != null) instanceof PSQLException p
+        ? p.getServerErrorMessage().getMessage() : null;
   }
 
   public static boolean is(Throwable t, String state) {
@@ -104,18 +109,14 @@ public final class SqlStates {
    * call is answered "in flight", with nothing committed, and a retry sends it again.
    */
   public static boolean isLockTimeoutOn(Throwable t, String relation) {
-    for (Throwable c = t; c != null; c = c.getCause()) {
-      if (c instanceof PSQLException p && LOCK_NOT_AVAILABLE.equals(p.getSQLState())) {
-        ServerErrorMessage m = p.getServerErrorMessage();
-        // a partition of the partitioned layout is named after its table: relation_pYYYYMMDD
-        return m == null || m.getWhere() == null || m.getWhere().contains("\"" + relation + "\"")
-            || m.getWhere().contains("\"" + relation + "_p");
-      }
-      if (c.getCause() == c) {
-        break;
-      }
+    PSQLException p = firstWithState(t, LOCK_NOT_AVAILABLE);
+    if (p == null) {
+      return false;
     }
-    return false;
+    ServerErrorMessage m = p.getServerErrorMessage();
+    // a partition of the partitioned layout is named after its table: relation_pYYYYMMDD
+    return m == null || m.getWhere() == null || m.getWhere().contains("\"" + relation + "\"")
+        || m.getWhere().contains("\"" + relation + "_p");
   }
 
   /**
@@ -124,15 +125,8 @@ public final class SqlStates {
    * that happens to share the SQLSTATE (a deferred constraint checked at the same commit).
    */
   public static boolean isUniqueViolationOn(Throwable t, String schema, String table) {
-    for (Throwable c = t; c != null; c = c.getCause()) {
-      if (c instanceof PSQLException p && UNIQUE_VIOLATION.equals(p.getSQLState())) {
-        ServerErrorMessage m = p.getServerErrorMessage();
-        return m != null && table.equals(m.getTable()) && schema.equals(m.getSchema());
-      }
-      if (c.getCause() == c) {
-        break;
-      }
-    }
-    return false;
+    PSQLException p = firstWithState(t, UNIQUE_VIOLATION);
+    ServerErrorMessage m = p == null ? null : p.getServerErrorMessage();
+    return m != null && table.equals(m.getTable()) && schema.equals(m.getSchema());
   }
 }

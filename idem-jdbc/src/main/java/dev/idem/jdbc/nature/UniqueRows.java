@@ -95,6 +95,7 @@ public final class UniqueRows {
    */
   public Outcome insert(Connection tx, Map<String, ?> row) {
     idem.joined(tx, "the insert into " + tableName);
+    check(row);
     return insertRow(tx, row);
   }
 
@@ -145,8 +146,8 @@ public final class UniqueRows {
     row.keySet().forEach(c -> Identifiers.check("column in row", c));
   }
 
+  /** The insert of {@code row}, already {@linkplain #check checked} by the caller before any transaction began. */
   private Outcome insertRow(Connection c, Map<String, ?> row) {
-    check(row);
     List<Field<?>> columns = new ArrayList<>();
     List<Field<?>> values = new ArrayList<>();
     Map<String, Object> binds = new HashMap<>();

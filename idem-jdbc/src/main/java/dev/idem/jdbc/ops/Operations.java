@@ -349,7 +349,8 @@ public final class Operations {
     if (keep == null || keep.isNegative()) {
       throw new IllegalArgumentException("keep must not be null or negative, was " + keep);
     }
-    PartitionMaintenance done = context.autoCommitOnce("idem partition maintenance", c -> {
+    // the default layout has nothing to create or drop (its SQL function is a stub for own-Flyway users)
+    PartitionMaintenance done = !context.partitioned() ? new PartitionMaintenance(0, 0) : context.autoCommitOnce("idem partition maintenance", c -> {
       try (PreparedStatement ps = c.prepareStatement(maintainSql)) {
         ps.setString(1, ahead.toString());
         ps.setString(2, keep.toString());

@@ -162,7 +162,7 @@ public class IdemAutoConfiguration {
   ExpirySchedule idemExpirySchedule(ObjectProvider<IdempotentExecutor> executors, ObjectProvider<Inbox> inboxes,
       ObjectProvider<IdempotencyKeyFilter> filters, ObjectProvider<Idem> idem, IdemProperties properties) {
     return new ExpirySchedule(() -> Stream.of(
-            idem.orderedStream().<LongSupplier>map(i -> () -> i.operations().maintainPartitions().dropped()),
+            idem.orderedStream().map(Idem::operations).<LongSupplier>map(ops -> () -> ops.maintainPartitions().dropped()),
             executors.orderedStream().<LongSupplier>map(e -> e::expire),
             inboxes.orderedStream().<LongSupplier>map(i -> i::expire),
             filters.orderedStream().<LongSupplier>map(f -> f::expire))
