@@ -31,7 +31,8 @@ import javax.sql.DataSource;
  *   <li>{@code size}: bytes per key row and per inbox row (table, indexes, free-space and
  *       visibility maps: {@code pg_total_relation_size}, summed over partitions) after N real
  *       executor calls with a small stored result and N inbox receives; keys are UUIDv7 (the
- *       partitioned layout's kind) and, in the default layout, random UUIDv4 too.
+ *       partitioned layout's kind) and, in the default layout, random UUIDv4 too; once with one
+ *       VACUUM at the end, once with a VACUUM after every tenth of the calls (see {@link #size}).
  *   <li>{@code scale}: throughput of new keys and of repeats as the key table grows from 0 to 1M
  *       to 10M rows (rows loaded server-side, INSERT ... SELECT generate_series; v7 keys spread
  *       over two past days, the first 2M of them past their window), each phase a few seconds on
@@ -95,36 +96,44 @@ public final class ScaleBench {
 
   // ---------------------------------------------------------------------------------------------
 
+  /**
+   * Bytes per row, measured two ways in fresh databases: {@code once}, N calls and then one
+   * VACUUM; {@code running}, the same N calls with a VACUUM after every tenth of them, as
+   * autovacuum runs on a busy table, so rows written later fill the space earlier ones freed
+   * (the result's update leaves each local key's first version dead until pruning or VACUUM).
+   */
   static void size(int n) throws Exception {
     System.out.printf("bytes per row after %,d calls (table + indexes + maps; indexes alone)%n", n);
     for (String[] run : new String[][] {{"default", "v7"}, {"default", "v4"}, {"partitioned", "v7"}}) {
       IdemFlyway.Layout layout = run[0].equals("default") ? IdemFlyway.Layout.DEFAULT : IdemFlyway.Layout.PARTITIONED;
-      try (Db d = Db.open(run[0] + "_" + run[1], layout)) {
-        Inbox inbox = d.idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(7))).build();
-        boolean v7 = run[1].equals("v7");
-        parallel(n, i -> {
-          String value = v7 ? TimedKeys.uuidV7(Instant.now()) : java.util.UUID.randomUUID().toString();
-          d.executor.execute(IdempotencyKey.of("shop-42", value), FP, Codec.utf8(), tx -> "pay_o" + (i % 1000));
-          if (v7) {
-            inbox.receive(TimedKeys.uuidV7(Instant.now()), tx -> { });
+      boolean v7 = run[1].equals("v7");
+      for (int rounds : new int[] {1, 10}) {
+        try (Db d = Db.open(run[0] + "_" + run[1] + "_" + rounds, layout)) {
+          Inbox inbox = d.idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(7))).build();
+          for (int round = 0; round < rounds; round++) {
+            parallel(n / rounds, i -> {
+              String value = v7 ? TimedKeys.uuidV7(Instant.now()) : java.util.UUID.randomUUID().toString();
+              d.executor.execute(IdempotencyKey.of("shop-42", value), FP, Codec.utf8(), tx -> "pay_o" + (i % 1000));
+              if (v7) {
+                inbox.receive(TimedKeys.uuidV7(Instant.now()), tx -> { });
+              }
+            });
+            d.sql("VACUUM ANALYZE idem.idem_keys");
+            d.sql("VACUUM ANALYZE idem.idem_inbox");
           }
-        });
-        d.sql("VACUUM ANALYZE idem.idem_keys");
-        d.sql("VACUUM ANALYZE idem.idem_inbox");
-        long[] keys = d.bytes("idem_keys");
-        System.out.printf(Locale.ROOT, "%-12s %s keys:  %6.1f B/row (indexes %5.1f)%n", run[0], run[1],
-            keys[0] / (double) n, keys[1] / (double) n);
-        if (v7) {
-          long[] ids = d.bytes("idem_inbox");
-          System.out.printf(Locale.ROOT, "%-12s %s inbox: %6.1f B/row (indexes %5.1f)%n", run[0], run[1],
-              ids[0] / (double) n, ids[1] / (double) n);
+          long rows = n / rounds * (long) rounds;
+          String how = rounds == 1 ? "once" : "running";
+          long[] keys = d.bytes("idem_keys");
+          System.out.printf(Locale.ROOT, "%-12s %s %-8s keys:  %6.1f B/row (indexes %5.1f)%n", run[0], run[1], how,
+              keys[0] / (double) rows, keys[1] / (double) rows);
+          if (v7) {
+            long[] ids = d.bytes("idem_inbox");
+            System.out.printf(Locale.ROOT, "%-12s %s %-8s inbox: %6.1f B/row (indexes %5.1f)%n", run[0], run[1], how,
+                ids[0] / (double) rows, ids[1] / (double) rows);
+          }
         }
       }
     }
-  }
-
-  interface Call {
-    void run(long i) throws Exception;
   }
 
   /** {@code n} calls on {@value #THREADS} threads. */
@@ -259,8 +268,8 @@ public final class ScaleBench {
     // spread over the day: key i at dayMs + (i * 86,399,000 / total) ms, in batches of 1M rows
     for (long lo = from; lo < from + n; lo += 1_000_000) {
       long hi = Math.min(from + n, lo + 1_000_000);
-      d.sql("INSERT INTO idem.idem_keys (fence, created_at, expires_at, key_hour, scope, key, fingerprint, state, result)"
-          + " SELECT 1, t, t + " + (live ? "interval '7 days'" : "interval '1 hour'") + ", idem.idem_key_hour(k), 'shop-42', k,"
+      d.sql("INSERT INTO idem.idem_keys (created_at, expires_at, scope, key, fingerprint, state, result)"
+          + " SELECT t, t + " + (live ? "interval '7 days'" : "interval '1 hour'") + ", 'shop-42', k,"
           + " decode('" + fp + "', 'hex'), 'C', convert_to('pay_o' || (i % 1000), 'UTF8')"
           + " FROM (SELECT i, to_timestamp(ms / 1000.0) AS t,"
           + "   lpad(to_hex(ms), 12, '0') AS h, md5(i::text) AS m FROM (SELECT i, " + dayMs + " + (i % 10000000) * 8 AS ms"

@@ -25,6 +25,7 @@ import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -216,6 +217,11 @@ class PartitionedLayoutTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7");
     assertThatThrownBy(() -> inbox.receive("msg-1", tx -> { }))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'msg-1' does not begin with a UUIDv7");
+    String upper = TimedKeys.uuidV7(Instant.now()).toUpperCase(Locale.ROOT);
+    assertThatThrownBy(() -> executor.execute(IdempotencyKey.of("shop", upper), Fingerprint.EMPTY, Codec.none(), tx -> null))
+        .as("the key's text decides its partition, byte by byte: an uppercase UUIDv7 would sort into another day")
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7 in lowercase");
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE upper(key) = ?", upper)).isZero();
     assertThat(db.count("SELECT count(*) FROM payments WHERE key = 'order-42'")).isZero();
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'order-42'")).isZero();
     assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = 'msg-1'")).isZero();
@@ -225,8 +231,8 @@ class PartitionedLayoutTest {
   void aPartitionIsDroppedOnlyOnceEveryRowIsPastItsWindowAndItsKeysAreThenRefusedNeverRunAgain() throws Exception {
     LocalDate old = today().minusDays(5);
     String part = "idem_keys_p" + old.toString().replace("-", "");
-    long hour = midnight(old).getEpochSecond() / 3600;
-    db.execute("CREATE TABLE idem." + part + " PARTITION OF idem.idem_keys FOR VALUES FROM (" + hour + ") TO (" + (hour + 24) + ")");
+    db.execute("CREATE TABLE idem." + part + " PARTITION OF idem.idem_keys FOR VALUES FROM (idem.idem_key_floor('" + old
+        + "')) TO (idem.idem_key_floor('" + old.plusDays(1) + "'))");
     IdempotencyKey local = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(old).plusSeconds(60)));
     IdempotencyKey external = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(old).plusSeconds(120)));
     executor.execute(local, Fingerprint.of("pay"), Codec.utf8(), tx -> {

@@ -91,17 +91,14 @@ public final class ClaimTable {
   final Field<OffsetDateTime> created;
   final Field<OffsetDateTime> completedAt;
   final Field<OffsetDateTime> expiresAt;
-  /**
-   * The hour the key is filed under ({@code key_hour}, see docs/scale.md): 0 in the default layout,
-   * the hour of the key's own time in the partitioned one, computed from the key by the schema's
-   * {@code idem_key_hour}, so that every copy of a key lands in the same partition and a lookup
-   * names that one partition. Part of every row a claim writes and of {@link #thisKey}.
-   */
-  final Field<Integer> keyHour;
-  /** idem's schema, where {@code idem_key_hour} lives (functions are not mapped like tables). */
+  /** idem's schema, where {@code idem_check_key} lives (functions are not mapped like tables). */
   private final String schema;
-  /** {@code idem_key_hour(:key)}: the hour the key of this call is filed under. */
-  private final Field<Integer> hourOfKey;
+  /**
+   * {@code idem_check_key(:key)}, the condition every claim writes its row under: always true in
+   * the default layout; the partitioned layout refuses a key it cannot file (SQLSTATE IDEM2, see
+   * docs/scale.md) before PostgreSQL looks for its partition.
+   */
+  private final Condition keyAccepted;
   private final Condition thisKey;
   /** The batch form of {@link #thisKey}: the rows of the scope's keys bound as the array {@code keys}. */
   private final Condition theseKeys;
@@ -137,7 +134,7 @@ public final class ClaimTable {
   final Sql claim;
   /** The key's row as a new statement sees it. */
   final Sql read;
-  /** A re-claim of a row past its window, under the wait bound, as {@link #claim}: one row, its fence or null. */
+  /** A re-claim of a row past its window, under the wait bound, as {@link #claim}: one row, 1 if re-claimed, else null. */
   final Sql reclaim;
   /** Stores a local effect's result (the key table only). */
   final Sql storeResult;
@@ -191,10 +188,9 @@ public final class ClaimTable {
     this.callKey = keys ? column(tableName, "call_key", String.class) : null;
     this.result = keys ? column(tableName, "result", byte[].class) : null;
     this.completedAt = keys ? column(tableName, "completed_at", OffsetDateTime.class) : null;
-    this.keyHour = column(tableName, "key_hour", Integer.class);
-    this.hourOfKey = hourOf(param("key", String.class));
+    this.keyAccepted = accepted(param("key", String.class));
     this.thisKey = keyIs(param("key", String.class));
-    this.theseKeys = scope.eq(param("scope", String.class)).and(key.eq(DSL.any(KEYS))).and(keyHour.eq(hourOf(key)));
+    this.theseKeys = scope.eq(param("scope", String.class)).and(key.eq(DSL.any(KEYS)));
     this.expirable = keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
 
     DSLContext dsl = context.dsl();
@@ -218,13 +214,15 @@ public final class ClaimTable {
 
     Condition bound = bound(inFlightWait);
     this.claim = Sql.of(dsl, restoring("inserted",
-        insert(dsl, expires, bound).onConflictDoNothing().returningResult(layout.keys ? fence : inline(1L).as("fence")),
+        insert(dsl, expires, bound).onConflictDoNothing().returningResult(inline(1L).as("fence")),
         claimedOrExisting(dsl, "inserted")));
     this.read = Sql.of(dsl, existing(dsl, DSL.noCondition(), STAMP));
     var update = dsl.update(t).set(created, STAMP).set(expiresAt, expires);
     if (keys) {
       update = update.set(fingerprint, param("fingerprint", byte[].class))
           .set(state, inline(COMPLETED))
+          // null stays null (a local row has no token); a row an external claim left is raised, so
+          // a stale holder of it is told it was taken over
           .set(fence, fence.plus(inline(1L)))
           .set(leaseExpiresAt, inline((OffsetDateTime) null))
           .set(callKey, DSL.castNull(SQLDataType.CLOB))
@@ -232,7 +230,7 @@ public final class ClaimTable {
           .set(completedAt, inline((OffsetDateTime) null)); // a local row completes when it is created
     }
     this.reclaim = Sql.of(dsl, restoring("reclaimed",
-        update.where(thisKey).and(expirable).and(bound).returningResult((keys ? fence : inline(1L)).as("fence")),
+        update.where(thisKey).and(expirable).and(bound).returningResult(inline(1L).as("fence")),
         dsl.select(field(name("reclaimed", "fence"), Long.class)).from(table(name("reclaimed")))));
     this.storeResult = keys
         ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).where(thisKey))
@@ -241,10 +239,10 @@ public final class ClaimTable {
     if (keys) {
       Field<OffsetDateTime> leaseEnds = plus(STAMP, lease);
       this.claimExternal = Sql.of(dsl, claimOrRead(dsl, dsl.insertInto(t)
-          .columns(scope, key, keyHour, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
-          .values(param("scope", String.class), param("key", String.class), hourOfKey, param("fingerprint", byte[].class),
+          .columns(scope, key, fingerprint, state, fence, leaseExpiresAt, callKey, created, expiresAt)
+          .select(DSL.select(param("scope", String.class), param("key", String.class), param("fingerprint", byte[].class),
               inline(IN_FLIGHT), fenceFloor().plus(inline(1L)), leaseEnds, param("call_key", String.class), STAMP,
-              expires),
+              expires).where(keyAccepted)),
           DSL.function(name(context.schema(), "idem_fence_above_floor"), Long.class, fence)));
       this.reclaimExternal = Sql.of(dsl, dsl.update(t)
           .set(fingerprint, param("fingerprint", byte[].class))
@@ -303,16 +301,16 @@ public final class ClaimTable {
   private static final Field<String[]> KEYS = param("keys", SQLDataType.CLOB.array());
 
   /**
-   * The row of key {@code k} of the bound scope, under the hour {@code k} is filed under: every
-   * lookup names the key's hour, so that in the partitioned layout it reads one partition.
+   * The row of key {@code k} of the bound scope. In the partitioned layout the key decides the
+   * partition, so PostgreSQL reads the one partition a key can be in.
    */
   private Condition keyIs(Field<String> k) {
-    return scope.eq(param("scope", String.class)).and(key.eq(k)).and(keyHour.eq(hourOf(k)));
+    return scope.eq(param("scope", String.class)).and(key.eq(k));
   }
 
-  /** {@code idem_key_hour(k)}: the hour key {@code k} is filed under (0 in the default layout). */
-  private Field<Integer> hourOf(Field<String> k) {
-    return DSL.function(name(schema, "idem_key_hour"), Integer.class, k);
+  /** {@code idem_check_key(k)}: true, or the partitioned layout's refusal of a key it cannot file. */
+  private Condition accepted(Field<String> k) {
+    return DSL.condition(DSL.function(name(schema, "idem_check_key"), Boolean.class, k));
   }
 
   /**
@@ -325,8 +323,9 @@ public final class ClaimTable {
     Field<String> inputKey = field(name("input", "key"), String.class);
     Field<Long> position = field(name("input", "ord"), Long.class);
     Field<String> claimedKey = field(name("claimed", layout.key), String.class);
-    Query insert = dsl.insertInto(t).columns(scope, key, keyHour, created, expiresAt)
-        .select(DSL.select(param("scope", String.class), inputKey, hourOf(inputKey), STAMP, expires).from(input).where(gate).orderBy(inputKey))
+    Query insert = dsl.insertInto(t).columns(scope, key, created, expiresAt)
+        .select(DSL.select(param("scope", String.class), inputKey, STAMP, expires).from(input)
+            .where(gate).and(accepted(inputKey)).orderBy(inputKey))
         .onConflictDoNothing().returningResult(key);
     List<SelectField<?>> fields = rowFields(DSL.when(claimedKey.isNotNull(), inline(true)).when(key.isNotNull(), inline(false)), NOW);
     fields.add(position);
@@ -399,14 +398,15 @@ public final class ClaimTable {
    */
   private InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
     if (!layout.keys) {
-      return dsl.insertInto(t).columns(scope, key, keyHour, created, expiresAt)
-          .select(DSL.select(param("scope", String.class), param("key", String.class), hourOfKey, STAMP, expires).where(gate));
+      return dsl.insertInto(t).columns(scope, key, created, expiresAt)
+          .select(DSL.select(param("scope", String.class), param("key", String.class), STAMP, expires).where(gate.and(keyAccepted)));
     }
-    // no completed_at: a local row completes when it is created (see completedOrCreated)
+    // no completed_at: a local row completes when it is created (see completedOrCreated); no fence:
+    // its effect commits with the claim, so nothing is ever fenced by it
     return dsl.insertInto(t)
-        .columns(scope, key, keyHour, fingerprint, state, fence, created, expiresAt)
-        .select(DSL.select(param("scope", String.class), param("key", String.class), hourOfKey,
-            param("fingerprint", byte[].class), inline(COMPLETED), inline(1L), STAMP, expires).where(gate));
+        .columns(scope, key, fingerprint, state, created, expiresAt)
+        .select(DSL.select(param("scope", String.class), param("key", String.class),
+            param("fingerprint", byte[].class), inline(COMPLETED), STAMP, expires).where(gate.and(keyAccepted)));
   }
 
   /**

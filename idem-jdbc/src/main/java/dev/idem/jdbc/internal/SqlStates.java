@@ -17,8 +17,8 @@ public final class SqlStates {
   /** idem's own signal, raised by its claim when the key already has a row (see the migrations). */
   public static final String REPEAT = "IDEM1";
   /**
-   * The partitioned layout refused a key: it does not begin with a UUIDv7, so it carries no time to
-   * file it under (raised by idem_key_hour, see migration-partitioned).
+   * The partitioned layout refused a key: it does not begin with a UUIDv7 in lowercase, so it
+   * carries no time to file it under (raised by idem_check_key, see migration-partitioned).
    */
   public static final String KEY_WITHOUT_TIME = "IDEM2";
   /** A check violation; a row a partitioned table has no partition for is one too. */

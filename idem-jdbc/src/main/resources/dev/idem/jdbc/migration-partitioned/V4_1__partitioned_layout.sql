@@ -1,10 +1,12 @@
 -- The partitioned layout (docs/scale.md#the-partitioned-layout), chosen at the first migration by
 -- adding this location (IdemFlyway.migrate(dataSource, schema, IdemFlyway.Layout.PARTITIONED)).
--- The key table and the inbox are partitioned by the time their keys carry: a key must begin with
--- a UUIDv7, whose first 48 bits are its creation time in milliseconds. The hour of that time
--- (key_hour) is part of the primary key, as PostgreSQL requires of a partitioned table's unique
--- index; since it is a function of the key alone, every copy of a key, whenever it arrives, lands in
--- the same partition, where the primary key admits one row: one claim per key across partitions.
+-- The key table and the inbox are partitioned by their keys: a key must begin with a UUIDv7 in
+-- lowercase, whose first 48 bits (its first 12 hex digits) are its creation time in milliseconds,
+-- so under the byte order of the "C" collation the keys of a day form one range of text. The
+-- primary key (scope, key) includes the partition key, as PostgreSQL requires of a partitioned
+-- table's unique index, and adds nothing to it; since a key's partition is decided by the key
+-- alone, every copy of a key, whenever it arrives, lands in the same partition, where the primary
+-- key admits one row: one claim per key across partitions.
 -- Daily partitions are created ahead and dropped once every row in them is past its window
 -- (idem_maintain_partitions, Operations.maintainPartitions).
 
@@ -17,39 +19,50 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION ${flyway:defaultSchema}.idem_refuse_key(key text) RETURNS integer
+CREATE FUNCTION ${flyway:defaultSchema}.idem_refuse_key(key text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-  RAISE EXCEPTION USING ERRCODE = 'IDEM2', MESSAGE = format('key %s does not begin with a UUIDv7'
+  RAISE EXCEPTION USING ERRCODE = 'IDEM2', MESSAGE = format('key %s does not begin with a UUIDv7 in lowercase'
     ' (8-4-4-4-12 hex digits, version 7): the partitioned layout files each key under the time in it;'
     ' use a UUIDv7 as the key, or as the prefix of a key derived from it (docs/scale.md)', quote_literal(key));
 END
 $$;
 
--- The hour since the epoch of the UUIDv7 the key begins with; a key without one is refused.
-CREATE OR REPLACE FUNCTION ${flyway:defaultSchema}.idem_key_hour(key text) RETURNS integer
+-- What every claim checks its key with before it writes (V6 makes the default layout's, which
+-- accepts every key): a key without a lowercase UUIDv7 in front is refused with a clear message
+-- instead of PostgreSQL's "no partition" (or, uppercase, a partition of another day).
+CREATE FUNCTION ${flyway:defaultSchema}.idem_check_key(key text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE WHEN key ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-7[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}'
-    THEN (('x' || substr(key, 1, 8) || substr(key, 10, 4))::bit(48)::bigint / 3600000)::integer
-    ELSE ${flyway:defaultSchema}.idem_refuse_key(key) END
+  SELECT CASE WHEN key ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}'
+    THEN true ELSE ${flyway:defaultSchema}.idem_refuse_key(key) END
 $$;
 
--- The same columns as the default layout's tables (V4), partitioned by key_hour, which has no
--- default here: every claim computes it from the key (idem_key_hour). No index on expires_at:
--- whole partitions are dropped instead of rows deleted. Keys of one partition arrive in about the
--- order of their times, so the primary key's pages are filled whole (fillfactor 100).
+-- The first key of a day's range: the 13 characters of a UUIDv7 that carry the day's first
+-- millisecond ('0192a3b4-c5d6'); every key of the day compares at or above it under "C".
+CREATE FUNCTION ${flyway:defaultSchema}.idem_key_floor(day date) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4)
+  FROM lpad(to_hex((extract(epoch FROM day::timestamp) * 1000)::bigint), 12, '0') AS h
+$$;
+
+-- The same columns as the default layout's tables, with the key compared byte by byte (collation
+-- "C", which is also what makes a day's keys one range), partitioned by the key. No index on
+-- expires_at: whole partitions are dropped instead of rows deleted. Keys of one partition arrive
+-- in about the order of their times, so the primary key's pages are filled whole (fillfactor 100).
+ALTER TABLE ${flyway:defaultSchema}.idem_keys ALTER COLUMN key TYPE text COLLATE "C";
+ALTER TABLE ${flyway:defaultSchema}.idem_inbox ALTER COLUMN message_id TYPE text COLLATE "C";
 CREATE TABLE ${flyway:defaultSchema}.idem_keys_partitioned (LIKE ${flyway:defaultSchema}.idem_keys INCLUDING DEFAULTS)
-  PARTITION BY RANGE (key_hour);
+  PARTITION BY RANGE (key);
 CREATE TABLE ${flyway:defaultSchema}.idem_inbox_partitioned (LIKE ${flyway:defaultSchema}.idem_inbox INCLUDING DEFAULTS)
-  PARTITION BY RANGE (key_hour);
+  PARTITION BY RANGE (message_id);
 DROP TABLE ${flyway:defaultSchema}.idem_keys;
 DROP TABLE ${flyway:defaultSchema}.idem_inbox;
 ALTER TABLE ${flyway:defaultSchema}.idem_keys_partitioned RENAME TO idem_keys;
 ALTER TABLE ${flyway:defaultSchema}.idem_inbox_partitioned RENAME TO idem_inbox;
-ALTER TABLE ${flyway:defaultSchema}.idem_keys ALTER COLUMN key_hour DROP DEFAULT,
-  ADD CONSTRAINT idem_keys_pkey PRIMARY KEY (scope, key, key_hour) WITH (fillfactor = 100);
-ALTER TABLE ${flyway:defaultSchema}.idem_inbox ALTER COLUMN key_hour DROP DEFAULT,
-  ADD CONSTRAINT idem_inbox_pkey PRIMARY KEY (consumer, message_id, key_hour) WITH (fillfactor = 100);
+ALTER TABLE ${flyway:defaultSchema}.idem_keys
+  ADD CONSTRAINT idem_keys_pkey PRIMARY KEY (scope, key) WITH (fillfactor = 100);
+ALTER TABLE ${flyway:defaultSchema}.idem_inbox
+  ADD CONSTRAINT idem_inbox_pkey PRIMARY KEY (consumer, message_id) WITH (fillfactor = 100);
 
 -- Creates the daily partitions from yesterday (UTC) to now + ahead, and drops each older one
 -- whose day ended at least `keep` ago and whose rows are all past their window, none of them an
@@ -74,7 +87,7 @@ BEGIN
       IF to_regclass(format('%I.%I', '${flyway:defaultSchema}', tbl || '_p' || to_char(day, 'YYYYMMDD'))) IS NULL THEN
         EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I FOR VALUES FROM (%s) TO (%s)',
           '${flyway:defaultSchema}', tbl || '_p' || to_char(day, 'YYYYMMDD'), '${flyway:defaultSchema}', tbl,
-          extract(epoch FROM day::timestamp)::bigint / 3600, extract(epoch FROM day::timestamp)::bigint / 3600 + 24);
+          quote_literal(${flyway:defaultSchema}.idem_key_floor(day)), quote_literal(${flyway:defaultSchema}.idem_key_floor(day + 1)));
         n_created := n_created + 1;
       END IF;
       day := day + 1;

@@ -38,7 +38,7 @@ class ExpiryTest {
   }
 
   @Test
-  void aRepeatAfterTheWindowRunsAgainAndReclaimsTheRowWithAHigherFence() throws Exception {
+  void aRepeatAfterTheWindowRunsAgainAndReclaimsTheRowForTheNewIntent() throws Exception {
     IdempotentExecutor shortMemory = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(700))).build();
     IdempotencyKey key = IdempotencyKey.of("expiry", UUID.randomUUID().toString());
     Execution<String> first = shortMemory.execute(key, Fingerprint.of("a"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
@@ -51,8 +51,30 @@ class ExpiryTest {
     assertThat(after.value()).isNotEqualTo(first.value());
     assertThat(f.payments(key.value())).isEqualTo(2);
     assertThat(f.keyRows(key)).isEqualTo(1);
-    assertThat(f.column(key, "fence")).isEqualTo("2");
+    assertThat(f.column(key, "encode(fingerprint, 'hex')")).as("the new intent's request")
+        .isEqualTo(Fingerprint.of("b").hex().substring(0, 32));
+    assertThat(f.column(key, "fence")).as("a local effect's row carries no fencing token").isNull();
     assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(after.value());
+  }
+
+  @Test
+  void aKeyThatMovesBetweenExternalAndLocalLivesNeverHandsOutATokenTwice() throws Exception {
+    IdempotentExecutor shortMemory = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(500)))
+        .lease(Duration.ofMillis(200)).build();
+    IdempotencyKey key = IdempotencyKey.of("expiry", UUID.randomUUID().toString());
+    long first = Long.parseLong(shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(),
+        a -> "" + a.token().value()).value());
+    f.sql("SELECT pg_sleep(0.6)");
+    Execution<String> local = shortMemory.execute(key, Fingerprint.of("local"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+    assertThat(local.applied()).isTrue();
+    assertThat(f.column(key, "fence")).as("a local life after an external one raises the token: its holder is stale")
+        .isEqualTo("" + (first + 1));
+    f.sql("SELECT pg_sleep(0.6)");
+    long third = Long.parseLong(shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(),
+        a -> "" + a.token().value()).value());
+    assertThat(third).as("above every token of the key's earlier lives").isGreaterThan(first);
+    assertThat(f.column(key, "fence")).isEqualTo("" + third);
+    assertThat(f.keyRows(key)).isEqualTo(1);
   }
 
   @Test

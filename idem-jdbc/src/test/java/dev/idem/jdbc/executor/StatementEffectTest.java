@@ -175,7 +175,8 @@ class StatementEffectTest {
     assertThat(again).isInstanceOf(Execution.Applied.class);
     assertThat(f.payments(key.value())).isEqualTo(2);
     assertThat(f.keyRows(key)).isEqualTo(1);
-    assertThat(f.column(key, "fence")).isEqualTo("2");
+    assertThat(f.column(key, "encode(fingerprint, 'hex')")).as("the new intent's request")
+        .isEqualTo(Fingerprint.of("second").hex().substring(0, 32));
   }
 
   @ParameterizedTest

@@ -1,0 +1,25 @@
+-- A smaller key row (docs/scale.md#sizing-rate--window): 12 bytes less per local effect's key.
+
+-- No hour column: the partitioned layout files a key by the key itself (V4_1), and in the default
+-- layout the hour was always 0. Dropping a column does not rewrite the table: old rows keep their
+-- 4 bytes until they are expired, new rows are written without them.
+ALTER TABLE ${flyway:defaultSchema}.idem_keys DROP COLUMN key_hour;
+ALTER TABLE ${flyway:defaultSchema}.idem_inbox DROP COLUMN key_hour;
+DROP FUNCTION ${flyway:defaultSchema}.idem_key_hour(text);
+
+-- A local effect's row has no fencing token (null): nothing is ever fenced by it, since its effect
+-- committed with its claim. An external claim writes its token explicitly (above the fence floor),
+-- and one that re-claims a local row starts above the floor too (greatest ignores the null).
+ALTER TABLE ${flyway:defaultSchema}.idem_keys ALTER COLUMN fence DROP NOT NULL, ALTER COLUMN fence DROP DEFAULT;
+
+-- The key check every claim runs before it writes: the partitioned layout made its own (V4_1),
+-- which refuses keys without a UUIDv7 in front; the default layout accepts every key, and
+-- PostgreSQL folds this one to a constant.
+DO $$
+BEGIN
+  IF to_regprocedure('${flyway:defaultSchema}.idem_check_key(text)') IS NULL THEN
+    CREATE FUNCTION ${flyway:defaultSchema}.idem_check_key(key text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT true';
+  END IF;
+END
+$$;
