@@ -367,7 +367,7 @@ public final class Claims {
     return outcome;
   }
 
-  public <T> Execution<T> inFlight(IdempotencyKey key, Duration after) {
+  public <T> Execution.InFlight<T> inFlight(IdempotencyKey key, Duration after) {
     Duration wait = after == null || after.compareTo(Duration.ZERO) <= 0 ? retryAfter : after;
     events.inFlight(key, wait);
     return new Execution.InFlight<>(key.toString(), wait);
