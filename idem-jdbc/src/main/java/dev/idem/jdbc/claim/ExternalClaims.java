@@ -68,7 +68,7 @@ public final class ExternalClaims {
     long waitUntil = started + inFlightWait.toNanos(); // only this caller's patience
     Duration poll = FIRST_POLL;
     int changed = 0; // rounds in which the row changed under a write, or a write was refused 40001
-    ClaimRow row = write(c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
+    ClaimRow row = write(c -> ClaimTable.row(c, table.claimExternal, 0, binds, started));
     while (true) {
       if (row == null) {
         if (++changed >= Claims.MAX_CLAIM_ROUNDS || !claims.context.pause(changed)) {
@@ -77,7 +77,7 @@ public final class ExternalClaims {
         }
         row = claims.read(binds, started);
         if (row == null) {
-          row = write(c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
+          row = write(c -> ClaimTable.row(c, table.claimExternal, 0, binds, started));
         }
         continue;
       }
