@@ -140,16 +140,16 @@ public final class ClaimTable {
   final Sql storeResult;
 
   /** External effects (the key table only): claims in flight with a lease, or reads; see the executor. */
-  public final Sql claimExternal;
+  final Sql claimExternal;
   /** An external re-claim of a row past its window: a new life of the key, fence + 1. */
-  public final Sql reclaimExternal;
+  final Sql reclaimExternal;
   /** Takes over an in-flight claim whose lease ended: fence + 1. */
-  public final Sql takeOver;
+  final Sql takeOver;
   /** External phase 3: records the result, fenced by the token. */
-  public final Sql complete;
+  final Sql complete;
   /** Ends a holder's lease at once (its call threw, or its record failed), fenced by the token. */
-  public final Sql endLease;
-  public final Sql fenceOf;
+  final Sql endLease;
+  final Sql fenceOf;
 
   /**
    * The inbox's batch claim ({@link BatchClaims}; null for the key table): every key of the array
@@ -520,11 +520,6 @@ public final class ClaimTable {
     return scope.eq(DSL.inline(value));
   }
 
-  /** Runs {@code sql} (its first result is a row) and reads the row, or null. */
-  public static ClaimRow readRow(Connection c, Sql sql, Function<String, Object> binds, long startedNanos) throws SQLException {
-    return row(c, sql, 0, binds, startedNanos);
-  }
-
   /** Runs {@code sql} and reads the row from its {@code index}-th result, or null if it has none. */
   static ClaimRow row(Connection c, Sql sql, int index, Function<String, Object> binds, long startedNanos) throws SQLException {
     try (PreparedStatement ps = sql.prepare(c, binds)) {
@@ -535,7 +530,7 @@ public final class ClaimTable {
   }
 
   /** Runs {@code sql} and returns the first long of its {@code index}-th result, or null if no row (or null). */
-  public static Long single(Connection c, Sql sql, int index, Function<String, Object> binds) throws SQLException {
+  static Long single(Connection c, Sql sql, int index, Function<String, Object> binds) throws SQLException {
     try (PreparedStatement ps = sql.prepare(c, binds)) {
       try (ResultSet rs = Sql.resultAt(ps, index)) {
         if (!rs.next()) {
@@ -548,7 +543,7 @@ public final class ClaimTable {
   }
 
   /** Runs {@code sql}, ignoring what it returns. */
-  public static int run(Connection c, Sql sql, Function<String, Object> binds) throws SQLException {
+  static int run(Connection c, Sql sql, Function<String, Object> binds) throws SQLException {
     try (PreparedStatement ps = sql.prepare(c, binds)) {
       ps.execute();
       return ps.getUpdateCount();

@@ -317,7 +317,7 @@ public final class Claims {
    * KeyReuseException}, or (an external claim in flight, whose call may or may not have gone out)
    * {@link Busy}.
    */
-  public <T> Execution<T> answer(ClaimRow row, Binds binds, Codec<T> codec) {
+  <T> Execution<T> answer(ClaimRow row, Binds binds, Codec<T> codec) {
     checkFingerprint(row, binds);
     if (row.completed()) {
       return replay(binds.key, codec, row);
@@ -330,7 +330,7 @@ public final class Claims {
    * belongs to no intent a caller can reuse: what keeps it (an external attempt whose lease is still
    * live) makes the caller wait, and once the lease ends the key is claimed as a new intent.
    */
-  public void checkFingerprint(ClaimRow row, Binds binds) {
+  void checkFingerprint(ClaimRow row, Binds binds) {
     if (binds.fingerprint != null && !row.pastWindow() && !binds.sameFingerprint(row.fingerprint())) {
       events.fingerprintMismatch(binds.key);
       throw new KeyReuseException(binds.key, HexFormat.of().formatHex(row.fingerprint()), binds.fingerprint);
@@ -367,7 +367,7 @@ public final class Claims {
     return outcome;
   }
 
-  public <T> Execution<T> inFlight(IdempotencyKey key, Duration after) {
+  <T> Execution.InFlight<T> inFlight(IdempotencyKey key, Duration after) {
     Duration wait = after == null || after.compareTo(Duration.ZERO) <= 0 ? retryAfter : after;
     events.inFlight(key, wait);
     return new Execution.InFlight<>(key.toString(), wait);
@@ -377,7 +377,7 @@ public final class Claims {
   // Statements
 
   /** The key's row as a new auto-commit statement sees it, or null; read again under the retry budget. */
-  public ClaimRow read(Binds binds, long started) {
+  ClaimRow read(Binds binds, long started) {
     return context.autoCommit(name, c -> ClaimTable.row(c, table.read, 0, binds, started));
   }
 

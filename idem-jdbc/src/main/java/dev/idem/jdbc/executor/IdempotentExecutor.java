@@ -5,16 +5,14 @@ import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
 import dev.idem.jdbc.claim.Binds;
-import dev.idem.jdbc.claim.ClaimRow;
 import dev.idem.jdbc.claim.ClaimSettings;
 import dev.idem.jdbc.claim.ClaimTable;
 import dev.idem.jdbc.claim.Claims;
+import dev.idem.jdbc.claim.ExternalClaims;
 import dev.idem.jdbc.claim.RunningKeys;
-import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Pipelined;
-import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -71,17 +69,13 @@ import org.jooq.exception.DataAccessException;
  * <p>Thread-safe; build one per operation and share it. Details: docs/executor.md.
  */
 public final class IdempotentExecutor {
-  private static final Duration FIRST_POLL = Duration.ofMillis(20);
-  private static final Duration LONGEST_POLL = Duration.ofMillis(250);
-  /** Rounds of claim-and-read of an external key before answering in flight. */
-  private static final int MAX_EXTERNAL_ROUNDS = 10;
-
   private final Context context;
   private final ClaimSettings settings;
   private final Duration lease;
   private final Events events;
   private final ClaimTable table;
   private final Claims claims;
+  private final ExternalClaims external;
 
   private IdempotentExecutor(Builder b, ClaimSettings settings) {
     this.context = b.context;
@@ -90,6 +84,7 @@ public final class IdempotentExecutor {
     this.events = Events.to(context.listener(), settings.name());
     this.table = new ClaimTable(context, ClaimTable.Layout.KEYS, settings.window().length(), settings.inFlightWait(), lease);
     this.claims = new Claims(context, table, events, settings.window(), settings.retryAfter(), "idem executor");
+    this.external = new ExternalClaims(claims, settings.inFlightWait());
   }
 
   /** For {@code Idem.executor()}: the way to build an executor. Not an API. */
@@ -258,76 +253,24 @@ public final class IdempotentExecutor {
     return external(key, fingerprint, codec, call, resolver);
   }
 
-  /** Phase 1, as a loop over what the key's row says: claim, take over, wait, or answer. */
+  /** Phase 1 (the engine's), then phases 2 and 3 for a claim held, or the answer from the row. */
   private <T, X extends Exception, Y extends Exception> Execution<T> external(IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call, Resolver<T, Y> resolver) throws X, Y {
     RunningKeys.refuseNested(context, key);
-    long started = System.nanoTime();
     Binds binds = new Binds(key, fingerprint);
     IdempotencyKey callKey = Keys.child(key, "external");
     binds.callKey = callKey.value();
-    long waitUntil = started + settings.inFlightWait().toNanos(); // only this caller's patience
-    Duration poll = FIRST_POLL;
-    int changed = 0; // rounds in which the row changed under a write, or a write was refused 40001
-    ClaimRow row = externalWrite(c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
-    while (true) {
-      if (row == null) {
-        if (++changed >= MAX_EXTERNAL_ROUNDS || !context.pause(changed)) {
-          // Other copies keep winning the row: one of them holds it, so this copy is in flight.
-          return claims.inFlight(key, settings.retryAfter());
-        }
-        row = claims.read(binds, started);
-        if (row == null) {
-          row = externalWrite(c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
-        }
-        continue;
-      }
-      if (row.claimed()) {
-        return callOut(new ExternalAttempt(key, callKey, new FencingToken(row.fence()), false), codec, call, null, binds);
-      }
-      if (row.expirable()) {
-        // A new life of the key, under the same call key (a provider that still remembers it
-        // absorbs a late repeat). If the last life's attempt never finished (its holder died)
-        // and this is the same intent, it is a takeover of that attempt: the resolver is asked.
-        boolean unfinished = !row.completed() && binds.sameFingerprint(row.fingerprint());
-        Long fence = externalWrite(c -> ClaimTable.single(c, table.reclaimExternal, 0, binds));
-        if (fence != null) {
-          if (unfinished) {
-            events.leaseTakenOver(key, row.fence(), fence);
-          }
-          return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), unfinished), codec, call,
-              unfinished ? resolver : null, binds);
-        }
-        row = null;
-        continue;
-      }
-      claims.checkFingerprint(row, binds);
-      if (row.completed()) {
-        return claims.reported(key, claims.replay(key, codec, row));
-      }
-      if (!row.leaseLive()) {
-        long previous = row.fence();
-        Long fence = externalWrite(c -> ClaimTable.single(c, table.takeOver, 0, binds.fence(previous)));
-        if (fence == null) {
-          row = null; // another copy took over or completed first: look again
-          continue;
-        }
-        events.leaseTakenOver(key, previous, fence);
-        return callOut(new ExternalAttempt(key, callKey, new FencingToken(fence), true), codec, call, resolver, binds);
-      }
-      long left = waitUntil - System.nanoTime();
-      if (left <= 0) {
-        return claims.inFlight(key, row.leaseLeft());
-      }
-      try {
-        Thread.sleep(Math.min(poll.toMillis(), Math.max(1, left / 1_000_000)));
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return claims.inFlight(key, row.leaseLeft());
-      }
-      poll = poll.multipliedBy(2).compareTo(LONGEST_POLL) > 0 ? LONGEST_POLL : poll.multipliedBy(2);
-      row = claims.read(binds, started);
+    ExternalClaims.Claim claim = external.claim(binds);
+    if (claim instanceof ExternalClaims.Completed completed) {
+      return claims.reported(key, claims.replay(key, codec, completed.row()));
     }
+    if (claim instanceof ExternalClaims.InFlight inFlight) {
+      return new Execution.InFlight<>(key.toString(), inFlight.retryAfter());
+    }
+    ExternalClaims.Held held = (ExternalClaims.Held) claim;
+    // Only a takeover asks the resolver: the attempt taken over may have reached the provider.
+    return callOut(new ExternalAttempt(key, callKey, new FencingToken(held.fence()), held.takeover()), codec, call,
+        held.takeover() ? resolver : null, binds);
   }
 
   /** Phases 2 and 3 for one attempt that holds the claim. */
@@ -346,89 +289,19 @@ public final class IdempotentExecutor {
       bytes = codec.storesNothing() ? null
           : Claims.encode(attempt.key(), codec, value, "the call's lease was ended so that a repeat takes over");
     } catch (Throwable t) {
-      endLease(binds, token, t);
+      external.endLease(binds, token, t);
       throw t;
     }
-    Long recorded;
-    try {
-      recorded = record(binds.fence(token).result(bytes), token);
-    } catch (RuntimeException e) {
-      // The call happened and its result could not be recorded: end the lease now, so a retry
-      // takes over at once and finds the outcome through its resolver instead of waiting it out.
-      endLease(binds, token, e);
-      throw e;
-    }
+    // The call happened: a record that fails for good ends the lease, so a retry takes over at
+    // once and finds the outcome through its resolver instead of waiting it out.
+    Long recorded = external.record(binds.result(bytes), token);
     if (recorded == null) {
-      Long highest = context.autoCommit("idem executor", c -> ClaimTable.single(c, table.fenceOf, 0, binds));
-      StaleFenceException stale = new StaleFenceException("key " + attempt.key(), token, highest == null ? 0 : highest);
+      StaleFenceException stale = new StaleFenceException("key " + attempt.key(), token, external.highestFence(binds));
       events.staleFence(stale.resource(), stale.token(), stale.highest());
       throw stale;
     }
     events.applied(attempt.key());
     return new Execution.Applied<>(value);
-  }
-
-  /**
-   * Phase 3's fenced write, each try on a fresh connection, under the retry budget; null if another
-   * attempt holds the key now. A try that fails with 40001 (the row changed under it, or, at
-   * SERIALIZABLE, only its index pages did), or whose connection failed, is made again while the
-   * row still carries this token, so a holder that is still the highest is never told it was taken
-   * over, and a dead connection does not leave the key in flight for the whole lease.
-   */
-  private Long record(Binds binds, long token) {
-    for (int run = 1; ; run++) {
-      try {
-        Long recorded = externalWrite(c -> ClaimTable.single(c, table.complete, 0, binds));
-        if (recorded != null) {
-          return recorded;
-        }
-        ClaimRow row = claims.read(binds, System.nanoTime());
-        if (row != null && row.completed() && row.fence() == token) {
-          // An earlier try committed and its answer was lost with the connection: no other write
-          // completes a row under this token (every takeover and re-claim raises it).
-          return token;
-        }
-        if (row == null || row.completed() || row.fence() != token) {
-          return null;
-        }
-        if (run >= MAX_EXTERNAL_ROUNDS) {
-          throw new DataAccessException("could not record the result of key " + binds.key() + " in "
-              + run + " runs: each failed with a serialization failure");
-        }
-        context.pause(run);
-      } catch (DataAccessException e) {
-        if (run >= MAX_EXTERNAL_ROUNDS || !(SqlStates.isRetryable(e) || SqlStates.isConnectionFailure(e))) {
-          throw e;
-        }
-        context.pause(run);
-      }
-    }
-  }
-
-  private void endLease(Binds binds, long token, Throwable failure) {
-    try {
-      externalWrite(c -> ClaimTable.run(c, table.endLease, binds.fence(token)));
-    } catch (RuntimeException e) {
-      failure.addSuppressed(e); // the lease then ends on its own; the call's failure matters more
-    }
-  }
-
-  /**
-   * An external-mode write, in auto-commit like every external statement. At REPEATABLE READ or
-   * SERIALIZABLE, one that waited for another copy's write to the key's row fails with 40001 once
-   * that write commits, because the row changed under its snapshot. That is the case zero rows
-   * stand for under READ COMMITTED, and it is answered the same way: null, so the caller looks at
-   * the row again in a new statement. The failed statement wrote nothing.
-   */
-  private <R> R externalWrite(AutoCommit.Work<R> work) {
-    try {
-      return context.autoCommitOnce("idem executor", work);
-    } catch (DataAccessException e) {
-      if (SqlStates.is(e, SqlStates.SERIALIZATION_FAILURE)) {
-        return null;
-      }
-      throw e;
-    }
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import dev.idem.jdbc.claim.Binds;
 import dev.idem.jdbc.claim.ClaimRow;
 import dev.idem.jdbc.claim.ClaimTable;
 import dev.idem.jdbc.claim.Claims;
+import dev.idem.jdbc.claim.ExternalClaims;
 import dev.idem.jdbc.claim.Sql;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
@@ -52,6 +53,14 @@ import org.jooq.impl.SQLDataType;
  *       upsert that PostgreSQL serialises on the recipient's row): any number of concurrent senders
  *       never exceed the limit within the window. A refused send is {@link SendResult.Capped},
  *       recorded with the claim, so a redelivery is refused too.
+ *   <li>Claim, takeover and record are the executor's external-effect protocol (one engine): a
+ *       redelivery is told {@link SendResult.InFlight} with the live lease's time left (or, after
+ *       losing every round to other senders, a lease); a serialization failure of a pool at
+ *       REPEATABLE READ or SERIALIZABLE never escapes a claim; a record that fails on 40001 or a
+ *       dead connection is tried again on a fresh connection, and one that fails for good ends
+ *       the lease before it is thrown, so a redelivery sends at once. Only a redelivery of the
+ *       same notification (same type and recipient) is a takeover; a claim taken again past the
+ *       window from another intent's unfinished row is not.
  *   <li>Every sender is handed the same collapse id for the notification ({@code Keys.child} of its
  *       id), for APNs' {@code apns-collapse-id} or FCM's {@code collapse_key}.
  *   <li>The same notification id with another type or recipient is refused with {@link
@@ -80,9 +89,8 @@ public final class Notifications {
   private final String type;
   private final Delivery delivery;
   private final Cap cap;
-  private final ClaimTable table;
   private final Claims claims;
-  private final Events events;
+  private final ExternalClaims external;
   private final Sql takePlace;
 
   private Notifications(Builder b) {
@@ -90,10 +98,12 @@ public final class Notifications {
     this.type = b.type;
     this.delivery = b.delivery;
     this.cap = b.cap;
-    this.events = Events.to(context.listener(), "notifications:" + type);
+    Events events = Events.to(context.listener(), "notifications:" + type);
     // Redeliveries are answered at once from the row: no wait for the first sender.
-    this.table = new ClaimTable(context, ClaimTable.Layout.KEYS, b.window.length(), Duration.ZERO, b.lease);
+    ClaimTable table = new ClaimTable(context, ClaimTable.Layout.KEYS, b.window.length(), Duration.ZERO, b.lease);
+    // A redelivery that lost every round to other senders retries after a lease: one of them holds it.
     this.claims = new Claims(context, table, events, b.window, b.lease, "idem notifications");
+    this.external = new ExternalClaims(claims, Duration.ZERO);
     this.takePlace = cap == null ? null : takePlace(context, cap);
   }
 
@@ -148,63 +158,32 @@ public final class Notifications {
   public <X extends Exception> SendResult send(Notification notification, Sender<X> sender) throws X {
     Require.notNull(notification, "notification");
     Require.notNull(sender, "sender");
-    long started = System.nanoTime();
     IdempotencyKey key = IdempotencyKey.of("notify/" + notification.channel(), notification.id());
     Binds binds = new Binds(key, Fingerprint.ofFields(Map.of("type", type, "recipient", notification.recipient())));
     String collapseId = collapseId(notification.id());
     binds.callKey = collapseId;
-    for (int round = 1; ; round++) {
-      ClaimRow row = context.autoCommit("idem notifications", c -> ClaimTable.readRow(c, table.claimExternal, binds, started));
-      Long fence = null;
-      boolean takeover = false;
-      if (row == null) {
-        // Another sender's claim committed while this one waited: look again.
-      } else if (row.claimed()) {
-        fence = row.fence();
-      } else if (row.expirable()) {
-        takeover = !row.completed();
-        long previous = row.fence();
-        fence = write(table.reclaimExternal, binds);
-        if (fence != null && takeover) {
-          events.leaseTakenOver(key, previous, fence);
-        }
-      } else {
-        claims.checkFingerprint(row, binds);
-        if (row.completed()) {
-          return answered(key, row, notification);
-        }
-        if (row.leaseLive()) {
-          claims.inFlight(key, row.leaseLeft());
-          return new SendResult.InFlight(row.leaseLeft());
-        }
-        takeover = true;
-        long previous = row.fence();
-        fence = write(table.takeOver, binds.fence(previous));
-        if (fence != null) {
-          events.leaseTakenOver(key, previous, fence);
-        }
-      }
-      if (fence != null) {
-        return attempt(new Outgoing(notification, collapseId, takeover), binds.fence(fence), sender);
-      }
-      if (round >= 10) {
-        claims.inFlight(key, Duration.ofSeconds(1));
-        return new SendResult.InFlight(Duration.ofSeconds(1)); // other senders keep winning the row
-      }
-      context.pause(round);
+    ExternalClaims.Claim claim = external.claim(binds);
+    if (claim instanceof ExternalClaims.Completed completed) {
+      return answered(key, completed.row(), notification);
     }
+    if (claim instanceof ExternalClaims.InFlight inFlight) {
+      return new SendResult.InFlight(inFlight.retryAfter());
+    }
+    ExternalClaims.Held held = (ExternalClaims.Held) claim;
+    return attempt(new Outgoing(notification, collapseId, held.takeover()), binds, held.fence(), sender);
   }
 
-  /** A claim held under {@code binds.fence}: the cap, then record and send in this type's order. */
-  private <X extends Exception> SendResult attempt(Outgoing out, Binds binds, Sender<X> sender) throws X {
+  /** A claim held under {@code token}: the cap, then record and send in this type's order. */
+  private <X extends Exception> SendResult attempt(Outgoing out, Binds binds, long token, Sender<X> sender) throws X {
     if (cap != null && !placeTaken(out.notification())) {
-      record(binds, CAPPED);
+      record(binds, token, CAPPED);
       return new SendResult.Capped(out.notification().recipient(), cap);
     }
     if (delivery == Delivery.AT_MOST_ONCE_MAY_LOSE) {
-      if (!record(binds, SENT)) {
-        // The lease ended before the record and another sender took over: it sends, not this one.
-        return new SendResult.InFlight(Duration.ofSeconds(1));
+      if (!record(binds, token, SENT)) {
+        // The lease ended before the record and another sender took over: it sends, not this one,
+        // under a lease of its own, at most this type's lease long.
+        return new SendResult.InFlight(external.inFlight(binds.key(), null).retryAfter());
       }
       sender.send(out);
       return sent(out, binds);
@@ -212,16 +191,12 @@ public final class Notifications {
     try {
       sender.send(out);
     } catch (Throwable t) {
-      try {
-        write(table.endLease, binds);
-      } catch (RuntimeException e) {
-        t.addSuppressed(e); // the lease then ends on its own
-      }
+      external.endLease(binds, token, t); // "maybe not sent": a redelivery sends at once
       throw t;
     }
     // A false here means the lease ended during the send and another sender took over (and may
     // send too): the message went out either way, which is what at least once allows.
-    record(binds, SENT);
+    record(binds, token, SENT);
     return sent(out, binds);
   }
 
@@ -248,13 +223,13 @@ public final class Notifications {
     });
   }
 
-  /** Completes the claim with {@code outcome}, fenced by the token; false if another sender holds it now. */
-  private boolean record(Binds binds, String outcome) {
-    return write(table.complete, binds.result(outcome.getBytes(StandardCharsets.UTF_8))) != null;
-  }
-
-  private Long write(Sql sql, Binds binds) {
-    return context.autoCommit("idem notifications", c -> ClaimTable.single(c, sql, 0, binds));
+  /**
+   * Completes the claim with {@code outcome}, fenced by the token, retried as the engine retries a
+   * record; false if another sender holds it now. A record that fails for good ends the lease (so
+   * a redelivery sends at once) and is thrown.
+   */
+  private boolean record(Binds binds, long token, String outcome) {
+    return external.record(binds.result(outcome.getBytes(StandardCharsets.UTF_8)), token) != null;
   }
 
   /**

@@ -3,12 +3,16 @@ package dev.idem.jdbc.notify;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.event.IdemEvent;
 import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.key.Keys;
+import dev.idem.window.DedupeWindow;
 import dev.idem.testing.Race;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.sql.SQLException;
@@ -26,6 +30,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
+import org.jooq.exception.DataAccessException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -200,6 +205,104 @@ class NotificationsTest {
     assertThatThrownBy(() -> receipts.send(Notification.of("reused", "email", "order-4"), NotificationsTest::record))
         .isInstanceOf(KeyReuseException.class);
     assertThat(sends("reused")).isEqualTo(1);
+  }
+
+  /**
+   * Senders on a pool whose transactions run at SERIALIZABLE race one notification. A claim that
+   * waited on another sender's claim (or a write that waited on another's write) fails with 40001
+   * once that commits; it must be answered as under READ COMMITTED (in flight, or a duplicate),
+   * never thrown, and exactly one sender sends.
+   */
+  @ParameterizedTest
+  @EnumSource(Delivery.class)
+  void racingSendersOnASerializablePoolSendOnceAndThrowNothing(Delivery delivery) throws Exception {
+    try (HikariDataSource serializable = db.dataSource(12, "TRANSACTION_SERIALIZABLE")) {
+      Notifications receipts = Idem.builder(serializable).build().notifications("receipt-email").delivery(delivery).build();
+      for (int round = 0; round < 5; round++) {
+        String id = "serializable-" + delivery + "-" + round;
+        Notification n = Notification.of(id, "email", "order-9");
+        // Race.together throws if any copy threw (a 40001 that escaped)
+        List<SendResult> results = Race.together(12, i -> receipts.send(n, NotificationsTest::record));
+        assertThat(results.stream().filter(SendResult::sent)).as(id).hasSize(1);
+        assertThat(results).allSatisfy(r -> assertThat(r).isInstanceOfAny(SendResult.Sent.class,
+            SendResult.Duplicate.class, SendResult.InFlight.class));
+        assertThat(sends(id)).as(id).isEqualTo(1);
+        assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = ?"
+            + " AND state = 'C' AND fence = 1", id)).as(id).isEqualTo(1);
+      }
+    }
+  }
+
+  /**
+   * A notification id left in flight by one intent (its send threw, so its lease ended), then,
+   * past the window, sent as another intent (another recipient): the claim is taken again as a new
+   * life of the key, not a takeover of the other intent's attempt, which was never this one's to
+   * repeat. The same intent's redelivery past the window is a takeover.
+   */
+  @Test
+  void aClaimTakenAgainPastTheWindowFromAnotherIntentIsNoTakeover() throws Exception {
+    RecordingListener events = new RecordingListener();
+    Notifications shortLived = Idem.builder(ds).listener(events).build().notifications("receipt-email")
+        .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).lease(Duration.ofMillis(500))
+        .window(new DedupeWindow(Duration.ofSeconds(1))).build();
+    for (String id : List.of("new-life", "same-life")) {
+      assertThatThrownBy(() -> shortLived.send(Notification.of(id, "email", "order-5"), out -> {
+        throw new java.io.IOException("SMTP timeout");
+      })).hasMessage("SMTP timeout");
+    }
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life')"
+        + " AND state = 'I' AND fence = 1 AND lease_expires_at <= clock_timestamp()")).isEqualTo(2);
+    db.execute("SELECT pg_sleep(1.1)"); // past the window, by the database clock
+
+    SendResult other = shortLived.send(Notification.of("new-life", "email", "order-6"), NotificationsTest::record);
+    assertThat(other).isEqualTo(new SendResult.Sent(Notifications.collapseId("new-life"), false));
+    assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'new-life' AND recipient = 'order-6'"
+        + " AND NOT takeover")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = 'new-life'"
+        + " AND state = 'C' AND fence = 2")).isEqualTo(1);
+    assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "new-life"))).isEmpty();
+
+    SendResult same = shortLived.send(Notification.of("same-life", "email", "order-5"), NotificationsTest::record);
+    assertThat(same).isEqualTo(new SendResult.Sent(Notifications.collapseId("same-life"), true));
+    assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'same-life' AND takeover")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = 'same-life'"
+        + " AND state = 'C' AND fence = 2")).isEqualTo(1);
+    assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "same-life"))).hasSize(1);
+  }
+
+  /**
+   * The message went out and the server then ended the sender's idle pool connection
+   * (pg_terminate_backend, as an administrator or a shutting-down server does): the record of
+   * "sent" fails on it for good (57P01 is no connection failure a record tries again). The lease
+   * must be ended before the failure is thrown, so the redelivery sends at once (at least once)
+   * instead of being told "in flight" for the whole two-minute lease.
+   */
+  @Test
+  void aRecordThatFailsForGoodEndsTheLeaseSoTheRedeliverySendsAtOnce() throws Exception {
+    try (HikariDataSource victim = db.dataSourceWithDriverParams(1, "ApplicationName=notify-victim")) {
+      Notifications codes = Idem.builder(victim).build().notifications("login-code")
+          .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
+      Notification n = Notification.of("otp-terminated", "sms", "+15550003");
+      assertThat(sends("otp-terminated")).isZero(); // warms the pools the sender uses: it must be quick
+      // The pool hands its one connection out again unchecked when it was used within 500 ms: the
+      // record gets the terminated one.
+      assertThatThrownBy(() -> codes.send(n, out -> {
+        record(out);
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'notify-victim'");
+        while (db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'notify-victim'") > 0) {
+          Thread.sleep(5);
+        }
+      })).isInstanceOf(DataAccessException.class);
+      assertThat(sends("otp-terminated")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-terminated' AND state = 'I'"
+          + " AND fence = 1 AND lease_expires_at <= clock_timestamp()")).as("the lease was ended").isEqualTo(1);
+
+      SendResult redelivered = codes.send(n, NotificationsTest::record);
+      assertThat(redelivered).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-terminated"), true));
+      assertThat(sends("otp-terminated")).isEqualTo(2);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-terminated' AND state = 'C'"
+          + " AND fence = 2")).isEqualTo(1);
+    }
   }
 
   @Test
