@@ -136,6 +136,10 @@ public final class ScaleBench {
     }
   }
 
+  interface Call {
+    void run(long i) throws Exception;
+  }
+
   /** {@code n} calls on {@value #THREADS} threads. */
   static void parallel(long n, Call call) throws Exception {
     AtomicLong next = new AtomicLong();

@@ -384,10 +384,13 @@ public final class ClaimTable {
         .unionAll(rows(existing(dsl, DSL.notExists(selectOne().from(from)), NOW)));
   }
 
+  /** A null of the state column's type, PostgreSQL's one-byte "char" (see the migration V6). */
+  private static final Field<String> STATE_NULL = field("cast(null as \"char\")", String.class);
+
   /** The row of a claim that inserted it: claimed, its fence, the rest null (the shape of {@link #existing}). */
   private static List<SelectField<?>> claimedRow(Field<Long> insertedFence) {
     return List.of(inline(true).as("claimed"), insertedFence,
-        DSL.castNull(SQLDataType.BLOB), DSL.castNull(SQLDataType.CHAR(1)), DSL.castNull(SQLDataType.BLOB),
+        DSL.castNull(SQLDataType.BLOB), STATE_NULL, DSL.castNull(SQLDataType.BLOB),
         DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE),
         DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE));
   }

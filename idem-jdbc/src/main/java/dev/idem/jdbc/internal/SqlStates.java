@@ -60,11 +60,13 @@ public final class SqlStates {
 
   /**
    * True if {@code t} says the connection failed (SQLSTATE class 08, or pgjdbc's I/O error with no
-   * server answer): the statement may or may not have run, and a new connection may succeed.
+   * server answer) or the server ended it (57P01 admin shutdown, as pg_terminate_backend or a
+   * shutting-down server does; 57P02 crash shutdown; 57P03 cannot connect now): the statement may
+   * or may not have run, and a new connection may succeed.
    */
   public static boolean isConnectionFailure(Throwable t) {
     String state = of(t);
-    return state != null && state.startsWith("08");
+    return state != null && (state.startsWith("08") || state.equals("57P01") || state.equals("57P02") || state.equals("57P03"));
   }
 
   /**

@@ -273,12 +273,11 @@ class NotificationsTest {
   /**
    * The message went out and the server then ended the sender's idle pool connection
    * (pg_terminate_backend, as an administrator or a shutting-down server does): the record of
-   * "sent" fails on it for good (57P01 is no connection failure a record tries again). The lease
-   * must be ended before the failure is thrown, so the redelivery sends at once (at least once)
-   * instead of being told "in flight" for the whole two-minute lease.
+   * "sent" fails on it (57P01), and is made again on a fresh connection, fenced by the same token,
+   * so the key is completed, not left in flight for the whole two-minute lease.
    */
   @Test
-  void aRecordThatFailsForGoodEndsTheLeaseSoTheRedeliverySendsAtOnce() throws Exception {
+  void aRecordOnAConnectionTheServerEndedIsMadeAgainOnAFreshOne() throws Exception {
     try (HikariDataSource victim = db.dataSourceWithDriverParams(1, "ApplicationName=notify-victim")) {
       Notifications codes = Idem.builder(victim).build().notifications("login-code")
           .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
@@ -286,23 +285,50 @@ class NotificationsTest {
       assertThat(sends("otp-terminated")).isZero(); // warms the pools the sender uses: it must be quick
       // The pool hands its one connection out again unchecked when it was used within 500 ms: the
       // record gets the terminated one.
-      assertThatThrownBy(() -> codes.send(n, out -> {
+      SendResult first = codes.send(n, out -> {
         record(out);
         db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'notify-victim'");
         while (db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'notify-victim'") > 0) {
           Thread.sleep(5);
         }
-      })).isInstanceOf(DataAccessException.class);
+      });
+      assertThat(first).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-terminated"), false));
       assertThat(sends("otp-terminated")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-terminated' AND state = 'I'"
-          + " AND fence = 1 AND lease_expires_at <= clock_timestamp()")).as("the lease was ended").isEqualTo(1);
-
-      SendResult redelivered = codes.send(n, NotificationsTest::record);
-      assertThat(redelivered).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-terminated"), true));
-      assertThat(sends("otp-terminated")).isEqualTo(2);
       assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-terminated' AND state = 'C'"
-          + " AND fence = 2")).isEqualTo(1);
+          + " AND fence = 1")).as("recorded under the attempt's own token").isEqualTo(1);
+      assertThat(codes.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
+      assertThat(sends("otp-terminated")).isEqualTo(1);
     }
+  }
+
+  /**
+   * The message went out and its record then fails for good (here a constraint the table gained
+   * meanwhile refuses the completed row: no retry can succeed). The lease must be ended before the
+   * failure is thrown, so the redelivery sends at once (at least once) instead of being told "in
+   * flight" for the whole two-minute lease.
+   */
+  @Test
+  void aRecordThatFailsForGoodEndsTheLeaseSoTheRedeliverySendsAtOnce() throws Exception {
+    Notifications codes = idem.notifications("login-code").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
+    Notification n = Notification.of("otp-refused", "sms", "+15550004");
+    try {
+      assertThatThrownBy(() -> codes.send(n, out -> {
+        record(out);
+        db.execute("ALTER TABLE idem.idem_keys ADD CONSTRAINT no_completion_of_otp_refused"
+            + " CHECK (key <> 'otp-refused' OR state <> 'C') NOT VALID");
+      })).isInstanceOf(DataAccessException.class).hasMessageContaining("no_completion_of_otp_refused");
+    } finally {
+      db.execute("ALTER TABLE idem.idem_keys DROP CONSTRAINT IF EXISTS no_completion_of_otp_refused");
+    }
+    assertThat(sends("otp-refused")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-refused' AND state = 'I'"
+        + " AND fence = 1 AND lease_expires_at <= clock_timestamp()")).as("the lease was ended").isEqualTo(1);
+
+    SendResult redelivered = codes.send(n, NotificationsTest::record);
+    assertThat(redelivered).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-refused"), true));
+    assertThat(sends("otp-refused")).isEqualTo(2);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-refused' AND state = 'C'"
+        + " AND fence = 2")).isEqualTo(1);
   }
 
   @Test

@@ -93,7 +93,7 @@ class OperationsTest {
   }
 
   static String row(IdempotencyKey key) {
-    return query("SELECT state || ' ' || fence || ' ' || call_key || ' ' || coalesce(convert_from(result, 'UTF8'), '-')"
+    return query("SELECT state::text || ' ' || fence || ' ' || call_key || ' ' || coalesce(convert_from(result, 'UTF8'), '-')"
         + " FROM idem.idem_keys WHERE scope = ? AND key = ?", key.scope(), key.value());
   }
 
