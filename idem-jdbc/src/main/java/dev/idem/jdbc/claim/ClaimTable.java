@@ -387,7 +387,7 @@ public final class ClaimTable {
   /** A null of the state column's type, PostgreSQL's one-byte "char" (see the migration V6). */
   private static final Field<String> STATE_NULL = field("cast(null as \"char\")", String.class);
 
-  /** The row of a claim that inserted it: claimed, its fence, the rest null (the shape of {@link #existing}). */
+  /** The row of a claim that inserted it: claimed, its fence (1 for a local claim, whose row has none), the rest null (the shape of {@link #existing}). */
   private static List<SelectField<?>> claimedRow(Field<Long> insertedFence) {
     return List.of(inline(true).as("claimed"), insertedFence,
         DSL.castNull(SQLDataType.BLOB), STATE_NULL, DSL.castNull(SQLDataType.BLOB),

@@ -66,7 +66,7 @@ public final class Claims {
   private final Sql claim;
   /** [savepoint, claim or read]: a joined callback's claim, result at 1. */
   private final Sql claimJoined;
-  /** [re-claim past the window]: its fence, or null. */
+  /** [re-claim past the window]: 1 if re-claimed, or null. */
   private final Sql reclaim;
   private final Sql storeAndCommit;
   private final Sql storeAndRelease;
