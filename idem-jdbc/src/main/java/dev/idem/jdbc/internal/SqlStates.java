@@ -1,6 +1,7 @@
 package dev.idem.jdbc.internal;
 
 import java.sql.SQLException;
+import java.util.Set;
 import java.util.function.Predicate;
 import org.postgresql.util.PSQLException;
 import org.postgresql.util.ServerErrorMessage;
@@ -58,15 +59,19 @@ public final class SqlStates {
     return SERIALIZATION_FAILURE.equals(state) || DEADLOCK_DETECTED.equals(state) || OUT_OF_MEMORY.equals(state);
   }
 
+  /** The server ended the connection: see {@link #isConnectionFailure}. */
+  private static final Set<String> SERVER_ENDED_CONNECTION = Set.of("57P01", "57P02", "57P03", "57P05");
+
   /**
    * True if {@code t} says the connection failed (SQLSTATE class 08, or pgjdbc's I/O error with no
    * server answer) or the server ended it (57P01 admin shutdown, as pg_terminate_backend or a
-   * shutting-down server does; 57P02 crash shutdown; 57P03 cannot connect now): the statement may
-   * or may not have run, and a new connection may succeed.
+   * shutting-down server does; 57P02 crash shutdown; 57P03 cannot connect now; 57P05 the session
+   * sat idle past idle_session_timeout): the statement may or may not have run, and a new
+   * connection may succeed.
    */
   public static boolean isConnectionFailure(Throwable t) {
     String state = of(t);
-    return state != null && (state.startsWith("08") || state.equals("57P01") || state.equals("57P02") || state.equals("57P03"));
+    return state != null && (state.startsWith("08") || SERVER_ENDED_CONNECTION.contains(state));
   }
 
   /**

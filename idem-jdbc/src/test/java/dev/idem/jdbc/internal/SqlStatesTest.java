@@ -1,7 +1,14 @@
 package dev.idem.jdbc.internal;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
 import org.jooq.exception.DataAccessException;
 import org.junit.jupiter.api.Test;
 import org.postgresql.util.PSQLException;
@@ -43,5 +50,29 @@ class SqlStatesTest {
     DataAccessException unique = new DataAccessException("x", new PSQLException(
         new ServerErrorMessage("SERROR\0C23505\0Mduplicate key value violates unique constraint\0")));
     assertThat(SqlStates.isLockTimeoutOn(unique, "idem_keys_pkey")).isFalse();
+  }
+
+  /**
+   * A session the server ended for sitting idle (57P05, idle_session_timeout) is a connection
+   * failure, like one ended by pg_terminate_backend: an external effect's record that meets it is
+   * made again on a fresh connection rather than left in flight for the lease.
+   */
+  @Test
+  void aSessionEndedForIdlingIsAConnectionFailure() throws Exception {
+    try (TestDatabase db = TestPostgres.newDatabase("idle");
+        Connection c = DriverManager.getConnection(db.jdbcUrl())) {
+      try (Statement st = c.createStatement()) {
+        st.execute("set idle_session_timeout = '100ms'");
+      }
+      Thread.sleep(600);
+      SQLException e = catchThrowableOfType(() -> {
+        try (Statement st = c.createStatement()) {
+          st.execute("select 1");
+        }
+      }, SQLException.class);
+      assertThat((Object) e).as("the server ended the idle session").isNotNull();
+      assertThat(e.getSQLState()).as("what the server said: " + e.getMessage()).isEqualTo("57P05");
+      assertThat(SqlStates.isConnectionFailure(e)).isTrue();
+    }
   }
 }
