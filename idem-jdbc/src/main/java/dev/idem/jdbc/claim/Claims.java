@@ -368,9 +368,17 @@ public final class Claims {
   }
 
   <T> Execution.InFlight<T> inFlight(IdempotencyKey key, Duration after) {
+    return new Execution.InFlight<>(key.toString(), inFlightRetryAfter(key, after));
+  }
+
+  /**
+   * The retry-after of an in-flight answer ({@code after}, a live lease's time left, or the guard's
+   * own if there is none), its event emitted.
+   */
+  Duration inFlightRetryAfter(IdempotencyKey key, Duration after) {
     Duration wait = after == null || after.compareTo(Duration.ZERO) <= 0 ? retryAfter : after;
     events.inFlight(key, wait);
-    return new Execution.InFlight<>(key.toString(), wait);
+    return wait;
   }
 
   // ---------------------------------------------------------------------------------------------

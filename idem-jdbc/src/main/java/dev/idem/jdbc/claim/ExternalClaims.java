@@ -138,7 +138,7 @@ public final class ExternalClaims {
    * after the guard's retry-after when that is unknown or over.
    */
   public InFlight inFlight(IdempotencyKey key, Duration after) {
-    return new InFlight(claims.<Void>inFlight(key, after).retryAfter());
+    return new InFlight(claims.inFlightRetryAfter(key, after));
   }
 
   /**
