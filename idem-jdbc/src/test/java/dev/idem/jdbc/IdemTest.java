@@ -54,7 +54,7 @@ class IdemTest {
         "idem_outbox", "idem_outbox_events", "idem_schema_history", "idem_sequences");
     IdemFlyway.migrate(ds, idem.schema()); // a second run is a no-op
     int applied = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table(DSL.name("idem_custom", "idem_schema_history"))));
-    assertThat(applied).as("the schema's creation and the migrations V1 to V6").isEqualTo(7);
+    assertThat(applied).as("the schema's creation and the migration V1").isEqualTo(2);
   }
 
   /**

@@ -384,7 +384,7 @@ public final class ClaimTable {
         .unionAll(rows(existing(dsl, DSL.notExists(selectOne().from(from)), NOW)));
   }
 
-  /** A null of the state column's type, PostgreSQL's one-byte "char" (see the migration V6). */
+  /** A null of the state column's type, PostgreSQL's one-byte "char" (see idem_keys.state in the migration V1__idem.sql). */
   private static final Field<String> STATE_NULL = field("cast(null as \"char\")", String.class);
 
   /** The row of a claim that inserted it: claimed, its fence (1 for a local claim, whose row has none), the rest null (the shape of {@link #existing}). */
@@ -491,7 +491,7 @@ public final class ClaimTable {
    * The fence floor ({@code idem_fence_floor}): at least every fence of every key row expiry has
    * deleted. A new external claim starts above it, so a key whose row was deleted never hands out a
    * fence a stale holder of the deleted row could still present. Read from the sequence, which is
-   * not transactional: see the migration V4.
+   * not transactional: see the migration V1__idem.sql.
    */
   private Field<Long> fenceFloor() {
     return DSL.field("(select last_value from {0})", Long.class, DSL.name(schema, "idem_fence_floor"));

@@ -32,7 +32,7 @@ public final class Expiry {
    * As {@link #deleteInBatches(Context, Table, Condition, int, int)}; if {@code fence} is not null,
    * each batch also raises the schema's fence floor to the highest {@code fence} it deleted, in the
    * same transaction, before it commits: so no claim can see a row gone before the floor is above
-   * every token the row handed out (see the migration V4, {@code idem_raise_fence_floor}).
+   * every token the row handed out (see the migration V1__idem.sql, {@code idem_raise_fence_floor}).
    */
   public static long deleteInBatches(Context idem, Table<?> table, Condition condition, Field<Long> fence,
       int batchSize, int maxBatches) {

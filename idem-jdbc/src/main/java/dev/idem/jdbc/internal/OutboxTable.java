@@ -14,7 +14,7 @@ import org.jooq.impl.SQLDataType;
  */
 public final class OutboxTable {
   public static final Table<?> T = DSL.table(DSL.name("idem", "idem_outbox"));
-  /** The {@code OutboxLayout.DEBEZIUM} layout's table, in Debezium's Outbox Event Router's shape (see V3__outbox_events.sql). */
+  /** The {@code OutboxLayout.DEBEZIUM} layout's table, in Debezium's Outbox Event Router's shape (see idem_outbox_events in V1__idem.sql). */
   public static final Table<?> EVENTS = DSL.table(DSL.name("idem", "idem_outbox_events"));
   public static final Field<UUID> ID = f("id", SQLDataType.UUID);
   /** The order the database wrote the messages in (an identity column). */

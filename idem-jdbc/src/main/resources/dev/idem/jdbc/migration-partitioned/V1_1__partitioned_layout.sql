@@ -28,10 +28,10 @@ BEGIN
 END
 $$;
 
--- What every claim checks its key with before it writes (V6 makes the default layout's, which
+-- What every claim checks its key with before it writes (replacing the default layout's, which
 -- accepts every key): a key without a lowercase UUIDv7 in front is refused with a clear message
 -- instead of PostgreSQL's "no partition" (or, uppercase, a partition of another day).
-CREATE FUNCTION ${flyway:defaultSchema}.idem_check_key(key text) RETURNS boolean
+CREATE OR REPLACE FUNCTION ${flyway:defaultSchema}.idem_check_key(key text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN key ~ '^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}'
     THEN true ELSE ${flyway:defaultSchema}.idem_refuse_key(key) END
