@@ -18,6 +18,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Table;
@@ -44,6 +45,8 @@ import org.jooq.impl.DSL;
  *   <li>An event with a number at or below the highest applied is {@link Outcome#ALREADY_DONE}, and
  *       its effect does not run: repeats and late, out-of-order events are absorbed with no dedupe
  *       window and one number per entity.
+ *   <li>An event at or below the highest committed number writes nothing (no lock on the entity's
+ *       row, no transaction id) and does not wait for a copy of a newer event still running.
  * </ul>
  *
  * <h2>Where it stops</h2>
@@ -75,6 +78,10 @@ public final class EntitySequences {
   private static final Field<String> ENTITY = DSL.field(DSL.name("entity"), String.class);
   private static final Field<Long> LAST_APPLIED = DSL.field(DSL.name("last_applied"), Long.class);
   private static final Field<Long> S_LAST_APPLIED = DSL.field(DSL.name("s", "last_applied"), Long.class);
+  private static final Table<?> SEEN = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_sequences")).as("seen");
+  private static final Field<String> SEEN_STREAM = DSL.field(DSL.name("seen", "stream"), String.class);
+  private static final Field<String> SEEN_ENTITY = DSL.field(DSL.name("seen", "entity"), String.class);
+  private static final Field<Long> SEEN_LAST_APPLIED = DSL.field(DSL.name("seen", "last_applied"), Long.class);
 
   /**
    * The longest a call waits for another copy of an event of the same entity that is still running
@@ -96,8 +103,14 @@ public final class EntitySequences {
     this.stream = IdempotencyKey.check("stream", stream);
     this.events = Events.to(idem.listener(), "sequences:" + stream);
     DSLContext dsl = idem.dsl();
+    // A number at or below the one this statement's snapshot sees is answered without the upsert,
+    // which would lock the entity's row (a transaction id, a written lock and a flushed commit) to
+    // change nothing: last_applied only grows, so what the snapshot shows is a floor. Anything
+    // else goes to the upsert, which decides against the latest committed row.
+    Condition seen = SEEN_STREAM.eq((String) null).and(SEEN_ENTITY.eq((String) null)).and(SEEN_LAST_APPLIED.ge((Long) null));
     this.claim = ClaimTable.boundedWait(dsl, WAIT).text() + ";\n" + dsl.render(dsl.insertInto(SEQUENCES, STREAM, ENTITY, LAST_APPLIED)
-        .values((String) null, null, null)
+        .select(DSL.select(DSL.val((String) null), DSL.val((String) null), DSL.val((Long) null))
+            .whereNotExists(DSL.selectOne().from(SEEN).where(seen)))
         .onConflict(STREAM, ENTITY)
         .doUpdate()
         .set(LAST_APPLIED, DSL.excluded(LAST_APPLIED))
@@ -208,9 +221,12 @@ public final class EntitySequences {
     // The record waits at most WAIT for a copy in flight (its lock_timeout set, and restored, in
     // the same string): then the copy is answered in flight rather than held.
     try (PreparedStatement ps = tx.connection().prepareStatement(claim)) {
-      ps.setString(1, stream);
+      ps.setString(1, stream); // the row the upsert writes
       ps.setString(2, entity);
       ps.setLong(3, seq);
+      ps.setString(4, stream); // the row as this statement's snapshot sees it
+      ps.setString(5, entity);
+      ps.setLong(6, seq);
       try (ResultSet rs = Sql.resultAt(ps, 1)) {
         newer = rs.next();
       }

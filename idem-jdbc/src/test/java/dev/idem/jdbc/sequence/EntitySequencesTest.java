@@ -398,4 +398,43 @@ class EntitySequencesTest {
     assertThat(effects("stalled", "e")).hasSize(1);
   }
 
+  /**
+   * A repeat or a late event (at or below the highest committed number) writes nothing: the
+   * entity's row is not locked (its xmax stays 0), and a copy of a newer event still running on
+   * another connection does not hold it up (the upsert alone waited for that copy's row lock, up to
+   * WAIT, and was then answered in flight).
+   */
+  @Test
+  void aRepeatWritesNothingAndDoesNotWaitForANewerEventInFlight() throws Exception {
+    EntitySequences s = idem.sequences("quiet");
+    assertThat(apply(s, "e", 5)).isEqualTo(APPLIED);
+    assertThat(apply(s, "e", 5)).isEqualTo(ALREADY_DONE);
+    assertThat(apply(s, "e", 3)).isEqualTo(ALREADY_DONE);
+    assertThat(rowLocker("quiet", "e")).as("the row's xmax: no repeat locked it").isEqualTo("0");
+    try (Connection holder = ds.getConnection()) {
+      holder.setAutoCommit(false);
+      assertThat(s.applyIfNewer(holder, "e", 7, tx -> effect(tx, "quiet", "e", 7))).isEqualTo(APPLIED);
+      // 7 is recorded but not committed: a repeat of 5 is answered from the committed 5, at once
+      assertThat(apply(s, "e", 5)).isEqualTo(ALREADY_DONE);
+      assertThat(apply(s, "e", 4)).isEqualTo(ALREADY_DONE);
+      holder.commit();
+    }
+    assertThat(apply(s, "e", 7)).isEqualTo(ALREADY_DONE);
+    assertThat(apply(s, "e", 8)).isEqualTo(APPLIED);
+    assertThat(effects("quiet", "e")).containsExactly(5L, 7L, 8L);
+    assertThat(committed("quiet", "e")).isEqualTo(8);
+  }
+
+  /** The xmax of the entity's row, as text: "0" if no transaction locked or replaced it since it was written. */
+  static String rowLocker(String stream, String entity) throws SQLException {
+    try (Connection c = ds.getConnection();
+        var ps = c.prepareStatement("SELECT xmax::text FROM idem_seq.idem_sequences WHERE stream = ? AND entity = ?")) {
+      ps.setString(1, stream);
+      ps.setString(2, entity);
+      try (ResultSet rs = ps.executeQuery()) {
+        assertThat(rs.next()).isTrue();
+        return rs.getString(1);
+      }
+    }
+  }
 }
