@@ -36,7 +36,9 @@ import org.jooq.impl.DSL;
  *   <li>One statement, {@code INSERT … ON CONFLICT (key) DO UPDATE SET total = excluded.total WHERE
  *       total IS NULL OR total < excluded.total}: the row holds the largest total ever recorded for
  *       its key, whatever the order, repeats and races of the writers (PostgreSQL locks the row and
- *       re-checks the condition on its newest version). A repeat writes nothing.
+ *       re-checks the condition on its newest version). A repeat changes no value; PostgreSQL
+ *       still locks the row for the rest of the transaction (a transaction id, and a commit that
+ *       flushes), as it does for every {@code ON CONFLICT … DO UPDATE} that finds a row.
  *   <li>The key columns must carry a unique constraint (or primary key), exactly these columns:
  *       otherwise PostgreSQL refuses the statement ("no unique or exclusion constraint matching the
  *       ON CONFLICT specification"), never a silent second row.
