@@ -196,8 +196,7 @@ public final class ScaleBench {
     long expired = Math.min(2_000_000L, rows / 5);
     try (Db def = Db.open("default", IdemFlyway.Layout.DEFAULT); Db part = Db.open("partitioned", IdemFlyway.Layout.PARTITIONED)) {
       for (LocalDate day : List.of(expiredDay, liveDay)) {
-        part.sql("CREATE TABLE idem.idem_keys_p" + day.toString().replace("-", "") + " PARTITION OF idem.idem_keys"
-            + " FOR VALUES FROM (idem.idem_key_floor('" + day + "')) TO (idem.idem_key_floor('" + day.plusDays(1) + "'))");
+        part.sql(TimedKeys.keyPartitionOf(day));
       }
       System.out.printf("%-12s %10s %12s %12s%n", "layout", "rows", "new keys/s", "repeats/s");
       long loaded = 0;

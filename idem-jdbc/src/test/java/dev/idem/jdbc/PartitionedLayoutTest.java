@@ -231,8 +231,7 @@ class PartitionedLayoutTest {
   void aPartitionIsDroppedOnlyOnceEveryRowIsPastItsWindowAndItsKeysAreThenRefusedNeverRunAgain() throws Exception {
     LocalDate old = today().minusDays(5);
     String part = "idem_keys_p" + old.toString().replace("-", "");
-    db.execute("CREATE TABLE idem." + part + " PARTITION OF idem.idem_keys FOR VALUES FROM (idem.idem_key_floor('" + old
-        + "')) TO (idem.idem_key_floor('" + old.plusDays(1) + "'))");
+    db.execute(TimedKeys.keyPartitionOf(old));
     IdempotencyKey local = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(old).plusSeconds(60)));
     IdempotencyKey external = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(old).plusSeconds(120)));
     executor.execute(local, Fingerprint.of("pay"), Codec.utf8(), tx -> {

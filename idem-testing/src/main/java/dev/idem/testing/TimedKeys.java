@@ -1,6 +1,7 @@
 package dev.idem.testing;
 
 import java.time.Instant;
+import java.time.LocalDate;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
@@ -16,5 +17,17 @@ public final class TimedKeys {
     long ms = t.toEpochMilli();
     return String.format("%08x-%04x-7%03x-%04x-%012x", ms >>> 16, ms & 0xffff, r.nextInt(0x1000),
         0x8000 | r.nextInt(0x4000), r.nextLong() & 0xffffffffffffL);
+  }
+
+  /**
+   * The statement that creates the partition of the key table ({@code idem.idem_keys}) holding the
+   * keys of {@code day} (UTC), as the partitioned layout's maintenance names and bounds it: by the
+   * text of the day's first key ({@code idem_key_floor}), for a day the maintenance does not create
+   * (one in the past). Bounds written as numbers would be accepted too, PostgreSQL turning them
+   * into text, and file no key of that day.
+   */
+  public static String keyPartitionOf(LocalDate day) {
+    return "CREATE TABLE idem.idem_keys_p" + day.toString().replace("-", "") + " PARTITION OF idem.idem_keys"
+        + " FOR VALUES FROM (idem.idem_key_floor('" + day + "')) TO (idem.idem_key_floor('" + day.plusDays(1) + "'))";
   }
 }

@@ -22,7 +22,9 @@ import dev.idem.spring.SpringTransactionBinding;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestPostgres;
+import dev.idem.testing.TimedKeys;
 import java.time.Duration;
+import java.time.LocalDate;
 import java.util.List;
 import com.zaxxer.hikari.HikariDataSource;
 import java.util.UUID;
@@ -347,8 +349,7 @@ class IdemAutoConfigurationTest {
         assertThat(fresh.count("SELECT count(*) FROM pg_partitioned_table WHERE partrelid IN"
             + " ('idem.idem_keys'::regclass, 'idem.idem_inbox'::regclass)")).isEqualTo(2);
         // a day the migration did not create, older than the partitions it creates: the schedule drops it
-        fresh.execute("CREATE TABLE idem.idem_keys_p20000101 PARTITION OF idem.idem_keys"
-            + " FOR VALUES FROM (idem.idem_key_floor('2000-01-01')) TO (idem.idem_key_floor('2000-01-02'))");
+        fresh.execute(TimedKeys.keyPartitionOf(LocalDate.of(2000, 1, 1)));
         Poll.until("the old empty partition dropped",
             () -> fresh.count("SELECT count(*) FROM pg_class WHERE relname = 'idem_keys_p20000101'") == 0);
       });
