@@ -63,7 +63,9 @@ class LabPageTest {
   static void awaitRuns(int n) throws Exception {
     long deadline = System.nanoTime() + 120_000_000_000L;
     while (System.nanoTime() < deadline) {
-      JsonNode state = browser.evaluate("({runs: Number(document.body.dataset.runs), busy: document.body.dataset.busy})");
+      // Right after a reload the new document may not have its body yet: then it is still loading.
+      JsonNode state = browser.evaluate("document.body ? {runs: Number(document.body.dataset.runs), busy: document.body.dataset.busy}"
+          + " : {runs: 0, busy: 'true'}");
       if (state.get("runs").asInt() >= n && state.get("busy").asText().equals("false")) {
         assertThat(state.get("runs").asInt()).as("runs the page finished").isEqualTo(n);
         return;
