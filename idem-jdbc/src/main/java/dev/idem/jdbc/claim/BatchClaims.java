@@ -113,7 +113,7 @@ public final class BatchClaims {
     IdempotencyKey[] ids = new IdempotencyKey[keys.length];
     for (int i = 0; i < keys.length; i++) {
       ids[i] = IdempotencyKey.of(scope, keys[i]);
-      RunningKeys.refuseNested(claims.context, ids[i]);
+      RunningKeys.refuseNested(claims.context, claims.table.layout, ids[i]);
     }
     long started = System.nanoTime();
     Tx open = claims.context.current();
@@ -275,7 +275,7 @@ public final class BatchClaims {
     /** The effect of the key at {@code i}; what it threw, or null. */
     private Exception apply(Effect effect, int i) {
       try {
-        RunningKeys.run(claims.context, ids[i], t -> {
+        RunningKeys.run(claims.context, claims.table.layout, ids[i], t -> {
           effect.apply(t, i);
           return null;
         }, tx);

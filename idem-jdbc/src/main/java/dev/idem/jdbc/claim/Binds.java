@@ -15,6 +15,8 @@ public final class Binds implements Function<String, Object> {
   public String callKey;
   byte[] result;
   long fence;
+  /** A sequence's number (sequences only). */
+  long seq;
 
   public Binds(IdempotencyKey key, Fingerprint fingerprint) {
     this.key = key;
@@ -63,6 +65,11 @@ public final class Binds implements Function<String, Object> {
     return this;
   }
 
+  public Binds seq(long seq) {
+    this.seq = seq;
+    return this;
+  }
+
   public Binds result(byte[] result) {
     this.result = result;
     return this;
@@ -77,6 +84,7 @@ public final class Binds implements Function<String, Object> {
       case "call_key" -> callKey;
       case "result" -> result;
       case "fence" -> fence;
+      case "seq" -> seq;
       default -> throw new IllegalStateException("no value for parameter " + name);
     };
   }

@@ -36,21 +36,37 @@ import org.jooq.impl.SQLDataType;
 
 /**
  * The claim engine's SQL on one claim table, rendered once per guard by jOOQ and run as JDBC
- * prepared statements, each string a single round trip. Two layouts share it: the executor's key
+ * prepared statements, each string a single round trip. Three layouts share it: the executor's key
  * table ({@link Layout#KEYS}: fingerprint, stored result, and the external effects' state, fence
- * and lease) and the inbox ({@link Layout#INBOX}: the id and its times only). Every time that
+ * and lease), the inbox ({@link Layout#INBOX}: the id and its times only) and the per-entity
+ * sequences ({@link Layout#SEQUENCES}: a number per entity, a claim and a read only). Every time that
  * decides anything is the database's: {@code clock_timestamp()} where a statement may first wait
  * on a lock, {@code statement_timestamp()} where it cannot (a read, what a write stamps).
  */
 public final class ClaimTable {
 
   /** Where a guard keeps its claims: table, primary key index and column names. */
-  public record Layout(String table, String primaryKey, String scope, String key, String created, boolean keys) {
+  public record Layout(String table, String primaryKey, String scope, String key, String created, Kind kind) {
     /** The executor's key table. */
-    public static final Layout KEYS = new Layout("idem_keys", "idem_keys_pkey", "scope", "key", "created_at", true);
+    public static final Layout KEYS = new Layout("idem_keys", "idem_keys_pkey", "scope", "key", "created_at", Kind.KEYS);
     /** The inbox: (consumer, message id) and when it was received. */
-    public static final Layout INBOX = new Layout("idem_inbox", "idem_inbox_pkey", "consumer", "message_id", "received_at", false);
+    public static final Layout INBOX = new Layout("idem_inbox", "idem_inbox_pkey", "consumer", "message_id", "received_at", Kind.INBOX);
+    /** Per-entity sequences: (stream, entity) and the highest number applied; no times, no window. */
+    public static final Layout SEQUENCES = new Layout("idem_sequences", "idem_sequences_pkey", "stream", "entity", null, Kind.SEQUENCES);
+
+    /** The executor's key table: fingerprint, stored result, external effects' state, fence and lease. */
+    public boolean keys() {
+      return kind == Kind.KEYS;
+    }
   }
+
+  /**
+   * What a claim on the table is. A key row ({@link #KEYS}, {@link #INBOX}) is claimed by inserting
+   * it, and answers repeats within its window. A sequence row ({@link #SEQUENCES}) is claimed by
+   * raising its number: a call claims it when its number is above the row's, and every other call
+   * is a repeat, answered at once (no window: the row is kept forever).
+   */
+  public enum Kind { KEYS, INBOX, SEQUENCES }
 
   static final String IN_FLIGHT = KeyTable.IN_FLIGHT;
   static final String COMPLETED = KeyTable.COMPLETED;
@@ -169,7 +185,8 @@ public final class ClaimTable {
   final Sql unclaimBatch;
 
   /**
-   * @param lease an external claim's lease (the key table only; ignored for the inbox)
+   * @param window how long a row answers repeats (null for sequences, which keep theirs forever)
+   * @param lease an external claim's lease (the key table only; ignored otherwise)
    */
   public ClaimTable(Context context, Layout layout, Duration window, Duration inFlightWait, Duration lease) {
     this.schema = context.schema();
@@ -178,9 +195,10 @@ public final class ClaimTable {
     this.t = table(name("idem", tableName));
     this.scope = column(tableName, layout.scope, String.class);
     this.key = column(tableName, layout.key, String.class);
-    this.created = column(tableName, layout.created, OffsetDateTime.class);
-    this.expiresAt = column(tableName, "expires_at", OffsetDateTime.class);
-    boolean keys = layout.keys;
+    boolean sequences = layout.kind == Kind.SEQUENCES;
+    this.created = sequences ? null : column(tableName, layout.created, OffsetDateTime.class);
+    this.expiresAt = sequences ? null : column(tableName, "expires_at", OffsetDateTime.class);
+    boolean keys = layout.keys();
     this.fingerprint = keys ? column(tableName, "fingerprint", byte[].class) : null;
     this.state = keys ? column(tableName, "state", String.class) : null;
     this.fence = keys ? column(tableName, "fence", Long.class) : null;
@@ -191,12 +209,22 @@ public final class ClaimTable {
     this.keyAccepted = accepted(param("key", String.class));
     this.thisKey = keyIs(param("key", String.class));
     this.theseKeys = scope.eq(param("scope", String.class)).and(key.eq(DSL.any(KEYS)));
-    this.expirable = keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
+    this.expirable = sequences ? DSL.falseCondition()
+        : keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
 
     DSLContext dsl = context.dsl();
-    Field<OffsetDateTime> expires = plus(STAMP, window);
     this.prelude = boundedWait(dsl, inFlightWait);
-
+    Condition bound = bound(inFlightWait);
+    if (sequences) {
+      // A callback's claim and read only: no statements form, no window to re-claim a row past.
+      this.claim = Sql.of(dsl, restoring("raised", raise(dsl, bound), raisedOrRepeat(dsl, "raised")));
+      this.read = Sql.of(dsl, dsl.select(repeatRow(STAMP)).from(t).where(thisKey).and(lastApplied().ge(SEQ)));
+      this.claimOrSignal = this.reclaim = this.storeResult = null;
+      this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = this.fenceOf = null;
+      this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
+      return;
+    }
+    Field<OffsetDateTime> expires = plus(STAMP, window);
     Query insert = insert(dsl, expires, DSL.noCondition()).onConflictDoNothing().returningResult(inline(1).as("claimed"));
     // The detail of the signal: 'R <completed> <now>' when the row is a completed one of the same
     // request, within its window as of this statement's start (the copy's arrival); else null.
@@ -212,7 +240,6 @@ public final class ClaimTable {
     this.claimOrSignal = Sql.of(dsl, DSL.resultQuery("with claimed as ({0}) select case when exists (select 1 from claimed)"
         + " then {1} else {2}({3}) end", insert, RESTORED, DSL.name(context.schema(), "idem_repeat"), detail));
 
-    Condition bound = bound(inFlightWait);
     this.claim = Sql.of(dsl, restoring("inserted",
         insert(dsl, expires, bound).onConflictDoNothing().returningResult(inline(1L).as("fence")),
         claimedOrExisting(dsl, "inserted")));
@@ -286,7 +313,7 @@ public final class ClaimTable {
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = this.fenceOf = null;
     }
 
-    if (!keys) {
+    if (layout.kind == Kind.INBOX) {
       this.claimBatch = Sql.of(dsl, claimBatch(dsl, expires, bound));
       this.claimBatchAtOnce = Sql.of(dsl, claimBatch(dsl, expires, bound(Duration.ZERO)));
       this.reclaimBatch = Sql.of(dsl, reclaimBatch(dsl, expires, bound));
@@ -295,6 +322,58 @@ public final class ClaimTable {
     } else {
       this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
     }
+  }
+
+  /** A sequence's number, bound as {@code seq}. */
+  private static final Field<Long> SEQ = param("seq", Long.class);
+
+  private Field<Long> lastApplied() {
+    return column(layout.table, "last_applied", Long.class);
+  }
+
+  /**
+   * A sequence's claim: raises the entity's number to {@code seq} if it is higher, returning a row
+   * only then. A number at or below what this statement's snapshot sees is answered before the
+   * upsert, which would lock the entity's row (a transaction id, a written lock, a flushed commit)
+   * to change nothing: the number only grows, so what the snapshot shows is a floor. Anything else
+   * goes to the upsert, which decides against the latest committed row, waiting (under {@code gate},
+   * the bound) for a copy that holds it. The bound is the CASE's condition so that it is set before
+   * the snapshot's answer is looked at: the restore that ends the statement must find it saved.
+   */
+  private Query raise(DSLContext dsl, Condition gate) {
+    // the conflict target and its excluded row take bare column names
+    Field<String> stream = field(name(layout.scope), String.class);
+    Field<String> entity = field(name(layout.key), String.class);
+    Field<Long> number = field(name("last_applied"), Long.class);
+    Condition newer = DSL.notExists(selectOne().from(t).where(thisKey).and(lastApplied().ge(SEQ)));
+    return dsl.insertInto(t, stream, entity, number)
+        .select(DSL.select(param("scope", String.class), param("key", String.class), SEQ)
+            .where(DSL.condition("case when {0} then {1} else false end", gate, newer)))
+        .onConflict(stream, entity)
+        .doUpdate()
+        .set(number, DSL.excluded(number))
+        .where(lastApplied().lt(DSL.excluded(number)))
+        .returningResult(inline(1L).as("fence"));
+  }
+
+  /**
+   * After {@link #raise} as the common table {@code raised}: claimed if it raised the number, else
+   * the repeat's row. Never no row: a number not raised is at or below the latest committed one.
+   */
+  private Select<?> raisedOrRepeat(DSLContext dsl, String raised) {
+    Table<Record> from = table(name(raised));
+    return dsl.select(claimedRow(field(name(raised, "fence"), Long.class))).from(from)
+        .unionAll(rows(dsl.select(repeatRow(NOW)).where(DSL.notExists(selectOne().from(from)))));
+  }
+
+  /**
+   * A sequence's repeat in the shape {@link ClaimRow#from} reads: completed as of {@code now}, no
+   * result, never past a window (its end is +Infinity seconds).
+   */
+  private static List<SelectField<?>> repeatRow(Field<OffsetDateTime> now) {
+    return List.of(inline(false).as("claimed"), inline(0L), DSL.castNull(SQLDataType.BLOB), inline(COMPLETED),
+        DSL.castNull(SQLDataType.BLOB), epochSeconds(now), DSL.castNull(SQLDataType.DOUBLE),
+        field("'Infinity'::float8", Double.class), epochSeconds(now));
   }
 
   /** The keys of a batch, bound as one text array. */
@@ -400,7 +479,7 @@ public final class ClaimTable {
    * its one row is made only where {@code gate} holds (the claim's {@link #bound}, or none).
    */
   private InsertOnDuplicateStep<Record> insert(DSLContext dsl, Field<OffsetDateTime> expires, Condition gate) {
-    if (!layout.keys) {
+    if (!layout.keys()) {
       return dsl.insertInto(t).columns(scope, key, created, expiresAt)
           .select(DSL.select(param("scope", String.class), param("key", String.class), STAMP, expires).where(gate.and(keyAccepted)));
     }
@@ -458,7 +537,7 @@ public final class ClaimTable {
     // set it decodes a timestamp from.
     List<SelectField<?>> fields = new ArrayList<>();
     fields.add(claimed.as("claimed"));
-    if (layout.keys) {
+    if (layout.keys()) {
       fields.add(fence);
       fields.add(fingerprint);
       fields.add(state);

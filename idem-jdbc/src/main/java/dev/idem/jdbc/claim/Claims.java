@@ -12,6 +12,7 @@ import dev.idem.jdbc.internal.RepeatShare;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxCallback;
+import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
@@ -31,9 +32,11 @@ import org.jooq.impl.DSL;
 
 /**
  * The claim engine: the one implementation of the claim protocol under the executor's local
- * effects and the inbox. Claim first under a unique key, run the effect, store the outcome with
- * it, answer a repeat from the row, wait a bounded time for a copy in flight, re-claim a row past
- * its window. Each guard configures one over its {@link ClaimTable}. Not an API.
+ * effects, the inbox and the per-entity sequences. Claim first under a unique key, run the
+ * effect, store the outcome with it, answer a repeat from the row, wait a bounded time for a copy
+ * in flight, re-claim a row past its window. Each guard configures one over its {@link
+ * ClaimTable}; a sequence's claim raises a number rather than inserting a key, and its row has no
+ * window (see {@link ClaimTable.Kind}). Not an API.
  *
  * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips
  * (the claim goes with {@code BEGIN}; statements go with the claim and {@code COMMIT} in one
@@ -51,10 +54,16 @@ public final class Claims {
   final Context context;
   final ClaimTable table;
   final Events events;
+  /** The window events report a replay against; null for sequences, which have none (and report their own events). */
   final DedupeWindow window;
   final Duration retryAfter;
   final String name;
   private final RecentKeys recent = new RecentKeys();
+  /**
+   * Whether a key handled here lately is read first: not for sequences, whose entity's next event
+   * carries a new number (a repeat of them is told by the share of repeats alone).
+   */
+  private final boolean readsRecent;
   /** Whether this guard's calls lately were mostly repeats: then a call reads before it claims. */
   private final RepeatShare repeats = new RepeatShare();
 
@@ -82,9 +91,12 @@ public final class Claims {
     this.window = window;
     this.retryAfter = retryAfter;
     this.name = name;
+    this.readsRecent = table.layout.kind() != ClaimTable.Kind.SEQUENCES;
     DSLContext dsl = context.dsl();
-    this.claimSignal = Sql.join(table.prelude, table.claimOrSignal);
-    this.claimSignalJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claimOrSignal);
+    // a table without a statements form (sequences) has no claim-or-signal
+    this.claimSignal = table.claimOrSignal == null ? null : Sql.join(table.prelude, table.claimOrSignal);
+    this.claimSignalJoined = table.claimOrSignal == null ? null
+        : Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claimOrSignal);
     this.claim = table.claim;
     this.claimJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.claim);
     this.reclaim = table.reclaim;
@@ -114,7 +126,7 @@ public final class Claims {
    */
   public <T, X extends Exception> Execution<T> execute(Tx caller, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       Query[] statements) throws X {
-    RunningKeys.refuseNested(context, binds.key);
+    RunningKeys.refuseNested(context, table.layout, binds.key);
     long started = System.nanoTime();
     Tx open = caller != null ? caller : context.current();
     try {
@@ -124,7 +136,7 @@ public final class Claims {
         return settled(binds.key, joined(open, binds, codec, effect, statements, started));
       }
       IdempotencyKey key = binds.key;
-      if (recent.mightContain(key.scope(), key.value()) || repeats.mostlyRepeats()) {
+      if ((readsRecent && recent.mightContain(key.scope(), key.value())) || repeats.mostlyRepeats()) {
         // Most likely a repeat (a key handled here lately, or a guard that gets mostly repeats):
         // one auto-commit read answers a completed row within its window, judged as the claim
         // judges it. Anything else (no row, in flight, past the window) is the claim's to decide.
@@ -134,12 +146,22 @@ public final class Claims {
         }
       }
       Execution<T> outcome = owned(binds, codec, effect, statements, started);
-      recent.remember(key.scope(), key.value());
+      if (readsRecent) {
+        recent.remember(key.scope(), key.value());
+      }
       return settled(key, outcome);
     } catch (Busy busy) {
       repeats.record(false);
       return inFlight(binds.key, busy.retryAfter);
     }
+  }
+
+  /** An effect that returns nothing, as the engine's callback (its result: none, stored as none). */
+  public static <X extends Exception> TxCallback<Void, X> callback(TxConsumer<X> effect) {
+    return tx -> {
+      effect.accept(tx);
+      return null;
+    };
   }
 
   /** Reports a call's outcome, and counts it for {@link #repeats}. */
@@ -292,7 +314,7 @@ public final class Claims {
 
   private <T, X extends Exception> Execution<T> applyLocal(Tx tx, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       boolean joined) throws X {
-    T value = RunningKeys.run(context, binds.key, effect, tx);
+    T value = RunningKeys.run(context, table.layout, binds.key, effect, tx);
     if (Driver.aborted(tx.connection())) {
       // The effect caught an SQL error and returned: PostgreSQL aborted the transaction, and a
       // commit would roll it back. Never report Applied for work that is gone.

@@ -256,7 +256,7 @@ public final class IdempotentExecutor {
   /** Phase 1 (the engine's), then phases 2 and 3 for a claim held, or the answer from the row. */
   private <T, X extends Exception, Y extends Exception> Execution<T> external(IdempotencyKey key,
       Fingerprint fingerprint, Codec<T> codec, ExternalCall<T, X> call, Resolver<T, Y> resolver) throws X, Y {
-    RunningKeys.refuseNested(context, key);
+    RunningKeys.refuseNested(context, ClaimTable.Layout.KEYS, key);
     Binds binds = new Binds(key, fingerprint);
     IdempotencyKey callKey = Keys.child(key, "external");
     binds.callKey = callKey.value();

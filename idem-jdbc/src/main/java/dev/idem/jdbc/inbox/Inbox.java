@@ -9,7 +9,6 @@ import dev.idem.jdbc.claim.ClaimTable;
 import dev.idem.jdbc.claim.Claims;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Pipelined;
-import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
@@ -101,7 +100,7 @@ public final class Inbox {
    */
   public <X extends Exception> Execution<Void> receive(String messageId, TxConsumer<X> effect) throws X {
     Require.notNull(effect, "effect");
-    return claims.execute(null, binds(messageId), Codec.none(), callback(effect), null);
+    return claims.execute(null, binds(messageId), Codec.none(), Claims.callback(effect), null);
   }
 
   /**
@@ -116,7 +115,7 @@ public final class Inbox {
   public <X extends Exception> Execution<Void> receive(Connection callerTx, String messageId, TxConsumer<X> effect) throws X {
     Require.notNull(effect, "effect");
     Binds binds = binds(messageId);
-    return claims.execute(context.joined(callerTx, "message " + messageId), binds, Codec.none(), callback(effect), null);
+    return claims.execute(context.joined(callerTx, "message " + messageId), binds, Codec.none(), Claims.callback(effect), null);
   }
 
   /**
@@ -259,13 +258,6 @@ public final class Inbox {
   private Binds binds(String messageId) {
     IdempotencyKey.check("message id", messageId);
     return new Binds(IdempotencyKey.of(consumer, messageId), null);
-  }
-
-  private static <X extends Exception> TxCallback<Void, X> callback(TxConsumer<X> effect) {
-    return tx -> {
-      effect.accept(tx);
-      return null;
-    };
   }
 
   /** Configures an {@link Inbox}; validated and copied in {@link #build()}. */

@@ -2,27 +2,22 @@ package dev.idem.jdbc.sequence;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.Require;
+import dev.idem.jdbc.claim.Binds;
 import dev.idem.jdbc.claim.ClaimTable;
-import dev.idem.jdbc.claim.Sql;
+import dev.idem.jdbc.claim.Claims;
 import dev.idem.jdbc.internal.Context;
-import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxConsumer;
-import dev.idem.jdbc.internal.Savepoints;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
 import dev.idem.result.InFlightException;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.SequenceRule;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
-import java.sql.SQLException;
 import java.time.Duration;
-import org.jooq.Condition;
-import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Table;
-import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 
 /**
@@ -41,12 +36,18 @@ import org.jooq.impl.DSL;
  *   <li>The check and the record are one statement (an upsert that only raises {@code
  *       last_applied}), in the same transaction as the effect: of any number of copies of an event
  *       racing on any number of connections, one runs the effect; an exception in the effect rolls
- *       the record back with it.
+ *       the record back with it. This is idem's claim engine, the executor's and the inbox's: the
+ *       same transactions, retry budget, bounded wait and savepoint in yours; the claim raises a
+ *       number instead of inserting a key.
  *   <li>An event with a number at or below the highest applied is {@link Outcome#ALREADY_DONE}, and
  *       its effect does not run: repeats and late, out-of-order events are absorbed with no dedupe
  *       window and one number per entity.
  *   <li>An event at or below the highest committed number writes nothing (no lock on the entity's
- *       row, no transaction id) and does not wait for a copy of a newer event still running.
+ *       row, no transaction id) and does not wait for a copy of a newer event still running. When
+ *       most of a stream's events lately were repeats, a call that owns its transaction reads the
+ *       number first (one auto-commit read, as the inbox does) and opens no transaction for a repeat.
+ *   <li>An effect that applies an event of the same stream and entity again, from inside its own
+ *       effect, is refused ({@link IllegalStateException}): its row is the outer call's, uncommitted.
  * </ul>
  *
  * <h2>Where it stops</h2>
@@ -73,15 +74,10 @@ import org.jooq.impl.DSL;
  * <p>Thread-safe and immutable.
  */
 public final class EntitySequences {
-  private static final Table<?> SEQUENCES = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_sequences")).as("s");
+  private static final Table<?> SEQUENCES = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_sequences"));
   private static final Field<String> STREAM = DSL.field(DSL.name("stream"), String.class);
   private static final Field<String> ENTITY = DSL.field(DSL.name("entity"), String.class);
   private static final Field<Long> LAST_APPLIED = DSL.field(DSL.name("last_applied"), Long.class);
-  private static final Field<Long> S_LAST_APPLIED = DSL.field(DSL.name("s", "last_applied"), Long.class);
-  private static final Table<?> SEEN = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_sequences")).as("seen");
-  private static final Field<String> SEEN_STREAM = DSL.field(DSL.name("seen", "stream"), String.class);
-  private static final Field<String> SEEN_ENTITY = DSL.field(DSL.name("seen", "entity"), String.class);
-  private static final Field<Long> SEEN_LAST_APPLIED = DSL.field(DSL.name("seen", "last_applied"), Long.class);
 
   /**
    * The longest a call waits for another copy of an event of the same entity that is still running
@@ -95,27 +91,15 @@ public final class EntitySequences {
   private final Context idem;
   private final String stream;
   private final Events events;
-  // Rendered once (binds: stream, entity, seq): the hot path runs it as a plain PreparedStatement.
-  private final String claim;
+  /** The claim engine on idem_sequences; it emits no events of its own (these emit theirs, with the number). */
+  private final Claims claims;
 
   private EntitySequences(Context idem, String stream) {
     this.idem = Require.notNull(idem, "idem");
     this.stream = IdempotencyKey.check("stream", stream);
     this.events = Events.to(idem.listener(), "sequences:" + stream);
-    DSLContext dsl = idem.dsl();
-    // A number at or below the one this statement's snapshot sees is answered without the upsert,
-    // which would lock the entity's row (a transaction id, a written lock and a flushed commit) to
-    // change nothing: last_applied only grows, so what the snapshot shows is a floor. Anything
-    // else goes to the upsert, which decides against the latest committed row.
-    Condition seen = SEEN_STREAM.eq((String) null).and(SEEN_ENTITY.eq((String) null)).and(SEEN_LAST_APPLIED.ge((Long) null));
-    this.claim = ClaimTable.boundedWait(dsl, WAIT).text() + ";\n" + dsl.render(dsl.insertInto(SEQUENCES, STREAM, ENTITY, LAST_APPLIED)
-        .select(DSL.select(DSL.val((String) null), DSL.val((String) null), DSL.val((Long) null))
-            .whereNotExists(DSL.selectOne().from(SEEN).where(seen)))
-        .onConflict(STREAM, ENTITY)
-        .doUpdate()
-        .set(LAST_APPLIED, DSL.excluded(LAST_APPLIED))
-        .where(S_LAST_APPLIED.lt(DSL.excluded(LAST_APPLIED)))
-        .returning(LAST_APPLIED)) + ";\n" + dsl.render(DSL.select(ClaimTable.RESTORED));
+    this.claims = new Claims(idem, new ClaimTable(idem, ClaimTable.Layout.SEQUENCES, null, WAIT, null), Events.NONE,
+        null, RETRY_AFTER, "sequences:" + stream);
   }
 
   /** For {@code Idem.sequences(stream)}: the way to get them. Not an API. */
@@ -140,14 +124,11 @@ public final class EntitySequences {
    * @throws X what {@code effect} threw; the transaction rolled back and nothing was recorded
    * @throws InFlightException if another copy of an event of this entity held its row for longer
    *     than {@link #WAIT}; nothing was recorded: leave the event unacknowledged
+   * @throws IllegalStateException if called from the effect of an event of the same entity
    */
   public <X extends Exception> Outcome applyIfNewer(String entity, long seq, TxConsumer<X> effect) throws X {
     check(entity, seq, effect);
-    Tx open = idem.current();
-    Outcome outcome = open != null ? applyInSavepoint(open, entity, seq, effect)
-        : owned(entity, seq, effect);
-    events.sequence(stream, entity, seq, outcome); // owned: after commit; joined: recorded, not committed
-    return outcome;
+    return decided(entity, seq, claims.execute(null, binds(entity, seq), Codec.none(), Claims.callback(effect), null));
   }
 
   /**
@@ -160,31 +141,32 @@ public final class EntitySequences {
    * transaction": it counts only if you commit.
    *
    * @throws InFlightException as the form without a connection does; your transaction stays usable
-   * @throws IllegalArgumentException if {@code tx} is in auto-commit mode: the record would commit
-   *     alone, before the effect
+   * @throws IllegalArgumentException if {@code tx} is null, in auto-commit mode (the record would
+   *     commit alone, before the effect) or aborted
    */
   public <X extends Exception> Outcome applyIfNewer(Connection tx, String entity, long seq, TxConsumer<X> effect)
       throws X {
     check(entity, seq, effect);
-    Outcome outcome = applyInSavepoint(idem.joined(tx, "sequence " + seq + " of " + stream + "/" + entity), entity, seq, effect);
+    Tx joined = idem.joined(tx, "sequence " + seq + " of " + stream + "/" + entity);
+    return decided(entity, seq, claims.execute(joined, binds(entity, seq), Codec.none(), Claims.callback(effect), null));
+  }
+
+  /**
+   * The engine's answer as an outcome, its event emitted (owned: after commit; joined: recorded, not
+   * committed). In flight is thrown: a sequence's caller has no retry-after to schedule by, only an
+   * event to leave unacknowledged.
+   */
+  private Outcome decided(String entity, long seq, Execution<Void> answer) {
+    if (answer instanceof Execution.InFlight<Void> inFlight) {
+      throw new InFlightException("sequence " + seq + " of " + stream + "/" + entity, inFlight.retryAfter());
+    }
+    Outcome outcome = answer.applied() ? Outcome.APPLIED : Outcome.ALREADY_DONE;
     events.sequence(stream, entity, seq, outcome);
     return outcome;
   }
 
-  /**
-   * In a transaction of idem's own: a run whose record raced another copy's (40001 at REPEATABLE
-   * READ or SERIALIZABLE, before the effect ran) runs again apart from the retry budget, and then
-   * finds the raised number.
-   */
-  private <X extends Exception> Outcome owned(String entity, long seq, TxConsumer<X> effect) throws X {
-    boolean[] ran = new boolean[1];
-    return idem.owned(tx -> {
-      ran[0] = false;
-      return apply(tx, entity, seq, t -> {
-        ran[0] = true;
-        effect.accept(t);
-      });
-    }, () -> ran[0]);
+  private Binds binds(String entity, long seq) {
+    return new Binds(IdempotencyKey.of(stream, entity), null).seq(seq);
   }
 
   /** The highest sequence number applied for {@code entity}, or 0 if none. */
@@ -199,51 +181,6 @@ public final class EntitySequences {
         .orElse(0L));
   }
 
-  /**
-   * {@link #apply} in a caller's transaction: a failing effect must not leave the raised number
-   * there (the caller may catch and commit, and the event would then be lost).
-   */
-  private <X extends Exception> Outcome applyInSavepoint(Tx tx, String entity, long seq, TxConsumer<X> effect)
-      throws X {
-    return Savepoints.around(tx.connection(), "sequence " + seq + " of " + stream + "/" + entity,
-        () -> apply(tx, entity, seq, effect));
-  }
-
-  /**
-   * Records {@code seq} if newer, then runs {@code effect}. In a transaction of idem's own, a claim
-   * that raced another copy's (40001 at REPEATABLE READ or SERIALIZABLE) runs again within the
-   * retry budget and then finds the raised number.
-   */
-  private <X extends Exception> Outcome apply(Tx tx, String entity, long seq, TxConsumer<X> effect) throws X {
-    boolean newer;
-    // The upsert raises last_applied only when seq is greater (SequenceRule.shouldApply); a copy
-    // racing on the same entity waits for the first one's row lock and then finds the raised value.
-    // The record waits at most WAIT for a copy in flight (its lock_timeout set, and restored, in
-    // the same string): then the copy is answered in flight rather than held.
-    try (PreparedStatement ps = tx.connection().prepareStatement(claim)) {
-      ps.setString(1, stream); // the row the upsert writes
-      ps.setString(2, entity);
-      ps.setLong(3, seq);
-      ps.setString(4, stream); // the row as this statement's snapshot sees it
-      ps.setString(5, entity);
-      ps.setLong(6, seq);
-      try (ResultSet rs = Sql.resultAt(ps, 1)) {
-        newer = rs.next();
-      }
-    } catch (SQLException e) {
-      if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
-        throw new InFlightException("sequence " + seq + " of " + stream + "/" + entity, RETRY_AFTER);
-      }
-      throw new DataAccessException("recording sequence " + seq + " of " + stream + "/" + entity + " failed: "
-          + e.getMessage(), e);
-    }
-    if (!newer) {
-      return Outcome.ALREADY_DONE;
-    }
-    effect.accept(tx);
-    return Outcome.APPLIED;
-  }
-
   private static void check(String entity, long seq, TxConsumer<?> effect) {
     IdempotencyKey.check("entity", entity);
     if (seq < 1) {
@@ -251,5 +188,4 @@ public final class EntitySequences {
     }
     Require.notNull(effect, "effect");
   }
-
 }

@@ -139,6 +139,48 @@ class ReadFirstTest {
   }
 
   /**
+   * Sequences are on the same engine: a stream whose events lately were mostly repeats answers a
+   * repeat (a number at or below the entity's) with one read and no transaction, and a newer number
+   * still applies, once. Unlike a key, an entity handled lately is not read first by itself: its
+   * next event usually carries a new number.
+   */
+  @Test
+  void sequencesOfMostlyRepeatsAnswerARepeatWithOneRead() throws Exception {
+    f.sql("CREATE TABLE IF NOT EXISTS read_first_prices (entity text NOT NULL, seq bigint NOT NULL)");
+    var writer = f.idem.sequences("read-first");
+    var reader = readers.sequences("read-first");
+    String entity = "sku-" + UUID.randomUUID();
+    dev.idem.jdbc.tx.TxConsumer<SQLException> none = tx -> {
+      throw new IllegalStateException("a repeat must not run the effect");
+    };
+    assertThat(writer.applyIfNewer(entity, 5, tx -> price(tx, entity, 5))).isEqualTo(dev.idem.transition.Outcome.APPLIED);
+    Taken before = Taken.now();
+    assertThat(reader.applyIfNewer(entity, 5, none)).isEqualTo(dev.idem.transition.Outcome.ALREADY_DONE);
+    assertThat(Taken.now().since(before)).as("a fresh stream claims first").isEqualTo(new Taken(1, 1));
+    for (int i = 0; i < 20; i++) {
+      assertThat(reader.applyIfNewer(entity, 1 + i % 5, none)).isEqualTo(dev.idem.transition.Outcome.ALREADY_DONE);
+    }
+    before = Taken.now();
+    assertThat(reader.applyIfNewer(entity, 4, none)).isEqualTo(dev.idem.transition.Outcome.ALREADY_DONE);
+    assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
+    before = Taken.now();
+    assertThat(reader.applyIfNewer(entity, 6, tx -> price(tx, entity, 6))).isEqualTo(dev.idem.transition.Outcome.APPLIED);
+    assertThat(Taken.now().since(before)).as("the read finds 6 newer; the claim's transaction applies it").isEqualTo(new Taken(2, 1));
+    assertThat(f.count("SELECT (string_agg(seq::text, ',' ORDER BY seq) = '5,6')::int FROM read_first_prices WHERE entity = ?::text",
+        entity)).as("one effect per applied number: 5, 6").isEqualTo(1);
+    assertThat(f.count("SELECT last_applied FROM idem.idem_sequences WHERE stream = 'read-first' AND entity = ?::text", entity))
+        .isEqualTo(6);
+  }
+
+  static void price(dev.idem.jdbc.tx.Tx tx, String entity, long seq) throws SQLException {
+    try (var ps = tx.connection().prepareStatement("INSERT INTO read_first_prices VALUES (?, ?)")) {
+      ps.setString(1, entity);
+      ps.setLong(2, seq);
+      ps.executeUpdate();
+    }
+  }
+
+  /**
    * On the read's path too the window is judged at the copy's arrival by the database clock: within
    * a 1 s window a repeat is the replay; past it, the read leaves it to the claim, which claims the
    * key again and runs the effect.

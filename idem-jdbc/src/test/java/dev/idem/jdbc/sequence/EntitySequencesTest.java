@@ -425,6 +425,59 @@ class EntitySequencesTest {
     assertThat(committed("quiet", "e")).isEqualTo(8);
   }
 
+  /**
+   * An effect that applies an event of its own entity again is refused (its row is the outer
+   * call's, uncommitted), and the outer call rolls back with the refusal: nothing is recorded, no
+   * effect row is left, and the event applies when it comes again. Another entity inside the effect
+   * is applied as usual.
+   */
+  @Test
+  void anEffectApplyingItsOwnEntityAgainIsRefusedAndRecordsNothing() throws Exception {
+    EntitySequences s = idem.sequences("nested");
+    assertThatThrownBy(() -> s.applyIfNewer("e", 3, tx -> {
+      effect(tx, "nested", "e", 3);
+      s.applyIfNewer("e", 4, inner -> effect(inner, "nested", "e", 4));
+    })).isInstanceOf(IllegalStateException.class).hasMessageContaining("its own key");
+    assertThat(effects("nested", "e")).isEmpty();
+    assertThat(committed("nested", "e")).isZero();
+
+    assertThat(s.applyIfNewer("e", 3, tx -> {
+      effect(tx, "nested", "e", 3);
+      assertThat(s.applyIfNewer("other", 1, inner -> effect(inner, "nested", "other", 1))).isEqualTo(APPLIED);
+    })).isEqualTo(APPLIED);
+    assertThat(effects("nested", "e")).containsExactly(3L);
+    assertThat(effects("nested", "other")).containsExactly(1L);
+    assertThat(committed("nested", "e")).isEqualTo(3);
+  }
+
+  /**
+   * A pool whose statement_timeout (300 ms) is shorter than the wait ({@link EntitySequences#WAIT}):
+   * a copy behind a first copy still running is answered in flight, never with the cancelled
+   * statement (57014), and records nothing; the caller's statement_timeout is in force in the effect.
+   */
+  @Test
+  void aPoolStatementTimeoutShorterThanTheWaitIsInFlightNotAnError() throws Exception {
+    try (HikariDataSource timed = db.dataSourceWithDriverParams(2, "options=-c%20statement_timeout%3D300")) {
+      EntitySequences s = Idem.builder(timed).schema("idem_seq").build().sequences("timed");
+      try (Connection holder = ds.getConnection()) {
+        holder.setAutoCommit(false);
+        assertThat(s.applyIfNewer(holder, "e", 5, tx -> effect(tx, "timed", "e", 5))).isEqualTo(APPLIED);
+        assertThatThrownBy(() -> s.applyIfNewer("e", 6, tx -> effect(tx, "timed", "e", 6)))
+            .isInstanceOf(dev.idem.result.InFlightException.class).hasMessageContaining("timed/e");
+        holder.commit();
+      }
+      assertThat(effects("timed", "e")).containsExactly(5L);
+      assertThat(committed("timed", "e")).isEqualTo(5);
+      // the effect runs under the pool's own statement_timeout again
+      assertThatThrownBy(() -> s.applyIfNewer("e", 7, tx -> {
+        try (Statement st = tx.connection().createStatement()) {
+          st.execute("SELECT pg_sleep(1)");
+        }
+      })).hasMessageContaining("statement timeout");
+      assertThat(committed("timed", "e")).isEqualTo(5);
+    }
+  }
+
   /** The xmax of the entity's row, as text: "0" if no transaction locked or replaced it since it was written. */
   static String rowLocker(String stream, String entity) throws SQLException {
     try (Connection c = ds.getConnection();
