@@ -88,7 +88,7 @@ public final class ClaimTable {
    * waits for another copy under idem's bound alone: a pool's statement_timeout shorter than the
    * wait would otherwise turn "in flight" into a cancelled statement.
    */
-  public static final Field<String> RESTORED = field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"
+  private static final Field<String> RESTORED = field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"
       + " || set_config('statement_timeout', current_setting('idem.statement_timeout'), true)", String.class);
 
   /** Puts the caller's lock_timeout back, as a local claim saved it ({@link #bound}). */
@@ -371,9 +371,7 @@ public final class ClaimTable {
    * result, never past a window (its end is +Infinity seconds).
    */
   private static List<SelectField<?>> repeatRow(Field<OffsetDateTime> now) {
-    return List.of(inline(false).as("claimed"), inline(0L), DSL.castNull(SQLDataType.BLOB), inline(COMPLETED),
-        DSL.castNull(SQLDataType.BLOB), epochSeconds(now), DSL.castNull(SQLDataType.DOUBLE),
-        field("'Infinity'::float8", Double.class), epochSeconds(now));
+    return completedRow(inline(false), epochSeconds(now), field("'Infinity'::float8", Double.class), now);
   }
 
   /** The keys of a batch, bound as one text array. */
@@ -433,7 +431,7 @@ public final class ClaimTable {
    * so the caller's own settings are saved and restored around every claim: the caller's
    * statements, and the deferred checks its COMMIT runs, wait as the caller set them to.
    */
-  public static Sql boundedWait(DSLContext dsl, Duration wait) {
+  private static Sql boundedWait(DSLContext dsl, Duration wait) {
     // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
     long waitMillis = Math.max(1, wait.toMillis());
     return Sql.of(dsl, DSL.resultQuery(
@@ -535,24 +533,31 @@ public final class ClaimTable {
     // turns them into microseconds, compares and subtracts them (every one a database time). Not
     // as timestamptz, because pgjdbc builds a TimestampUtils with its calendars for every result
     // set it decodes a timestamp from.
+    if (!layout.keys()) {
+      return completedRow(claimed, epochSeconds(created), epochSeconds(expiresAt), now);
+    }
     List<SelectField<?>> fields = new ArrayList<>();
     fields.add(claimed.as("claimed"));
-    if (layout.keys()) {
-      fields.add(fence);
-      fields.add(fingerprint);
-      fields.add(state);
-      fields.add(result);
-      fields.add(epochSeconds(completedOrCreated()));
-      fields.add(epochSeconds(leaseExpiresAt));
-    } else {
-      fields.add(inline(0L));
-      fields.add(DSL.castNull(SQLDataType.BLOB));
-      fields.add(inline(COMPLETED));
-      fields.add(DSL.castNull(SQLDataType.BLOB));
-      fields.add(epochSeconds(created));
-      fields.add(DSL.castNull(SQLDataType.DOUBLE));
-    }
+    fields.add(fence);
+    fields.add(fingerprint);
+    fields.add(state);
+    fields.add(result);
+    fields.add(epochSeconds(completedOrCreated()));
+    fields.add(epochSeconds(leaseExpiresAt));
     fields.add(epochSeconds(expiresAt));
+    fields.add(epochSeconds(now));
+    return fields;
+  }
+
+  /**
+   * The nine columns of a row that keeps no fingerprint, result or lease (an inbox id, a sequence's
+   * repeat), {@code claimed} first: completed at {@code completed}, open until {@code expires}
+   * (epoch seconds both). A list the caller may add to (a batch's key position).
+   */
+  private static List<SelectField<?>> completedRow(Field<Boolean> claimed, Field<Double> completed, Field<Double> expires,
+      Field<OffsetDateTime> now) {
+    List<SelectField<?>> fields = new ArrayList<>(List.of(claimed.as("claimed"), inline(0L), DSL.castNull(SQLDataType.BLOB),
+        inline(COMPLETED), DSL.castNull(SQLDataType.BLOB), completed, DSL.castNull(SQLDataType.DOUBLE), expires));
     fields.add(epochSeconds(now));
     return fields;
   }

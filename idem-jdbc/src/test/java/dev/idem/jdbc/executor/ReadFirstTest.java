@@ -5,11 +5,14 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.transition.Outcome;
 import dev.idem.window.DedupeWindow;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
@@ -150,21 +153,21 @@ class ReadFirstTest {
     var writer = f.idem.sequences("read-first");
     var reader = readers.sequences("read-first");
     String entity = "sku-" + UUID.randomUUID();
-    dev.idem.jdbc.tx.TxConsumer<SQLException> none = tx -> {
+    TxConsumer<SQLException> none = tx -> {
       throw new IllegalStateException("a repeat must not run the effect");
     };
-    assertThat(writer.applyIfNewer(entity, 5, tx -> price(tx, entity, 5))).isEqualTo(dev.idem.transition.Outcome.APPLIED);
+    assertThat(writer.applyIfNewer(entity, 5, tx -> price(tx, entity, 5))).isEqualTo(Outcome.APPLIED);
     Taken before = Taken.now();
-    assertThat(reader.applyIfNewer(entity, 5, none)).isEqualTo(dev.idem.transition.Outcome.ALREADY_DONE);
+    assertThat(reader.applyIfNewer(entity, 5, none)).isEqualTo(Outcome.ALREADY_DONE);
     assertThat(Taken.now().since(before)).as("a fresh stream claims first").isEqualTo(new Taken(1, 1));
     for (int i = 0; i < 20; i++) {
-      assertThat(reader.applyIfNewer(entity, 1 + i % 5, none)).isEqualTo(dev.idem.transition.Outcome.ALREADY_DONE);
+      assertThat(reader.applyIfNewer(entity, 1 + i % 5, none)).isEqualTo(Outcome.ALREADY_DONE);
     }
     before = Taken.now();
-    assertThat(reader.applyIfNewer(entity, 4, none)).isEqualTo(dev.idem.transition.Outcome.ALREADY_DONE);
+    assertThat(reader.applyIfNewer(entity, 4, none)).isEqualTo(Outcome.ALREADY_DONE);
     assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
     before = Taken.now();
-    assertThat(reader.applyIfNewer(entity, 6, tx -> price(tx, entity, 6))).isEqualTo(dev.idem.transition.Outcome.APPLIED);
+    assertThat(reader.applyIfNewer(entity, 6, tx -> price(tx, entity, 6))).isEqualTo(Outcome.APPLIED);
     assertThat(Taken.now().since(before)).as("the read finds 6 newer; the claim's transaction applies it").isEqualTo(new Taken(2, 1));
     assertThat(f.count("SELECT (string_agg(seq::text, ',' ORDER BY seq) = '5,6')::int FROM read_first_prices WHERE entity = ?::text",
         entity)).as("one effect per applied number: 5, 6").isEqualTo(1);
@@ -172,7 +175,7 @@ class ReadFirstTest {
         .isEqualTo(6);
   }
 
-  static void price(dev.idem.jdbc.tx.Tx tx, String entity, long seq) throws SQLException {
+  static void price(Tx tx, String entity, long seq) throws SQLException {
     try (var ps = tx.connection().prepareStatement("INSERT INTO read_first_prices VALUES (?, ?)")) {
       ps.setString(1, entity);
       ps.setLong(2, seq);
