@@ -17,6 +17,11 @@ public final class Binds implements Function<String, Object> {
   long fence;
   /** A sequence's number (sequences only). */
   long seq;
+  /**
+   * The completed row a call in a transaction of its own applied (as a repeat would read it) or
+   * answered from, once that transaction ended; else null.
+   */
+  ClaimRow answered;
 
   public Binds(IdempotencyKey key, Fingerprint fingerprint) {
     this.key = key;

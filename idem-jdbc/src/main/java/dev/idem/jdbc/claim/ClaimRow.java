@@ -14,9 +14,11 @@ import java.time.Instant;
  * @param pastWindow past its window for this copy, expirable or not (an external attempt still
  *     holding its lease keeps the row): no longer the key of the intent that wrote it
  * @param leaseLeft time left on an in-flight claim's lease (negative once over); null if none
+ * @param windowLeft time left in the row's window as the statement saw it (null for a row this
+ *     statement inserted)
  */
 public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String state, byte[] result,
-    Instant completedAt, Duration age, Duration leaseLeft, boolean expirable, boolean pastWindow) {
+    Instant completedAt, Duration age, Duration leaseLeft, boolean expirable, boolean pastWindow, Duration windowLeft) {
 
   /**
    * Reads the row, or null if there is none. Whether the row is past its window is decided for the
@@ -37,7 +39,10 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
     }
     long fence = rs.getLong(2);
     if (claimed) {
-      return new ClaimRow(true, fence, null, null, null, null, null, null, false, false);
+      // the claim's own time, which its row was written with (the local effect's completion)
+      double stamp = rs.getDouble(6);
+      Instant at = rs.wasNull() ? null : instant(micros(stamp));
+      return new ClaimRow(true, fence, null, null, null, at, null, null, false, false, null);
     }
     String state = rs.getString(4);
     // Epoch seconds, every one from the database clock; null where the column is.
@@ -57,7 +62,7 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
         isCompleted ? instant(completed) : null,
         isCompleted ? duration(Math.max(0, now - completed)) : Duration.ZERO,
         hasLease ? duration(leaseEnds - now) : null,
-        expirable, pastWindow);
+        expirable, pastWindow, duration(expiresAt - now));
   }
 
   /**
@@ -77,6 +82,21 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
 
   static Duration duration(long micros) {
     return Duration.ofNanos(micros * 1000);
+  }
+
+  /**
+   * The completed row a claim of this call inserted, as a repeat would read it: no age yet, the
+   * whole window left, the call's fingerprint (or none) and result.
+   */
+  static ClaimRow applied(Instant completedAt, byte[] fingerprint, byte[] result, Duration window) {
+    return new ClaimRow(false, 0, fingerprint, ClaimTable.COMPLETED, result, completedAt, Duration.ZERO, null, false, false,
+        window);
+  }
+
+  /** This row as it is {@code later} after it was read: older, with less of its window left. */
+  ClaimRow after(Duration later) {
+    return new ClaimRow(claimed, fence, fingerprint, state, result, completedAt, age.plus(later), leaseLeft, expirable,
+        pastWindow, windowLeft.minus(later));
   }
 
   public boolean completed() {

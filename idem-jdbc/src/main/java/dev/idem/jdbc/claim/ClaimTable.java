@@ -464,11 +464,15 @@ public final class ClaimTable {
   /** A null of the state column's type, PostgreSQL's one-byte "char" (see idem_keys.state in the migration V1__idem.sql). */
   private static final Field<String> STATE_NULL = field("cast(null as \"char\")", String.class);
 
-  /** The row of a claim that inserted it: claimed, its fence (1 for a local claim, whose row has none), the rest null (the shape of {@link #existing}). */
+  /**
+   * The row of a claim that inserted it (the shape of {@link #existing}): claimed, its fence (1 for
+   * a local claim, whose row has none), the time its row was written with (a local row's
+   * completion, which a repeat is later answered with), the rest null.
+   */
   private static List<SelectField<?>> claimedRow(Field<Long> insertedFence) {
     return List.of(inline(true).as("claimed"), insertedFence,
         DSL.castNull(SQLDataType.BLOB), STATE_NULL, DSL.castNull(SQLDataType.BLOB),
-        DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE),
+        epochSeconds(STAMP), DSL.castNull(SQLDataType.DOUBLE),
         DSL.castNull(SQLDataType.DOUBLE), DSL.castNull(SQLDataType.DOUBLE));
   }
 

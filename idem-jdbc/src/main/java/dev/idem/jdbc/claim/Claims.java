@@ -44,7 +44,9 @@ import org.jooq.impl.DSL;
  * for a callback, the claim reads the row and the empty transaction commits; for statements, the
  * claim stops them and the transaction is rolled back. Read first, one: a call that owns its
  * transaction reads first when its key was handled here lately, or when most of this guard's
- * calls lately were repeats ({@link RepeatShare}); a new key then pays the read.
+ * calls lately were repeats ({@link RepeatShare}); a new key then pays the read. From memory, none:
+ * a completed row this guard applied or answered from lately answers a repeat of its key for a
+ * short while ({@link RecentAnswers}).
  */
 public final class Claims {
   /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */
@@ -66,6 +68,8 @@ public final class Claims {
   private final boolean readsRecent;
   /** Whether this guard's calls lately were mostly repeats: then a call reads before it claims. */
   private final RepeatShare repeats = new RepeatShare();
+  /** Completed rows applied or read here lately, which answer a repeat without a round trip (not for sequences). */
+  private final RecentAnswers answers = new RecentAnswers();
 
   /** [prelude, claim or signal]: sent before a call's statements and COMMIT, in one string. */
   private final Sql claimSignal;
@@ -136,18 +140,28 @@ public final class Claims {
         return settled(binds.key, joined(open, binds, codec, effect, statements, started));
       }
       IdempotencyKey key = binds.key;
+      ClaimRow kept = readsRecent ? answers.answer(key) : null;
+      if (kept != null) {
+        return settled(key, answer(kept, binds, codec)); // a row this guard applied or read lately
+      }
       if ((readsRecent && recent.mightContain(key.scope(), key.value())) || repeats.mostlyRepeats()) {
         // Most likely a repeat (a key handled here lately, or a guard that gets mostly repeats):
         // one auto-commit read answers a completed row within its window, judged as the claim
         // judges it. Anything else (no row, in flight, past the window) is the claim's to decide.
         ClaimRow seen = read(binds, started);
         if (seen != null && seen.completed() && !seen.pastWindow()) {
+          if (readsRecent) {
+            answers.remember(key, seen, started);
+          }
           return settled(key, answer(seen, binds, codec));
         }
       }
       Execution<T> outcome = owned(binds, codec, effect, statements, started);
       if (readsRecent) {
         recent.remember(key.scope(), key.value());
+        if (binds.answered != null) {
+          answers.remember(key, binds.answered, started); // committed, or a repeat answered from its row
+        }
       }
       return settled(key, outcome);
     } catch (Busy busy) {
@@ -280,6 +294,7 @@ public final class Claims {
   private <T, X extends Exception> Execution<T> claimThenApply(Tx tx, Binds binds, Codec<T> codec,
       TxCallback<T, X> effect, long started, boolean joined) throws X {
     Connection c = tx.connection();
+    binds.answered = null;
     ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 1 : 0, binds, started);
     for (int round = 1; ; round++) {
       if (row == null) {
@@ -292,7 +307,7 @@ public final class Claims {
           row = claim(c, claim, 0, binds, started);
         }
       } else if (row.claimed()) {
-        return applyLocal(tx, binds, codec, effect, joined);
+        return applied(row, tx, binds, codec, effect, joined);
       } else if (row.expirable()) {
         if (reclaimed(c, binds)) {
           return applyLocal(tx, binds, codec, effect, joined);
@@ -302,6 +317,8 @@ public final class Claims {
         Execution<T> repeat = answer(row, binds, codec);
         if (joined) {
           run(c, release, binds);
+        } else {
+          binds.answered = row;
         }
         return repeat;
       }
@@ -310,6 +327,22 @@ public final class Claims {
             + " rounds: its row kept changing");
       }
     }
+  }
+
+  /**
+   * {@link #applyLocal} on the row this call's claim inserted; in a transaction of its own, the row
+   * as a repeat would then read it is kept in {@code binds} (a repeat on this guard is answered
+   * from it once committed).
+   */
+  private <T, X extends Exception> Execution<T> applied(ClaimRow claimed, Tx tx, Binds binds, Codec<T> codec,
+      TxCallback<T, X> effect, boolean joined) throws X {
+    binds.result = null;
+    Execution<T> outcome = applyLocal(tx, binds, codec, effect, joined);
+    if (!joined && claimed.completedAt() != null && window != null) {
+      binds.answered = ClaimRow.applied(claimed.completedAt(),
+          binds.fingerprint == null ? null : binds.fingerprintBytes(), binds.result, window.length());
+    }
+    return outcome;
   }
 
   private <T, X extends Exception> Execution<T> applyLocal(Tx tx, Binds binds, Codec<T> codec, TxCallback<T, X> effect,

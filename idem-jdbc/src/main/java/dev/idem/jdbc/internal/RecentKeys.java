@@ -61,7 +61,8 @@ public final class RecentKeys {
     return first(h) ^ (1 + (int) (((h >>> 24) & 0xffff) % 7));
   }
 
-  private static long hash(String scope, String value) {
+  /** A well-mixed 64-bit hash of {@code (scope, value)}, never 0. */
+  public static long hash(String scope, String value) {
     long h = ((long) scope.hashCode() << 32) ^ (value.hashCode() & 0xffffffffL);
     // fmix64 from MurmurHash3, so the slot index uses well-mixed bits
     h ^= h >>> 33;

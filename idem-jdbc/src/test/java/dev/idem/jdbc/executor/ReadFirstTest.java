@@ -205,6 +205,80 @@ class ReadFirstTest {
     assertThat(f.payments(request)).isEqualTo(2);
   }
 
+  /**
+   * A repeat of a key this guard applied or read lately is answered from memory: the stored result,
+   * no connection taken; another request under the key is refused the same way; nothing is written.
+   * The inbox likewise. A key applied in the caller's transaction is not remembered (that
+   * transaction may roll back), and a remembered row is not answered past its window.
+   */
+  @Test
+  void aRepeatOfAKeyThisGuardAppliedOrReadLatelyTakesNoConnection() throws Exception {
+    IdempotentExecutor writer = f.idem.executor().build();
+    IdempotentExecutor reader = readers.executor().build();
+    String request = "memory-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("read-first", request);
+    String paid = call(reader, request, request).value();
+    String row = f.keyRow(key);
+    for (int i = 0; i < 3; i++) {
+      Taken before = Taken.now();
+      Execution<String> repeat = call(reader, request, "unused");
+      assertThat(repeat).isInstanceOf(Execution.Replayed.class);
+      assertThat(repeat.value()).isEqualTo(paid);
+      assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
+    }
+    Taken before = Taken.now();
+    assertThatThrownBy(() -> reader.execute(key, Fingerprint.ofFields(Map.of("r", "another")), Codec.utf8(),
+        tx -> ExecutorFixture.pay(tx, request, 1)))
+        .isInstanceOf(KeyReuseException.class);
+    assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
+    assertThat(f.keyRow(key)).isEqualTo(row);
+    assertThat(f.payments(request)).isEqualTo(1);
+    assertThat(f.payments("unused")).isZero();
+
+    // A key another instance applied: the first repeat here goes to the database, the next ones not.
+    String elsewhere = completedKey(writer, "memory-" + UUID.randomUUID());
+    assertThat(call(reader, elsewhere, elsewhere).value()).isEqualTo("result-" + elsewhere);
+    before = Taken.now();
+    assertThat(call(reader, elsewhere, elsewhere).value()).isEqualTo("result-" + elsewhere);
+    assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
+    assertThat(f.payments(elsewhere)).isZero();
+
+    Inbox inbox = readers.inbox("memory").build();
+    String id = "m-" + UUID.randomUUID();
+    assertThat(inbox.receive(id, tx -> ExecutorFixture.pay(tx, id, 1)).applied()).isTrue();
+    before = Taken.now();
+    assertThat(inbox.receive(id, tx -> ExecutorFixture.pay(tx, id, 1)).replayed()).isTrue();
+    assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
+    assertThat(f.payments(id)).isEqualTo(1);
+  }
+
+  @Test
+  void aKeyAppliedInTheCallersTransactionIsNotAnsweredFromMemory() throws Exception {
+    IdempotentExecutor reader = readers.executor().build();
+    String request = "rolled-back-" + UUID.randomUUID();
+    assertThatThrownBy(() -> readers.useTransaction(tx -> {
+      assertThat(call(reader, request, request).applied()).isTrue();
+      throw new IllegalStateException("the caller's transaction rolls back");
+    })).hasMessageContaining("rolls back");
+    assertThat(f.keyRows(IdempotencyKey.of("read-first", request))).isZero();
+    assertThat(call(reader, request, request).applied()).as("runs: its first run was rolled back").isTrue();
+    assertThat(f.payments(request)).isEqualTo(1);
+  }
+
+  @Test
+  void aRememberedRowIsNotAnsweredPastItsWindow() throws Exception {
+    IdempotentExecutor reader = readers.executor().window(DedupeWindow.of(Duration.ofSeconds(1))).build();
+    String request = "memory-window-" + UUID.randomUUID();
+    assertThat(call(reader, request, request).applied()).isTrue();
+    Taken before = Taken.now();
+    assertThat(call(reader, request, request).replayed()).isTrue();
+    assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
+    Thread.sleep(1100);
+    assertThat(call(reader, request, request).applied()).as("past the window: claimed again").isTrue();
+    assertThat(f.payments(request)).isEqualTo(2);
+    assertThat(f.keyRows(IdempotencyKey.of("read-first", request))).isEqualTo(1);
+  }
+
   /** Another request under a completed key is refused on the read's path as on the claim's: nothing runs or changes. */
   @Test
   void anotherRequestUnderTheKeyIsRefusedOnTheReadsPath() throws Exception {

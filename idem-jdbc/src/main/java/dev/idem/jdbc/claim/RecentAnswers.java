@@ -1,0 +1,99 @@
+package dev.idem.jdbc.claim;
+
+import dev.idem.jdbc.internal.RecentKeys;
+import dev.idem.key.IdempotencyKey;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+/**
+ * The completed rows a guard applied or read lately, kept in memory for a short while so that a
+ * repeat reaching the same instance again is answered without a round trip. Not an API.
+ *
+ * <p>Why an answer from memory is the database's answer: a completed row within its window never
+ * changes. Nothing idem does rewrites or deletes it before its window ends (a re-claim and expiry
+ * both need the row past its window; {@code Operations} resolves and releases rows in flight
+ * only), and a repeat within the window is answered from it: the replay, or {@code
+ * KeyReuseException} for another request. So a row is kept only while it is completed and inside
+ * its window as the database reported it, measured conservatively on this JVM's monotonic clock
+ * from before the statement that saw it (the window ends here no later than it does in the
+ * database), and for {@link #KEPT} at most: a row changed or deleted by hand is seen again by every
+ * instance within that time.
+ *
+ * <p>Kept: the row of a key this guard applied in a transaction of its own, once committed (the
+ * claim returns the time it wrote), and a completed row a read-first answered from. Never: a call
+ * in the caller's transaction (the commit is the caller's), a row in flight, a result larger than
+ * {@link #MAX_RESULT_BYTES}. A lossy, fixed-size table like {@link RecentKeys}: two candidate
+ * slots per key, an older entry overwritten; a key not found is read from the database as before.
+ * Thread-safe without locks.
+ */
+final class RecentAnswers {
+  /** The longest a row is answered from memory. */
+  static final Duration KEPT = Duration.ofSeconds(30);
+  /** Rows with a larger stored result are not kept (at most about 8 MiB per guard). */
+  static final int MAX_RESULT_BYTES = 1024;
+  private static final int SLOTS = 1 << 13;
+
+  private record Entry(String scope, String key, ClaimRow row, long sinceNanos, long untilNanos) {
+    boolean is(IdempotencyKey k) {
+      return key.equals(k.value()) && scope.equals(k.scope());
+    }
+  }
+
+  private final AtomicReferenceArray<Entry> slots = new AtomicReferenceArray<>(SLOTS);
+
+  /** The key's completed row as it is now, if kept and still inside its window; else null. */
+  ClaimRow answer(IdempotencyKey key) {
+    long h = RecentKeys.hash(key.scope(), key.value());
+    Entry e = slots.getOpaque(first(h));
+    if (e == null || !e.is(key)) {
+      e = slots.getOpaque(second(h));
+      if (e == null || !e.is(key)) {
+        return null;
+      }
+    }
+    long now = System.nanoTime();
+    if (now - e.untilNanos >= 0) {
+      return null;
+    }
+    return e.row.after(Duration.ofNanos(now - e.sinceNanos));
+  }
+
+  /**
+   * Keeps {@code row}, a completed row inside its window as a statement saw it that this call sent
+   * after {@code sinceNanos} (its monotonic start).
+   */
+  void remember(IdempotencyKey key, ClaimRow row, long sinceNanos) {
+    if (row.result() != null && row.result().length > MAX_RESULT_BYTES) {
+      return;
+    }
+    Duration kept = row.windowLeft().compareTo(KEPT) < 0 ? row.windowLeft() : KEPT;
+    if (kept.isNegative() || kept.isZero()) {
+      return;
+    }
+    Entry entry = new Entry(key.scope(), key.value(), row, sinceNanos, sinceNanos + kept.toNanos());
+    long h = RecentKeys.hash(key.scope(), key.value());
+    int a = first(h);
+    int b = second(h);
+    Entry inA = slots.getOpaque(a);
+    Entry inB = slots.getOpaque(b);
+    long now = System.nanoTime();
+    int slot;
+    if (inA == null || inA.is(key) || now - inA.untilNanos >= 0) {
+      slot = a;
+    } else if (inB == null || inB.is(key) || now - inB.untilNanos >= 0) {
+      slot = b;
+    } else {
+      slot = (h & 1) == 0 ? a : b;
+    }
+    slots.setOpaque(slot, entry);
+  }
+
+  private static int first(long h) {
+    return (int) h & (SLOTS - 1);
+  }
+
+  /** Another slot, never the same as {@link #first}. */
+  private static int second(long h) {
+    return first(h) ^ (1 + (int) ((h >>> 40) & (SLOTS - 2)));
+  }
+}
