@@ -24,7 +24,8 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * in the caller's transaction (the commit is the caller's), a row in flight, a result larger than
  * {@link #MAX_RESULT_BYTES}. A lossy, fixed-size table like {@link RecentKeys}: two candidate
  * slots per key, an older entry overwritten; a key not found is read from the database as before.
- * Thread-safe without locks.
+ * Thread-safe without locks: an entry is published whole (release, acquire), and a race may lose
+ * one, never mix two.
  */
 final class RecentAnswers {
   /** The longest a row is answered from memory. */
@@ -44,9 +45,9 @@ final class RecentAnswers {
   /** The key's completed row as it is now, if kept and still inside its window; else null. */
   ClaimRow answer(IdempotencyKey key) {
     long h = RecentKeys.hash(key.scope(), key.value());
-    Entry e = slots.getOpaque(first(h));
+    Entry e = slots.getAcquire(first(h));
     if (e == null || !e.is(key)) {
-      e = slots.getOpaque(second(h));
+      e = slots.getAcquire(second(h));
       if (e == null || !e.is(key)) {
         return null;
       }
@@ -74,8 +75,8 @@ final class RecentAnswers {
     long h = RecentKeys.hash(key.scope(), key.value());
     int a = first(h);
     int b = second(h);
-    Entry inA = slots.getOpaque(a);
-    Entry inB = slots.getOpaque(b);
+    Entry inA = slots.getAcquire(a);
+    Entry inB = slots.getAcquire(b);
     long now = System.nanoTime();
     int slot;
     if (inA == null || inA.is(key) || now - inA.untilNanos >= 0) {
@@ -85,7 +86,7 @@ final class RecentAnswers {
     } else {
       slot = (h & 1) == 0 ? a : b;
     }
-    slots.setOpaque(slot, entry);
+    slots.setRelease(slot, entry);
   }
 
   private static int first(long h) {
