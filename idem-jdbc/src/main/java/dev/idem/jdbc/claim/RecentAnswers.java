@@ -30,7 +30,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 final class RecentAnswers {
   /** The longest a row is answered from memory. */
   static final Duration KEPT = Duration.ofSeconds(30);
-  /** Rows with a larger stored result are not kept (at most about 8 MiB per guard). */
+  /** Rows with a larger stored result are not kept (so about 10 MiB per guard at most). */
   static final int MAX_RESULT_BYTES = 1024;
   private static final int SLOTS = 1 << 13;
 
