@@ -22,6 +22,7 @@ import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.jdbc.tx.TransactionBinding;
 import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.jdbc.tx.TxConsumer;
+import java.time.Duration;
 import java.util.Locale;
 import javax.sql.DataSource;
 
@@ -99,6 +100,12 @@ public final class Idem {
 
   /** The default schema of idem's tables. */
   public static final String DEFAULT_SCHEMA = Context.DEFAULT_SCHEMA;
+  /** See {@link Builder#answersFromMemory}. */
+  public static final long DEFAULT_ANSWERS_FROM_MEMORY_SECONDS = 30;
+  /** See {@link Builder#answersFromMemory}. */
+  public static final Duration DEFAULT_ANSWERS_FROM_MEMORY = Duration.ofSeconds(DEFAULT_ANSWERS_FROM_MEMORY_SECONDS);
+  /** The longest {@link Builder#answersFromMemory} accepts: a row changed by hand is seen again within it. */
+  public static final Duration MAX_ANSWERS_FROM_MEMORY = Duration.ofMinutes(10);
 
   static {
     // jOOQ prints a banner and tips on first use unless told not to; a library must stay quiet.
@@ -115,7 +122,7 @@ public final class Idem {
   private volatile Outbox outbox;
 
   private Idem(Builder b) {
-    this.context = new Context(b.dataSource, b.schema, b.listener, b.binding, b.retries);
+    this.context = new Context(b.dataSource, b.schema, b.listener, b.binding, b.retries, b.answersFromMemory);
     this.outboxLayout = b.outboxLayout;
   }
 
@@ -242,6 +249,7 @@ public final class Idem {
     private TransactionBinding binding = TransactionBinding.NONE;
     private RetryBudget retries = RetryBudget.DEFAULT;
     private OutboxLayout outboxLayout = OutboxLayout.POLLED;
+    private Duration answersFromMemory = DEFAULT_ANSWERS_FROM_MEMORY;
 
     private Builder(DataSource dataSource) {
       this.dataSource = Require.notNull(dataSource, "dataSource");
@@ -295,10 +303,26 @@ public final class Idem {
     }
 
     /**
+     * How long an executor or inbox answers a repeat from memory, taking no connection: the repeat
+     * of a key it applied in a transaction of its own, or answered a repeat of from the database,
+     * within this time and within the key's window. The answer is the one the database would give
+     * (a completed row within its window never changes), except for a row changed or deleted by
+     * hand, which every instance sees again within this time. Default {@value
+     * Idem#DEFAULT_ANSWERS_FROM_MEMORY_SECONDS} seconds; {@link Duration#ZERO} never answers from
+     * memory (a test that empties idem's tables between cases and reuses keys wants this); at
+     * most {@link Idem#MAX_ANSWERS_FROM_MEMORY}.
+     */
+    public Builder answersFromMemory(Duration kept) {
+      this.answersFromMemory = kept;
+      return this;
+    }
+
+    /**
      * Checks the settings and builds the {@code Idem}; touches no database.
      *
      * @throws IllegalArgumentException naming the setting: a schema that is null or not a plain
-     *     lower-case identifier, a null listener, binding or retry budget
+     *     lower-case identifier, a null listener, binding or retry budget, answers kept in memory
+     *     null, negative or longer than {@link Idem#MAX_ANSWERS_FROM_MEMORY}
      */
     public Idem build() {
       Identifiers.check("schema", schema);
@@ -312,6 +336,11 @@ public final class Idem {
       Require.notNull(binding, "transactionBinding (use TransactionBinding.NONE)");
       Require.notNull(retries, "retries (use RetryBudget.NONE)");
       Require.notNull(outboxLayout, "outboxLayout (use OutboxLayout.POLLED)");
+      Require.notNull(answersFromMemory, "answersFromMemory (use Duration.ZERO for never)");
+      if (answersFromMemory.isNegative() || answersFromMemory.compareTo(MAX_ANSWERS_FROM_MEMORY) > 0) {
+        throw new IllegalArgumentException("answersFromMemory must be within 0 (never) and " + MAX_ANSWERS_FROM_MEMORY
+            + ", was " + answersFromMemory);
+      }
       return new Idem(this);
     }
   }

@@ -171,6 +171,13 @@ class IdemTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("schema");
     assertThatThrownBy(() -> Idem.builder(null)).hasMessageContaining("dataSource");
+    assertThatThrownBy(() -> Idem.builder(ds).answersFromMemory(Duration.ofSeconds(-1)).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("answersFromMemory must be within 0 (never) and PT10M, was PT-1S");
+    assertThatThrownBy(() -> Idem.builder(ds).answersFromMemory(Duration.ofMinutes(11)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("was PT11M");
+    assertThatThrownBy(() -> Idem.builder(ds).answersFromMemory(null).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("answersFromMemory");
   }
 
   /**

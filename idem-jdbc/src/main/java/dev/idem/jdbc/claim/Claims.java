@@ -69,7 +69,7 @@ public final class Claims {
   /** Whether this guard's calls lately were mostly repeats: then a call reads before it claims. */
   private final RepeatShare repeats = new RepeatShare();
   /** Completed rows applied or read here lately, which answer a repeat without a round trip (not for sequences). */
-  private final RecentAnswers answers = new RecentAnswers();
+  private final RecentAnswers answers;
 
   /** [prelude, claim or signal]: sent before a call's statements and COMMIT, in one string. */
   private final Sql claimSignal;
@@ -96,6 +96,7 @@ public final class Claims {
     this.retryAfter = retryAfter;
     this.name = name;
     this.readsRecent = table.layout.kind() != ClaimTable.Kind.SEQUENCES;
+    this.answers = RecentAnswers.keptFor(readsRecent ? context.answersFromMemory() : Duration.ZERO);
     DSLContext dsl = context.dsl();
     // a table without a statements form (sequences) has no claim-or-signal
     this.claimSignal = table.claimOrSignal == null ? null : Sql.join(table.prelude, table.claimOrSignal);
@@ -140,7 +141,7 @@ public final class Claims {
         return settled(binds.key, joined(open, binds, codec, effect, statements, started));
       }
       IdempotencyKey key = binds.key;
-      ClaimRow kept = readsRecent ? answers.answer(key) : null;
+      ClaimRow kept = answers.answer(key);
       if (kept != null) {
         return settled(key, answer(kept, binds, codec)); // a row this guard applied or read lately
       }
@@ -150,9 +151,7 @@ public final class Claims {
         // judges it. Anything else (no row, in flight, past the window) is the claim's to decide.
         ClaimRow seen = read(binds, started);
         if (seen != null && seen.completed() && !seen.pastWindow()) {
-          if (readsRecent) {
-            answers.remember(key, seen, started);
-          }
+          answers.remember(key, seen, started);
           return settled(key, answer(seen, binds, codec));
         }
       }

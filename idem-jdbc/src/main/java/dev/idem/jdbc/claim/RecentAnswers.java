@@ -16,8 +16,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * KeyReuseException} for another request. So a row is kept only while it is completed and inside
  * its window as the database reported it, measured conservatively on this JVM's monotonic clock
  * from before the statement that saw it (the window ends here no later than it does in the
- * database), and for {@link #KEPT} at most: a row changed or deleted by hand is seen again by every
- * instance within that time.
+ * database), and for the time {@code Idem.Builder.answersFromMemory} sets at most (30 seconds by
+ * default): a row changed or deleted by hand is seen again by every instance within that time.
+ * Set to zero, {@link #keptFor} gives a table that keeps nothing.
  *
  * <p>Kept: the row of a key this guard applied in a transaction of its own, once committed (the
  * claim returns the time it wrote), and a completed row a read-first answered from. Never: a call
@@ -27,9 +28,18 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * Thread-safe without locks: an entry is published whole (release, acquire), and a race may lose
  * one, never mix two.
  */
-final class RecentAnswers {
-  /** The longest a row is answered from memory. */
-  static final Duration KEPT = Duration.ofSeconds(30);
+class RecentAnswers {
+  /** Keeps nothing: every repeat goes to the database. */
+  private static final RecentAnswers NONE = new RecentAnswers(Duration.ZERO) {
+    @Override
+    ClaimRow answer(IdempotencyKey key) {
+      return null;
+    }
+
+    @Override
+    void remember(IdempotencyKey key, ClaimRow row, long sinceNanos) {
+    }
+  };
   /** Rows with a larger stored result are not kept (so about 10 MiB per guard at most). */
   static final int MAX_RESULT_BYTES = 1024;
   private static final int SLOTS = 1 << 13;
@@ -40,7 +50,19 @@ final class RecentAnswers {
     }
   }
 
-  private final AtomicReferenceArray<Entry> slots = new AtomicReferenceArray<>(SLOTS);
+  /** The longest a row is answered from memory. */
+  private final Duration kept;
+  private final AtomicReferenceArray<Entry> slots;
+
+  private RecentAnswers(Duration kept) {
+    this.kept = kept;
+    this.slots = kept.isZero() ? null : new AtomicReferenceArray<>(SLOTS);
+  }
+
+  /** A table that answers for {@code kept} at most; zero: one that keeps nothing. */
+  static RecentAnswers keptFor(Duration kept) {
+    return kept.isZero() ? NONE : new RecentAnswers(kept);
+  }
 
   /** The key's completed row as it is now, if kept and still inside its window; else null. */
   ClaimRow answer(IdempotencyKey key) {
@@ -67,11 +89,11 @@ final class RecentAnswers {
     if (row.result() != null && row.result().length > MAX_RESULT_BYTES) {
       return;
     }
-    Duration kept = row.windowLeft().compareTo(KEPT) < 0 ? row.windowLeft() : KEPT;
-    if (kept.isNegative() || kept.isZero()) {
+    Duration left = row.windowLeft().compareTo(kept) < 0 ? row.windowLeft() : kept;
+    if (left.isNegative() || left.isZero()) {
       return;
     }
-    Entry entry = new Entry(key.scope(), key.value(), row, sinceNanos, sinceNanos + kept.toNanos());
+    Entry entry = new Entry(key.scope(), key.value(), row, sinceNanos, sinceNanos + left.toNanos());
     long h = RecentKeys.hash(key.scope(), key.value());
     int a = first(h);
     int b = second(h);

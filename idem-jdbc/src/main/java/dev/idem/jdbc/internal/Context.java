@@ -36,9 +36,12 @@ public final class Context {
   private final Settings settings;
   private final DSLContext detached;
   private final ThreadLocal<Tx> open = new ThreadLocal<>();
+  /** How long a guard answers a repeat of a key it applied or read from memory (zero: never). */
+  private final Duration answersFromMemory;
 
   public Context(DataSource dataSource, String schema, IdemListener listener, TransactionBinding binding,
-      RetryBudget retries) {
+      RetryBudget retries, Duration answersFromMemory) {
+    this.answersFromMemory = answersFromMemory;
     this.dataSource = dataSource;
     this.schema = schema;
     this.listener = listener;
@@ -48,6 +51,11 @@ public final class Context {
         .withExecuteLogging(false)
         .withRenderMapping(new RenderMapping().withSchemata(new MappedSchema().withInput(DEFAULT_SCHEMA).withOutput(schema)));
     this.detached = DSL.using(SQLDialect.POSTGRES, settings);
+  }
+
+  /** How long a guard answers a repeat of a key it applied or read from memory; zero: never. */
+  public Duration answersFromMemory() {
+    return answersFromMemory;
   }
 
   /** Whether the key table is partitioned (the layout chosen at migration); asked once, lazily. */

@@ -6,6 +6,7 @@ import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.jdbc.tx.TransactionBinding;
 import java.io.PrintStream;
+import java.time.Duration;
 import java.util.Locale;
 import org.postgresql.ds.PGSimpleDataSource;
 
@@ -85,7 +86,7 @@ public final class ReconcileCommand {
       ds.setUrl(url);
       // Built over the context directly: this package must not depend on the entry point (a cycle).
       Reconciliation reconciliation = Reconciliation.of(
-          new Context(ds, schema, IdemListener.NONE, TransactionBinding.NONE, RetryBudget.DEFAULT));
+          new Context(ds, schema, IdemListener.NONE, TransactionBinding.NONE, RetryBudget.DEFAULT, Duration.ZERO));
       Findings f = reconciliation.check(target);
       print(f, out);
       if (record) {

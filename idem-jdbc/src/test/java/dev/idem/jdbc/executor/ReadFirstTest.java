@@ -252,6 +252,21 @@ class ReadFirstTest {
     assertThat(f.payments(id)).isEqualTo(1);
   }
 
+  /** With the memory off, every repeat of a key the guard applied is one read, and the replay. */
+  @Test
+  void answersFromMemoryZeroReadsEveryRepeat() throws Exception {
+    IdempotentExecutor reader = Idem.builder(counting(f.ds)).answersFromMemory(Duration.ZERO).build().executor().build();
+    String request = "no-memory-" + UUID.randomUUID();
+    String paid = call(reader, request, request).value();
+    for (int i = 0; i < 3; i++) {
+      Taken before = Taken.now();
+      assertThat(call(reader, request, "unused").value()).isEqualTo(paid);
+      assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
+    }
+    assertThat(f.payments(request)).isEqualTo(1);
+    assertThat(f.payments("unused")).isZero();
+  }
+
   @Test
   void aKeyAppliedInTheCallersTransactionIsNotAnsweredFromMemory() throws Exception {
     IdempotentExecutor reader = readers.executor().build();

@@ -87,6 +87,7 @@ public class IdemAutoConfiguration {
         .transactionBinding(binding)
         .listener(new AfterCommitListener(listeners.orderedStream().toList()))
         .outboxLayout(properties.getOutboxLayout())
+        .answersFromMemory(properties.getAnswersFromMemory())
         .build();
   }
 

@@ -34,6 +34,13 @@ public class IdemProperties {
    */
   private OutboxLayout outboxLayout = OutboxLayout.POLLED;
 
+  /**
+   * How long an executor or inbox answers a repeat of a key it applied or answered lately from
+   * memory, taking no connection (never past the key's window; a row changed or deleted by hand is
+   * seen again within this time). {@code 0s}: never; at most 10 minutes.
+   */
+  private Duration answersFromMemory = Duration.ofSeconds(30);
+
   private final RelayProperties relay = new RelayProperties();
 
   private final Expiry expiry = new Expiry();
@@ -66,6 +73,14 @@ public class IdemProperties {
 
   public void setOutboxLayout(OutboxLayout outboxLayout) {
     this.outboxLayout = outboxLayout;
+  }
+
+  public Duration getAnswersFromMemory() {
+    return answersFromMemory;
+  }
+
+  public void setAnswersFromMemory(Duration answersFromMemory) {
+    this.answersFromMemory = answersFromMemory;
   }
 
   public RelayProperties getRelay() {

@@ -106,6 +106,44 @@ class IdemAutoConfigurationTest {
     });
   }
 
+  /**
+   * A repeat of a key the executor applied lately is answered from memory, even after its row was
+   * deleted by hand (as a test emptying idem's tables between cases does); with {@code
+   * idem.answers-from-memory=0s} every repeat goes to the database, which has forgotten the key, so
+   * it runs again. Out of range, the application does not start.
+   */
+  @Test
+  void answersFromMemoryIsAPropertyAndZeroTurnsTheMemoryOff() {
+    for (String kept : new String[] {"30s", "0s"}) {
+      runner().withPropertyValues("idem.executors.payments.window=1h", "idem.answers-from-memory=" + kept).run(ctx -> {
+        IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+        String order = "memory-" + kept + "-" + UUID.randomUUID();
+        Execution<String> first = pay(payments, order);
+        assertThat(first.applied()).isTrue();
+        db.execute("DELETE FROM idem.idem_keys WHERE scope = 'starter' AND key = '" + order + "'");
+        Execution<String> again = pay(payments, order);
+        if (kept.equals("30s")) {
+          assertThat(again.replayed()).as("answered from memory").isTrue();
+          assertThat(payments(order)).isEqualTo(1);
+          assertThat(keys(order)).isZero();
+        } else {
+          assertThat(again.applied()).as("the database forgot the key").isTrue();
+          assertThat(payments(order)).isEqualTo(2);
+          assertThat(keys(order)).isEqualTo(1);
+        }
+      });
+    }
+    runner().withPropertyValues("idem.answers-from-memory=11m")
+        .run(ctx -> assertThat(ctx).hasFailed().getFailure().hasStackTraceContaining("answersFromMemory must be within 0"));
+  }
+
+  static Execution<String> pay(IdempotentExecutor payments, String order) {
+    return payments.execute(key(order), Fingerprint.of(order), Codec.utf8(), t -> {
+      t.dsl().execute("INSERT INTO payments VALUES (?, 1)", order);
+      return "paid " + order;
+    });
+  }
+
   /** Takes the executor of {@code idem.executors.payments} by its qualifier. */
   static class Holder {
     final IdempotentExecutor payments;
