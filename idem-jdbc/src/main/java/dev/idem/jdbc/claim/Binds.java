@@ -22,6 +22,8 @@ public final class Binds implements Function<String, Object> {
    * answered from, once that transaction ended; else null.
    */
   ClaimRow answered;
+  /** When ({@link System#nanoTime}) {@link #answered} was as old as it says: its claim, or the statement that read it. */
+  long answeredAt;
 
   public Binds(IdempotencyKey key, Fingerprint fingerprint) {
     this.key = key;
@@ -59,6 +61,11 @@ public final class Binds implements Function<String, Object> {
       }
     }
     return true;
+  }
+
+  void answered(ClaimRow row, long at) {
+    this.answered = row;
+    this.answeredAt = at;
   }
 
   public IdempotencyKey key() {

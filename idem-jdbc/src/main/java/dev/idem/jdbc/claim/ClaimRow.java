@@ -93,10 +93,13 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
         window);
   }
 
-  /** This row as it is {@code later} after it was read: older, with less of its window left. */
+  /**
+   * This row as it is {@code later} after it was read: older, with less of its window left, and
+   * its result a copy (a codec may hand the bytes to its caller, who may change them).
+   */
   ClaimRow after(Duration later) {
-    return new ClaimRow(claimed, fence, fingerprint, state, result, completedAt, age.plus(later), leaseLeft, expirable,
-        pastWindow, windowLeft.minus(later));
+    return new ClaimRow(claimed, fence, fingerprint, state, result == null ? null : result.clone(), completedAt,
+        age.plus(later), leaseLeft, expirable, pastWindow, windowLeft.minus(later));
   }
 
   public boolean completed() {

@@ -151,7 +151,7 @@ public final class Claims {
         // judges it. Anything else (no row, in flight, past the window) is the claim's to decide.
         ClaimRow seen = read(binds, started);
         if (seen != null && seen.completed() && !seen.pastWindow()) {
-          answers.remember(key, seen, started);
+          answers.remember(key, seen, System.nanoTime(), started);
           return settled(key, answer(seen, binds, codec));
         }
       }
@@ -159,7 +159,8 @@ public final class Claims {
       if (readsRecent) {
         recent.remember(key.scope(), key.value());
         if (binds.answered != null) {
-          answers.remember(key, binds.answered, started); // committed, or a repeat answered from its row
+          // committed, or a repeat answered from its row
+          answers.remember(key, binds.answered, binds.answeredAt, started);
         }
       }
       return settled(key, outcome);
@@ -293,7 +294,7 @@ public final class Claims {
   private <T, X extends Exception> Execution<T> claimThenApply(Tx tx, Binds binds, Codec<T> codec,
       TxCallback<T, X> effect, long started, boolean joined) throws X {
     Connection c = tx.connection();
-    binds.answered = null;
+    binds.answered(null, 0);
     ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 1 : 0, binds, started);
     for (int round = 1; ; round++) {
       if (row == null) {
@@ -317,7 +318,7 @@ public final class Claims {
         if (joined) {
           run(c, release, binds);
         } else {
-          binds.answered = row;
+          binds.answered(row, System.nanoTime());
         }
         return repeat;
       }
@@ -335,11 +336,12 @@ public final class Claims {
    */
   private <T, X extends Exception> Execution<T> applied(ClaimRow claimed, Tx tx, Binds binds, Codec<T> codec,
       TxCallback<T, X> effect, boolean joined) throws X {
+    long claimedAt = System.nanoTime(); // the row's age is counted from its claim, as the database counts it
     binds.result = null;
     Execution<T> outcome = applyLocal(tx, binds, codec, effect, joined);
     if (!joined && claimed.completedAt() != null && window != null) {
-      binds.answered = ClaimRow.applied(claimed.completedAt(),
-          binds.fingerprint == null ? null : binds.fingerprintBytes(), binds.result, window.length());
+      binds.answered(ClaimRow.applied(claimed.completedAt(),
+          binds.fingerprint == null ? null : binds.fingerprintBytes(), binds.result, window.length()), claimedAt);
     }
     return outcome;
   }

@@ -18,7 +18,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * from before the statement that saw it (the window ends here no later than it does in the
  * database), and for the time {@code Idem.Builder.answersFromMemory} sets at most (30 seconds by
  * default): a row changed or deleted by hand is seen again by every instance within that time.
- * Set to zero, {@link #keptFor} gives a table that keeps nothing.
+ * Set to zero, {@link #keptFor} gives a table that keeps nothing. (Should the database's clock
+ * step forward meanwhile, a repeat may be replayed from memory shortly after the database's window
+ * ended: a replay where a new run was allowed, never a second effect.)
  *
  * <p>Kept: the row of a key this guard applied in a transaction of its own, once committed (the
  * claim returns the time it wrote), and a completed row a read-first answered from. Never: a call
@@ -37,14 +39,15 @@ class RecentAnswers {
     }
 
     @Override
-    void remember(IdempotencyKey key, ClaimRow row, long sinceNanos) {
+    void remember(IdempotencyKey key, ClaimRow row, long agedAt, long sinceNanos) {
     }
   };
-  /** Rows with a larger stored result are not kept (so about 10 MiB per guard at most). */
+  /** Rows with a larger stored result are not kept: at most 8,192 rows of a guard (its {@code SLOTS}), each with its key and a result up to this. */
   static final int MAX_RESULT_BYTES = 1024;
   private static final int SLOTS = 1 << 13;
 
-  private record Entry(String scope, String key, ClaimRow row, long sinceNanos, long untilNanos) {
+  /** {@code row} as old as it says at {@code agedAt}; kept until {@code untilNanos}. */
+  private record Entry(String scope, String key, ClaimRow row, long agedAt, long untilNanos) {
     boolean is(IdempotencyKey k) {
       return key.equals(k.value()) && scope.equals(k.scope());
     }
@@ -78,14 +81,16 @@ class RecentAnswers {
     if (now - e.untilNanos >= 0) {
       return null;
     }
-    return e.row.after(Duration.ofNanos(now - e.sinceNanos));
+    return e.row.after(Duration.ofNanos(Math.max(0, now - e.agedAt)));
   }
 
   /**
-   * Keeps {@code row}, a completed row inside its window as a statement saw it that this call sent
-   * after {@code sinceNanos} (its monotonic start).
+   * Keeps {@code row}, a completed row inside its window as a statement saw it: as old as it says
+   * at {@code agedAt}, and with as much of its window left as it says at {@code sinceNanos}, the
+   * monotonic start of the call, before that statement was sent (so the window ends here no later
+   * than in the database; a wait or a retry of the call only shortens the time kept).
    */
-  void remember(IdempotencyKey key, ClaimRow row, long sinceNanos) {
+  void remember(IdempotencyKey key, ClaimRow row, long agedAt, long sinceNanos) {
     if (row.result() != null && row.result().length > MAX_RESULT_BYTES) {
       return;
     }
@@ -93,7 +98,7 @@ class RecentAnswers {
     if (left.isNegative() || left.isZero()) {
       return;
     }
-    Entry entry = new Entry(key.scope(), key.value(), row, sinceNanos, sinceNanos + left.toNanos());
+    Entry entry = new Entry(key.scope(), key.value(), row, agedAt, sinceNanos + left.toNanos());
     long h = RecentKeys.hash(key.scope(), key.value());
     int a = first(h);
     int b = second(h);

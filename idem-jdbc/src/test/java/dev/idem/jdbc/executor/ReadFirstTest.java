@@ -252,6 +252,55 @@ class ReadFirstTest {
     assertThat(f.payments(id)).isEqualTo(1);
   }
 
+  /** Each answer from memory is the caller's own copy of the stored result: one caller changing it changes no other's. */
+  @Test
+  void anAnswerFromMemoryIsTheCallersOwnCopy() throws Exception {
+    IdempotentExecutor reader = readers.executor().build();
+    IdempotencyKey key = IdempotencyKey.of("read-first", "bytes-" + UUID.randomUUID());
+    byte[] stored = {1, 2, 3};
+    assertThat(reader.execute(key, Fingerprint.EMPTY, Codec.bytes(), tx -> stored.clone()).applied()).isTrue();
+    byte[] first = reader.execute(key, Fingerprint.EMPTY, Codec.bytes(), tx -> new byte[] {9}).value();
+    java.util.Arrays.fill(first, (byte) 0);
+    Taken before = Taken.now();
+    assertThat(reader.execute(key, Fingerprint.EMPTY, Codec.bytes(), tx -> new byte[] {9}).value()).containsExactly(stored);
+    assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ? AND result = '\\x010203'::bytea",
+        key.scope(), key.value())).isEqualTo(1);
+  }
+
+  /**
+   * A repeat answered from memory is as old as the database says: a copy that waited for the first
+   * copy's slow effect and got its replay from the claim is answered later from memory with the same
+   * completion and an age grown only by the time between the two calls (not by the wait again).
+   */
+  @Test
+  void anAnswerFromMemoryIsAsOldAsTheDatabaseSays() throws Exception {
+    IdempotentExecutor first = f.idem.executor().inFlightWait(Duration.ofSeconds(10)).build();
+    IdempotentExecutor copy = readers.executor().inFlightWait(Duration.ofSeconds(10)).build();
+    String request = "age-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("read-first", request);
+    java.util.concurrent.CountDownLatch claimed = new java.util.concurrent.CountDownLatch(1);
+    Future<Execution<String>> running = pool.submit(() -> first.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      claimed.countDown();
+      Thread.sleep(800);
+      return ExecutorFixture.pay(tx, request, 1);
+    }));
+    assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
+    Execution.Replayed<String> waited = (Execution.Replayed<String>) copy.execute(key, Fingerprint.EMPTY, Codec.utf8(),
+        tx -> ExecutorFixture.pay(tx, request, 1));
+    assertThat(running.get(10, TimeUnit.SECONDS).applied()).isTrue();
+    long between = System.nanoTime();
+    Taken before = Taken.now();
+    Execution.Replayed<String> remembered = (Execution.Replayed<String>) copy.execute(key, Fingerprint.EMPTY, Codec.utf8(),
+        tx -> ExecutorFixture.pay(tx, request, 1));
+    Duration elapsed = Duration.ofNanos(System.nanoTime() - between);
+    assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
+    assertThat(remembered.firstCompletedAt()).isEqualTo(waited.firstCompletedAt());
+    assertThat(waited.age()).isGreaterThanOrEqualTo(Duration.ofMillis(700));
+    assertThat(remembered.age().minus(waited.age())).isBetween(Duration.ZERO, elapsed.plusMillis(100));
+    assertThat(f.payments(request)).isEqualTo(1);
+  }
+
   /** With the memory off, every repeat of a key the guard applied is one read, and the replay. */
   @Test
   void answersFromMemoryZeroReadsEveryRepeat() throws Exception {
