@@ -100,10 +100,8 @@ public final class Idem {
 
   /** The default schema of idem's tables. */
   public static final String DEFAULT_SCHEMA = Context.DEFAULT_SCHEMA;
-  /** See {@link Builder#answersFromMemory}. */
-  public static final long DEFAULT_ANSWERS_FROM_MEMORY_SECONDS = 30;
-  /** See {@link Builder#answersFromMemory}. */
-  public static final Duration DEFAULT_ANSWERS_FROM_MEMORY = Duration.ofSeconds(DEFAULT_ANSWERS_FROM_MEMORY_SECONDS);
+  /** The default of {@link Builder#answersFromMemory}: 30 seconds. */
+  public static final Duration DEFAULT_ANSWERS_FROM_MEMORY = Duration.ofSeconds(30);
   /** The longest {@link Builder#answersFromMemory} accepts: a row changed by hand is seen again within it. */
   public static final Duration MAX_ANSWERS_FROM_MEMORY = Duration.ofMinutes(10);
 
@@ -307,8 +305,8 @@ public final class Idem {
      * of a key it applied in a transaction of its own, or answered a repeat of from the database,
      * within this time and within the key's window. The answer is the one the database would give
      * (a completed row within its window never changes), except for a row changed or deleted by
-     * hand, which every instance sees again within this time. Default {@value
-     * Idem#DEFAULT_ANSWERS_FROM_MEMORY_SECONDS} seconds; {@link Duration#ZERO} never answers from
+     * hand, which every instance sees again within this time. Default {@link
+     * Idem#DEFAULT_ANSWERS_FROM_MEMORY} (30 seconds); {@link Duration#ZERO} never answers from
      * memory (a test that empties idem's tables between cases and reuses keys wants this); at
      * most {@link Idem#MAX_ANSWERS_FROM_MEMORY}.
      */
