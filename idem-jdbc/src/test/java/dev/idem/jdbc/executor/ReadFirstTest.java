@@ -20,9 +20,11 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -260,7 +262,7 @@ class ReadFirstTest {
     byte[] stored = {1, 2, 3};
     assertThat(reader.execute(key, Fingerprint.EMPTY, Codec.bytes(), tx -> stored.clone()).applied()).isTrue();
     byte[] first = reader.execute(key, Fingerprint.EMPTY, Codec.bytes(), tx -> new byte[] {9}).value();
-    java.util.Arrays.fill(first, (byte) 0);
+    Arrays.fill(first, (byte) 0);
     Taken before = Taken.now();
     assertThat(reader.execute(key, Fingerprint.EMPTY, Codec.bytes(), tx -> new byte[] {9}).value()).containsExactly(stored);
     assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
@@ -279,7 +281,7 @@ class ReadFirstTest {
     IdempotentExecutor copy = readers.executor().inFlightWait(Duration.ofSeconds(10)).build();
     String request = "age-" + UUID.randomUUID();
     IdempotencyKey key = IdempotencyKey.of("read-first", request);
-    java.util.concurrent.CountDownLatch claimed = new java.util.concurrent.CountDownLatch(1);
+    CountDownLatch claimed = new CountDownLatch(1);
     Future<Execution<String>> running = pool.submit(() -> first.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
       claimed.countDown();
       Thread.sleep(800);

@@ -11,6 +11,7 @@ import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.RecordingListener;
+import dev.idem.result.InFlightException;
 import dev.idem.testing.Race;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
@@ -390,7 +391,7 @@ class EntitySequencesTest {
       assertThat(s.applyIfNewer(holder, "e", 5, tx -> effect(tx, "stalled", "e", 5))).isEqualTo(Outcome.APPLIED);
       long started = System.nanoTime();
       assertThatThrownBy(() -> s.applyIfNewer("e", 5, tx -> effect(tx, "stalled", "e", 5)))
-          .isInstanceOf(dev.idem.result.InFlightException.class).hasMessageContaining("stalled/e");
+          .isInstanceOf(InFlightException.class).hasMessageContaining("stalled/e");
       assertThat(java.time.Duration.ofNanos(System.nanoTime() - started)).isLessThan(java.time.Duration.ofSeconds(20));
       holder.commit();
     }
@@ -463,7 +464,7 @@ class EntitySequencesTest {
         holder.setAutoCommit(false);
         assertThat(s.applyIfNewer(holder, "e", 5, tx -> effect(tx, "timed", "e", 5))).isEqualTo(APPLIED);
         assertThatThrownBy(() -> s.applyIfNewer("e", 6, tx -> effect(tx, "timed", "e", 6)))
-            .isInstanceOf(dev.idem.result.InFlightException.class).hasMessageContaining("timed/e");
+            .isInstanceOf(InFlightException.class).hasMessageContaining("timed/e");
         holder.commit();
       }
       assertThat(effects("timed", "e")).containsExactly(5L);
