@@ -40,9 +40,9 @@ import org.jooq.impl.DSL;
  *
  * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips
  * (the claim goes with {@code BEGIN}; statements go with the claim and {@code COMMIT} in one
- * string). A repeat of a completed key writes nothing. Claimed first, it costs two round trips:
- * for a callback, the claim reads the row and the empty transaction commits; for statements, the
- * claim stops them and the transaction is rolled back. Read first, one: a call that owns its
+ * string). A repeat of a completed key writes nothing. Claimed first, it costs three round trips
+ * for a callback (the claim, which inserts nothing; the read of the row; the empty transaction's
+ * commit) and two for statements (the claim stops them; the transaction is rolled back). Read first, one: a call that owns its
  * transaction reads first when its key was handled here lately, or when most of this guard's
  * calls lately were repeats ({@link RepeatShare}); a new key then pays the read. From memory, none:
  * a completed row this guard applied or answered from lately answers a repeat of its key for a
@@ -75,9 +75,9 @@ public final class Claims {
   private final Sql claimSignal;
   /** [savepoint, prelude, claim or signal]: before statements in the caller's transaction. */
   private final Sql claimSignalJoined;
-  /** [claim or read]: a callback's claim, one statement (see {@link ClaimTable#claim}). */
+  /** [claim]: a callback's claim, one statement (see {@link ClaimTable#claim}). */
   private final Sql claim;
-  /** [savepoint, claim or read]: a joined callback's claim, result at 1. */
+  /** [savepoint, claim]: a joined callback's claim, result at 1. */
   private final Sql claimJoined;
   /** [re-claim past the window]: 1 if re-claimed, or null. */
   private final Sql reclaim;
@@ -185,9 +185,9 @@ public final class Claims {
   }
 
   /**
-   * A call that owns its transaction. A callback: in a transaction of its own, claim or read the
-   * key in one statement (a new key's claim goes with {@code BEGIN}; a repeat is answered from the
-   * row it read, having written nothing, then an empty COMMIT), then run the effect, or replay,
+   * A call that owns its transaction. A callback: in a transaction of its own, claim the key (a
+   * new key's claim goes with {@code BEGIN}; a repeat's claim inserts nothing, and the repeat is
+   * answered from the row then read, having written nothing, then an empty COMMIT), then run the effect, or replay,
    * wait, or re-claim a row past its window. Statements: first sent with the claim (see {@link
    * #sentWithClaim}); only a key whose row that could not answer from takes the callback's path.
    * Runs that fail with 40001, 40P01 or 53200 run again under the retry budget.
@@ -298,14 +298,9 @@ public final class Claims {
     ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 1 : 0, binds, started);
     for (int round = 1; ; round++) {
       if (row == null) {
-        // The claim inserted nothing and saw no row: another copy's claim got there first (the
-        // claim waited for it, and under READ COMMITTED this statement's snapshot predates its
-        // commit). Read the row in a new statement; if it is gone (rolled back, or expired and
-        // deleted meanwhile), claim again.
-        row = readOn(c, binds, started);
-        if (row == null) {
-          row = claim(c, claim, 0, binds, started);
-        }
+        // The claim inserted nothing, and the row it met is gone since (expired and deleted
+        // meanwhile): claim again.
+        row = claim(c, claim, 0, binds, started);
       } else if (row.claimed()) {
         return applied(row, tx, binds, codec, effect, joined);
       } else if (row.expirable()) {
@@ -462,12 +457,25 @@ public final class Claims {
     }
   }
 
-  /** A claim statement: see {@link #claimFailed} for what its failure means. */
+  /**
+   * A claim statement: the row it claimed, else the key's row as a statement after it sees it
+   * ({@link ClaimTable#restoreAndRead}), or null if there is none. See {@link #claimFailed} for
+   * what the claim's failure means.
+   */
   private ClaimRow claim(Connection c, Sql sql, int index, Binds binds, long started) {
+    ClaimRow claimed;
     try {
-      return ClaimTable.row(c, sql, index, binds, started);
+      claimed = ClaimTable.row(c, sql, index, binds, started);
     } catch (SQLException e) {
       throw claimFailed(e);
+    }
+    if (claimed != null || table.restoreAndRead == null) {
+      return claimed;
+    }
+    try {
+      return ClaimTable.row(c, table.restoreAndRead, 0, binds, started);
+    } catch (SQLException e) {
+      throw failed(e);
     }
   }
 

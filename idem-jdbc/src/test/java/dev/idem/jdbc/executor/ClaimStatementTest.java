@@ -28,9 +28,11 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A callback's claim is one statement that bounds lock_timeout for its own wait and puts the
- * caller's back in the same statement. Read back from the server: the bound is in force while the
- * claim waits, the caller's value is back whenever the caller's code runs after a claim (new key,
- * a wait that ended in a claim, a wait that ended in a replay, a re-claim past the window), and a
+ * caller's back in the same statement, or, when it inserted nothing, in the read of the key's row
+ * that follows it. Read back from the server: the bound is in force while the claim waits, the
+ * caller's value is back whenever the caller's code runs after a claim (new key, a wait that ended
+ * in a claim, a wait that ended in a replay, a repeat of a completed key, a re-claim past the
+ * window), and a
  * pool statement_timeout shorter than the wait ends the claim as in flight, never as an error.
  */
 class ClaimStatementTest {
@@ -127,9 +129,9 @@ class ClaimStatementTest {
   }
 
   /**
-   * A joined copy that waited for a first copy which then committed: its claim's snapshot cannot
-   * see the row (READ COMMITTED), so the statement returns its one row all null and the row is
-   * read next; the caller's transaction goes on under the caller's value.
+   * A joined copy that waited for a first copy which then committed: its claim inserts nothing, and
+   * the row is read next, in a statement of its own that sees the first copy's commit; the
+   * caller's transaction goes on under the caller's value.
    */
   @Test
   void aJoinedClaimThatWaitedAndFoundNothingPutsTheCallersValueBack() throws Exception {
@@ -153,6 +155,33 @@ class ClaimStatementTest {
     }
     assertThat(first.get(10, TimeUnit.SECONDS).applied()).isTrue();
     assertThat(f.payments(request)).isEqualTo(1);
+  }
+
+  /**
+   * A repeat of a completed key, joined to the caller's transaction (which always claims first):
+   * the claim inserts nothing, the read after it answers the replay, and the caller's transaction
+   * goes on under the caller's value; the executor's and the inbox's.
+   */
+  @Test
+  void aJoinedRepeatOfACompletedKeyPutsTheCallersValueBack() throws Exception {
+    String request = "joined-repeat-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    IdempotentExecutor executor = idem.executor().build();
+    Inbox inbox = idem.inbox("joined-repeat").build();
+    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).applied()).isTrue();
+    assertThat(inbox.receive(request, tx -> ExecutorFixture.pay(tx, request, 1)).applied()).isTrue();
+    try (Connection caller = callers.getConnection()) {
+      caller.setAutoCommit(false);
+      Execution<String> copy = executor.execute(caller, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+      assertThat(copy.replayed()).isTrue();
+      assertThat(((Execution.Replayed<String>) copy).value()).startsWith("payment-");
+      assertThat(lockTimeout(caller)).isEqualTo(CALLERS);
+      assertThat(inbox.receive(caller, request, tx -> ExecutorFixture.pay(tx, request, 1)).replayed()).isTrue();
+      assertThat(lockTimeout(caller)).isEqualTo(CALLERS);
+      caller.commit();
+    }
+    assertThat(f.payments(request)).isEqualTo(2); // the executor's and the inbox's first copies
+    assertThat(f.keyRows(key)).isEqualTo(1);
   }
 
   /** A key past its window is re-claimed by one statement too: its effect runs under the caller's value. */
