@@ -144,9 +144,10 @@ public final class ClaimTable {
    * repeat's row. The bound is set by the insert's one-time filter ({@link #bound}), before the
    * insert can wait, and the caller's lock_timeout is put back ({@link #RESTORE}) after the insert,
    * in the row it returns or by {@link #restoreAndRead}: so the caller's code, which runs after
-   * the claim, waits as the caller set it to. Only lock_timeout is bounded: PostgreSQL arms statement_timeout when a statement starts,
-   * so a pool's statement_timeout shorter than the wait ends this statement first (57014, which
-   * the engine answers as a wait past the bound, in flight).
+   * the claim, waits as the caller set it to. Only lock_timeout is bounded: PostgreSQL arms
+   * statement_timeout when a statement starts, so a pool's statement_timeout shorter than the wait
+   * ends this statement first (57014, which the engine answers as a wait past the bound, in
+   * flight).
    */
   final Sql claim;
   /**

@@ -42,11 +42,11 @@ import org.jooq.impl.DSL;
  * (the claim goes with {@code BEGIN}; statements go with the claim and {@code COMMIT} in one
  * string). A repeat of a completed key writes nothing. Claimed first, it costs three round trips
  * for a callback (the claim, which inserts nothing; the read of the row; the empty transaction's
- * commit) and two for statements (the claim stops them; the transaction is rolled back). Read first, one: a call that owns its
- * transaction reads first when its key was handled here lately, or when most of this guard's
- * calls lately were repeats ({@link RepeatShare}); a new key then pays the read. From memory, none:
- * a completed row this guard applied or answered from lately answers a repeat of its key for a
- * short while ({@link RecentAnswers}).
+ * commit) and two for statements (the claim stops them; the transaction is rolled back). Read
+ * first, one: a call that owns its transaction reads first when its key was handled here lately,
+ * or when most of this guard's calls lately were repeats ({@link RepeatShare}); a new key then
+ * pays the read. From memory, none: a completed row this guard applied or answered from lately
+ * answers a repeat of its key for a short while ({@link RecentAnswers}).
  */
 public final class Claims {
   /** Rounds of claim-and-read before giving up on a row that keeps changing under the claim. */
@@ -187,8 +187,8 @@ public final class Claims {
   /**
    * A call that owns its transaction. A callback: in a transaction of its own, claim the key (a
    * new key's claim goes with {@code BEGIN}; a repeat's claim inserts nothing, and the repeat is
-   * answered from the row then read, having written nothing, then an empty COMMIT), then run the effect, or replay,
-   * wait, or re-claim a row past its window. Statements: first sent with the claim (see {@link
+   * answered from the row then read, having written nothing, then an empty COMMIT), then run the
+   * effect, or replay, wait, or re-claim a row past its window. Statements: first sent with the claim (see {@link
    * #sentWithClaim}); only a key whose row that could not answer from takes the callback's path.
    * Runs that fail with 40001, 40P01 or 53200 run again under the retry budget.
    */
