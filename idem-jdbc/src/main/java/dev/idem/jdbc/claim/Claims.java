@@ -307,7 +307,7 @@ public final class Claims {
         if (reclaimed(c, binds)) {
           return applyLocal(tx, binds, codec, effect, joined);
         }
-        row = readOn(c, binds, started); // another copy re-claimed it first
+        row = readOn(c, table.read, binds, started); // another copy re-claimed it first
       } else {
         Execution<T> repeat = answer(row, binds, codec);
         if (joined) {
@@ -440,9 +440,10 @@ public final class Claims {
     return context.autoCommit(name, c -> ClaimTable.row(c, table.read, 0, binds, started));
   }
 
-  private ClaimRow readOn(Connection c, Binds binds, long started) {
+  /** The key's row as {@code read} (a read of the table, which waits on nothing) sees it on {@code c}, or null. */
+  private ClaimRow readOn(Connection c, Sql read, Binds binds, long started) {
     try {
-      return ClaimTable.row(c, table.read, 0, binds, started);
+      return ClaimTable.row(c, read, 0, binds, started);
     } catch (SQLException e) {
       throw failed(e);
     }
@@ -472,11 +473,7 @@ public final class Claims {
     if (claimed != null || table.restoreAndRead == null) {
       return claimed;
     }
-    try {
-      return ClaimTable.row(c, table.restoreAndRead, 0, binds, started);
-    } catch (SQLException e) {
-      throw failed(e);
-    }
+    return readOn(c, table.restoreAndRead, binds, started);
   }
 
   /**
