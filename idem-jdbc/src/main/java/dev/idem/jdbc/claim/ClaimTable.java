@@ -520,7 +520,8 @@ public final class ClaimTable {
    * lock_timeout back ({@link #RESTORE}). It is evaluated for the one row, which is only made once
    * {@code rows} has given its row or none, and every branch of {@code rows} reads the write: so
    * after the write (and its wait), on every path, and in the same statement. A statement that
-   * could return no row would leave the bound in force for the caller's code.
+   * could return no row would leave the bound in force for the caller's code (the key table's and
+   * the inbox's {@link #claim} can, and is followed by {@link #restoreAndRead}, which puts it back).
    */
   private static Query restoring(String cte, Query write, Select<?> rows) {
     return DSL.resultQuery("with {0} as ({1}) {2}", name(cte), write, restored(rows));

@@ -188,9 +188,9 @@ public final class Claims {
    * A call that owns its transaction. A callback: in a transaction of its own, claim the key (a
    * new key's claim goes with {@code BEGIN}; a repeat's claim inserts nothing, and the repeat is
    * answered from the row then read, having written nothing, then an empty COMMIT), then run the
-   * effect, or replay, wait, or re-claim a row past its window. Statements: first sent with the claim (see {@link
-   * #sentWithClaim}); only a key whose row that could not answer from takes the callback's path.
-   * Runs that fail with 40001, 40P01 or 53200 run again under the retry budget.
+   * effect, or replay, wait, or re-claim a row past its window. Statements: first sent with the
+   * claim (see {@link #sentWithClaim}); only a key whose row that could not answer from takes the
+   * callback's path. Runs that fail with 40001, 40P01 or 53200 run again under the retry budget.
    */
   private <T, X extends Exception> Execution<T> owned(Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       Query[] statements, long started) throws X {
