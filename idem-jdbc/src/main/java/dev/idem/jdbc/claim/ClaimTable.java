@@ -83,14 +83,6 @@ public final class ClaimTable {
    * column of the row (so {@code expires_at - created_at} is exactly the window).
    */
   private static final Field<OffsetDateTime> STAMP = DbTime.statementTime();
-  /**
-   * Puts the caller's lock_timeout and statement_timeout back, as the claim saved them. The claim
-   * waits for another copy under idem's bound alone: a pool's statement_timeout shorter than the
-   * wait would otherwise turn "in flight" into a cancelled statement.
-   */
-  private static final Field<String> RESTORED = field("set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"
-      + " || set_config('statement_timeout', current_setting('idem.statement_timeout'), true)", String.class);
-
   /** Puts the caller's lock_timeout back, as a local claim saved it ({@link #bound}). */
   private static final String RESTORE = "set_config('lock_timeout', current_setting('idem.lock_timeout'), true)";
 
@@ -126,17 +118,22 @@ public final class ClaimTable {
   final Condition expirable;
 
   /**
-   * Saves the caller's waits and bounds the claim's: the statement before a statements form's claim
-   * ({@link #claimOrSignal}), which must turn statement_timeout off in a statement of its own (see
-   * {@link #claim}).
+   * Saves the caller's waits, bounds the claim's and turns statement_timeout off: the statement
+   * before {@link #claimOrSignalPrefaced}, sent only where the session has a statement_timeout
+   * (PostgreSQL arms it when a statement starts, so the claim cannot lift it for its own wait).
    */
   final Sql prelude;
   /**
-   * The claim with its effect to follow in the same round trip: inserts the row, or, if the key has
-   * one, raises idem's signal (SQLSTATE IDEM1) so that PostgreSQL skips what follows and rolls the
-   * round trip back having written nothing. Restores the caller's waits once the row is in.
+   * The statements form's claim, with its effect to follow in the same round trip (the function
+   * {@code idem_claim_key} or {@code idem_claim_inbox} of the migration): inserts the row under
+   * the wait bound and puts the caller's lock_timeout back, or, if the key has a row, raises idem's
+   * signal (SQLSTATE IDEM1) so that PostgreSQL skips what follows and rolls the round trip back
+   * having written nothing. Where the session has a statement_timeout it raises the signal with
+   * the detail 'S' before it writes: the claim is then sent again as {@link #claimOrSignalPrefaced}.
    */
   final Sql claimOrSignal;
+  /** {@link #claimOrSignal} after the {@link #prelude}, which bounded the wait: puts both of the caller's settings back. */
+  final Sql claimOrSignalPrefaced;
   /**
    * Claims the key under the wait bound, in one statement. On the key table and the inbox, an
    * insert that returns the claimed row if it inserted one, else no row: the row already there is
@@ -228,26 +225,14 @@ public final class ClaimTable {
       // A callback's claim and read only: no statements form, no window to re-claim a row past.
       this.claim = Sql.of(dsl, restoring("raised", raise(dsl, bound), raisedOrRepeat(dsl, "raised")));
       this.read = Sql.of(dsl, dsl.select(repeatRow(STAMP)).from(t).where(thisKey).and(lastApplied().ge(SEQ)));
-      this.claimOrSignal = this.reclaim = this.storeResult = this.restoreAndRead = null;
+      this.claimOrSignal = this.claimOrSignalPrefaced = this.reclaim = this.storeResult = this.restoreAndRead = null;
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = this.fenceOf = null;
       this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
       return;
     }
     Field<OffsetDateTime> expires = plus(STAMP, window);
-    Query insert = insert(dsl, expires, DSL.noCondition()).onConflictDoNothing().returningResult(inline(1).as("claimed"));
-    // The detail of the signal: 'R <completed> <now>' when the row is a completed one of the same
-    // request, within its window as of this statement's start (the copy's arrival); else null.
-    Condition repeat = expiresAt.gt(STAMP);
-    if (keys) {
-      repeat = repeat.and(fingerprint.eq(param("fingerprint", byte[].class))).and(state.eq(inline(COMPLETED)));
-    }
-    Field<OffsetDateTime> completed = keys ? completedOrCreated() : created;
-    Field<String> detail = DSL.field(dsl.select(DSL.when(repeat,
-            DSL.inline("R ").concat(epochSeconds(completed).cast(SQLDataType.VARCHAR)).concat(DSL.inline(" "))
-                .concat(epochSeconds(NOW).cast(SQLDataType.VARCHAR))))
-        .from(t).where(thisKey));
-    this.claimOrSignal = Sql.of(dsl, DSL.resultQuery("with claimed as ({0}) select case when exists (select 1 from claimed)"
-        + " then {1} else {2}({3}) end", insert, RESTORED, DSL.name(context.schema(), "idem_repeat"), detail));
+    this.claimOrSignal = claimOrSignal(dsl, window, inline(waitMillis(inFlightWait) + "ms"));
+    this.claimOrSignalPrefaced = claimOrSignal(dsl, window, DSL.castNull(SQLDataType.CLOB));
 
     // A bare insert: the claim of a new key is the common case, and the shape that also returned the
     // row already there (a common table expression, a union and a left join) cost the server about
@@ -335,6 +320,27 @@ public final class ClaimTable {
     } else {
       this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
     }
+  }
+
+  /**
+   * {@code select idem_claim_key(...)} or {@code idem_claim_inbox(...)}: see {@link #claimOrSignal}.
+   * A function, so that the row already there is read only when there is one, in a snapshot of its
+   * own: the statement that inserted and, on a conflict, raised (a common table expression and
+   * a sub-select of the row) cost the server about a fifth more on every new key.
+   */
+  private Sql claimOrSignal(DSLContext dsl, Duration window, Field<String> wait) {
+    Field<Long> windowMicros = inline(DbTime.micros(window));
+    Field<String> claim = layout.keys()
+        ? DSL.function(name(schema, "idem_claim_key"), String.class, param("scope", String.class), param("key", String.class),
+            param("fingerprint", byte[].class), windowMicros, wait)
+        : DSL.function(name(schema, "idem_claim_inbox"), String.class, param("scope", String.class), param("key", String.class),
+            windowMicros, wait);
+    return Sql.of(dsl, dsl.select(claim));
+  }
+
+  /** lock_timeout in milliseconds for a wait: 0 means "wait forever" to PostgreSQL, a zero bound "answer at once". */
+  private static long waitMillis(Duration wait) {
+    return Math.max(1, wait.toMillis());
   }
 
   /** A sequence's number, bound as {@code seq}. */
@@ -439,19 +445,17 @@ public final class ClaimTable {
 
   /**
    * Saves the caller's lock_timeout and statement_timeout, bounds the lock wait of what follows to
-   * {@code wait} and turns statement_timeout off: the first statement of every claim string, whose
-   * end restores them ({@link #RESTORED}). set_config(..., true) lasts until the transaction ends,
-   * so the caller's own settings are saved and restored around every claim: the caller's
+   * {@code wait} and turns statement_timeout off: the statement before {@link
+   * #claimOrSignalPrefaced}, which restores them. set_config(..., true) lasts until the transaction
+   * ends, so the caller's own settings are saved and restored around every claim: the caller's
    * statements, and the deferred checks its COMMIT runs, wait as the caller set them to.
    */
   private static Sql boundedWait(DSLContext dsl, Duration wait) {
-    // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
-    long waitMillis = Math.max(1, wait.toMillis());
     return Sql.of(dsl, DSL.resultQuery(
         "select set_config('lock_timeout', {0}, true), set_config('statement_timeout', '0', true) from"
             + " (select set_config('idem.lock_timeout', current_setting('lock_timeout'), true),"
             + " set_config('idem.statement_timeout', current_setting('statement_timeout'), true)) as saved",
-        inline(waitMillis + "ms")));
+        inline(waitMillis(wait) + "ms")));
   }
 
   /**
@@ -508,10 +512,8 @@ public final class ClaimTable {
    * one with a volatile function (set_config) in its select list is never merged into the outer one.
    */
   private static Condition bound(Duration wait) {
-    // lock_timeout 0 means "wait forever" to PostgreSQL; a zero bound means "answer at once".
-    long waitMillis = Math.max(1, wait.toMillis());
     return DSL.condition("(select set_config('lock_timeout', {0}, true) from (select set_config('idem.lock_timeout',"
-        + " current_setting('lock_timeout'), true)) as saved) is not null", inline(waitMillis + "ms"));
+        + " current_setting('lock_timeout'), true)) as saved) is not null", inline(waitMillis(wait) + "ms"));
   }
 
   /**

@@ -71,10 +71,18 @@ public final class Claims {
   /** Completed rows applied or read here lately, which answer a repeat without a round trip (not for sequences). */
   private final RecentAnswers answers;
 
-  /** [prelude, claim or signal]: sent before a call's statements and COMMIT, in one string. */
-  private final Sql claimSignal;
-  /** [savepoint, prelude, claim or signal]: before statements in the caller's transaction. */
-  private final Sql claimSignalJoined;
+  /**
+   * The claim sent before a call's statements and COMMIT, in one string: [claim or signal], or
+   * [prelude, claim or signal] once this guard met a session with a statement_timeout ({@link
+   * #prefaced}); in the caller's transaction, each after [savepoint]. Indexed by {@link #signal}.
+   */
+  private final Sql[] claimSignal;
+  /**
+   * Whether a statements form's claim met a session with a statement_timeout, which PostgreSQL arms
+   * when a statement starts: from then on this guard's claims are sent after the statement that
+   * lifts it, so that they wait the full bound (a pool sets its sessions alike).
+   */
+  private volatile boolean prefaced;
   /** [claim]: a callback's claim, one statement (see {@link ClaimTable#claim}). */
   private final Sql claim;
   /** [savepoint, claim]: a joined callback's claim, result at 1. */
@@ -99,11 +107,12 @@ public final class Claims {
     this.answers = RecentAnswers.keptFor(readsRecent ? context.answersFromMemory() : Duration.ZERO);
     DSLContext dsl = context.dsl();
     // a table without a statements form (sequences) has no claim-or-signal
-    this.claimSignal = table.claimOrSignal == null ? null : Sql.join(table.prelude, table.claimOrSignal);
-    this.claimSignalJoined = table.claimOrSignal == null ? null
-        : Sql.join(Sql.of(dsl, SAVEPOINT), table.prelude, table.claimOrSignal);
+    Sql savepoint = Sql.of(dsl, SAVEPOINT);
+    this.claimSignal = table.claimOrSignal == null ? null : new Sql[] {
+        table.claimOrSignal, Sql.join(table.prelude, table.claimOrSignalPrefaced),
+        Sql.join(savepoint, table.claimOrSignal), Sql.join(savepoint, table.prelude, table.claimOrSignalPrefaced)};
     this.claim = table.claim;
-    this.claimJoined = Sql.join(Sql.of(dsl, SAVEPOINT), table.claim);
+    this.claimJoined = Sql.join(savepoint, table.claim);
     this.reclaim = table.reclaim;
     this.release = Sql.of(dsl, DSL.query(ClaimTable.RELEASE));
     this.rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + ClaimTable.SAVEPOINT), DSL.query(ClaimTable.RELEASE));
@@ -241,14 +250,37 @@ public final class Claims {
    * claim saw, or null if the key must take the callback's path.
    */
   private <T> Execution<T> sentWithClaim(Binds binds, Query[] statements, long started) {
-    try {
-      return context.ownedOnce(tx -> {
-        send(prepared(tx.connection(), claimSignal, binds, statements, "commit"));
-        return new Execution.Applied<>(null);
-      });
-    } catch (Repeat repeat) {
-      return repeat.completedAt != null ? new Execution.Replayed<>(null, repeat.completedAt, repeat.age) : null;
+    for (boolean afterPrelude = prefaced; ; afterPrelude = true) {
+      Sql claimString = signal(false, afterPrelude);
+      try {
+        return context.ownedOnce(tx -> {
+          send(prepared(tx.connection(), claimString, binds, statements, "commit"));
+          return new Execution.Applied<>(null);
+        });
+      } catch (Repeat repeat) {
+        if (!prefacedFrom(repeat, afterPrelude)) {
+          return repeat.completedAt != null ? new Execution.Replayed<>(null, repeat.completedAt, repeat.age) : null;
+        }
+      }
     }
+  }
+
+  /** {@link #claimSignal}'s claim string: in the caller's transaction or not, after the prelude or not. */
+  private Sql signal(boolean joined, boolean afterPrelude) {
+    return claimSignal[(joined ? 2 : 0) + (afterPrelude ? 1 : 0)];
+  }
+
+  /**
+   * True if {@code repeat} is a claim sent without the prelude that stopped, having written
+   * nothing, because the session has a statement_timeout: the claim is to be sent again after the
+   * prelude, as this guard's claims are from now on.
+   */
+  private boolean prefacedFrom(Repeat repeat, boolean afterPrelude) {
+    if (!repeat.needsPreface || afterPrelude) {
+      return false;
+    }
+    prefaced = true;
+    return true;
   }
 
   /**
@@ -261,20 +293,26 @@ public final class Claims {
     Connection c = tx.connection();
     Driver.refuseUnjoinable(c, name + " " + binds.key);
     if (statements != null) {
-      // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
-      // so there is nothing to roll back to (and an outer call's savepoint of that name must not be).
-      Pipelined string = prepared(c, claimSignalJoined, binds, statements, ClaimTable.RELEASE);
-      try {
-        send(string);
-        return new Execution.Applied<>(null);
-      } catch (Repeat repeat) {
-        rollbackToSavepoint(c, binds.key);
-        if (repeat.completedAt != null) {
-          return new Execution.Replayed<>(null, repeat.completedAt, repeat.age);
+      for (boolean afterPrelude = prefaced; ; afterPrelude = true) {
+        // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
+        // so there is nothing to roll back to (and an outer call's savepoint of that name must not be).
+        Pipelined string = prepared(c, signal(true, afterPrelude), binds, statements, ClaimTable.RELEASE);
+        try {
+          send(string);
+          return new Execution.Applied<>(null);
+        } catch (Repeat repeat) {
+          rollbackToSavepoint(c, binds.key);
+          if (prefacedFrom(repeat, afterPrelude)) {
+            continue;
+          }
+          if (repeat.completedAt != null) {
+            return new Execution.Replayed<>(null, repeat.completedAt, repeat.age);
+          }
+        } catch (Throwable t) {
+          undo(c, binds.key, t);
+          throw t;
         }
-      } catch (Throwable t) {
-        undo(c, binds.key, t);
-        throw t;
+        break;
       }
       effect = sent(statements);
     }

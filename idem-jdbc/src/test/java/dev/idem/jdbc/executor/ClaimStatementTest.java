@@ -1,6 +1,7 @@
 package dev.idem.jdbc.executor;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
@@ -22,6 +23,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import org.jooq.impl.DSL;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -32,8 +34,9 @@ import org.junit.jupiter.api.Test;
  * that follows it. Read back from the server: the bound is in force while the claim waits, the
  * caller's value is back whenever the caller's code runs after a claim (new key, a wait that ended
  * in a claim, a wait that ended in a replay, a repeat of a completed key, a re-claim past the
- * window), and a
- * pool statement_timeout shorter than the wait ends the claim as in flight, never as an error.
+ * window), and a pool statement_timeout shorter than the wait ends the claim as in flight, never
+ * as an error. An effect given as statements is claimed the same way, with its statements in the
+ * same round trip, and waits its full bound under a pool statement_timeout.
  */
 class ClaimStatementTest {
   /** The pool's lock_timeout: the caller's, which no claim may leave changed. */
@@ -227,6 +230,89 @@ class ClaimStatementTest {
     }
     assertThat(f.payments(request)).isEqualTo(2); // the holder's two effects, nothing of the copies
     assertThat(f.payments(request + "-caller")).isEqualTo(1);
+  }
+
+  /**
+   * An effect given as statements, in a session whose statement_timeout is off, sends its claim
+   * alone before them: the statements run under the caller's lock_timeout, and a copy behind a
+   * first copy in flight waits its bound under the caller's 7.6 s, then is answered in flight,
+   * having written nothing.
+   */
+  @Test
+  void aStatementsClaimPutsTheCallersLockTimeoutBackAndWaitsItsBound() throws Exception {
+    String request = "statements-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    IdempotentExecutor executor = idem.executor().inFlightWait(Duration.ofMillis(300)).build();
+    Inbox inbox = idem.inbox("statements").inFlightWait(Duration.ofMillis(300)).build();
+    // pays only under the caller's lock_timeout
+    String payUnderCallers = "INSERT INTO payments (request, amount) SELECT ?, 1 WHERE current_setting('lock_timeout') = '"
+        + CALLERS + "'";
+    assertThat(executor.execute(key, Fingerprint.EMPTY, DSL.query(payUnderCallers, request)).applied()).isTrue();
+    assertThat(inbox.receive(request, DSL.query(payUnderCallers, request)).applied()).isTrue();
+    assertThat(f.payments(request)).isEqualTo(2);
+
+    String held = request + "-held";
+    IdempotencyKey heldKey = IdempotencyKey.of("claim", held);
+    try (Connection holder = f.ds.getConnection()) {
+      holder.setAutoCommit(false);
+      executor.execute(holder, heldKey, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, held, 1));
+      inbox.receive(holder, held, tx -> ExecutorFixture.pay(tx, held, 1));
+      long started = System.nanoTime();
+      assertThat(executor.execute(heldKey, Fingerprint.EMPTY, DSL.query(payUnderCallers, held)).inFlight()).isTrue();
+      assertThat(inbox.receive(held, DSL.query(payUnderCallers, held)).inFlight()).isTrue();
+      assertThat(Duration.ofNanos(System.nanoTime() - started)).isBetween(Duration.ofMillis(600), Duration.ofSeconds(5));
+      holder.commit();
+    }
+    assertThat(executor.execute(heldKey, Fingerprint.EMPTY, DSL.query(payUnderCallers, held)).replayed()).isTrue();
+    assertThat(inbox.receive(held, DSL.query(payUnderCallers, held)).replayed()).isTrue();
+    assertThat(f.payments(held)).isEqualTo(2); // the holder's two effects, nothing of the copies
+    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'claim' AND key = ?", held)).isEqualTo(1);
+  }
+
+  /**
+   * Under a pool statement_timeout (300 ms) shorter than the in-flight wait (1.5 s), an effect
+   * given as statements turns the timeout off for its claim in a statement before it (the guard
+   * learns this at its first claim, which stops before it writes): owned or joined, a copy behind a
+   * first copy in flight waits the full 1.5 s and is answered in flight. The caller's timeout is
+   * back for the statements: one of them that outlasts it fails with 57014, and nothing of it
+   * commits.
+   */
+  @Test
+  void aStatementsClaimUnderAShortStatementTimeoutWaitsItsFullBound() throws Exception {
+    String request = "statements-timeout-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("claim", request);
+    try (HikariDataSource timed = f.db.dataSourceWithDriverParams(2, "options=-c%20statement_timeout%3D300")) {
+      Idem timedIdem = Idem.builder(timed).build();
+      IdempotentExecutor executor = timedIdem.executor().inFlightWait(Duration.ofMillis(1500)).build();
+      Inbox inbox = timedIdem.inbox("statements-timeout").inFlightWait(Duration.ofMillis(1500)).build();
+      org.jooq.Query pay = DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", request);
+      try (Connection holder = f.ds.getConnection()) {
+        holder.setAutoCommit(false);
+        executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+        inbox.receive(holder, request, tx -> ExecutorFixture.pay(tx, request, 1));
+        long started = System.nanoTime();
+        assertThat(executor.execute(key, Fingerprint.EMPTY, pay).inFlight()).isTrue();
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
+        started = System.nanoTime();
+        assertThat(inbox.receive(request, pay).inFlight()).isTrue();
+        assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
+        try (Connection caller = timed.getConnection()) {
+          caller.setAutoCommit(false);
+          started = System.nanoTime();
+          assertThat(executor.execute(caller, key, Fingerprint.EMPTY, pay).inFlight()).isTrue();
+          assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
+          caller.commit();
+        }
+        holder.commit();
+      }
+      String slow = request + "-slow";
+      assertThatThrownBy(() -> executor.execute(IdempotencyKey.of("claim", slow), Fingerprint.EMPTY,
+          DSL.query("SELECT pg_sleep(1)"), DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", slow)))
+          .satisfies(e -> assertThat(dev.idem.jdbc.internal.SqlStates.of(e)).isEqualTo("57014"));
+      assertThat(f.payments(slow)).isZero();
+      assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'claim' AND key = ?", slow)).isZero();
+    }
+    assertThat(f.payments(request)).isEqualTo(2); // the holder's two effects, nothing of the copies
   }
 
   /** Until another backend waits on a lock (the copy's claim behind the holder's). */
