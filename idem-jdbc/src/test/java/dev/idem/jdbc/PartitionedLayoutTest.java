@@ -27,6 +27,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import javax.sql.DataSource;
+import org.jooq.impl.DSL;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -204,6 +205,44 @@ class PartitionedLayoutTest {
         + " WHERE key = ?", payment.value())).as("filed under the root's day").isEqualTo(1);
     assertThatThrownBy(() -> executor.execute(Keys.child(root, "payment"), Fingerprint.EMPTY, Codec.none(), tx -> null))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7");
+  }
+
+  /**
+   * Effects given as statements (the claim a function of the migration, its statements in the same
+   * round trip): racing copies of a key and of an id either side of the boundary apply once, in the
+   * day of their time; a later copy is replayed without its statements; a key without a time is
+   * refused before the statements run, with nothing written.
+   */
+  @Test
+  void effectsGivenAsStatementsClaimOncePerKeyAndRefuseKeysWithoutATime() throws Exception {
+    Instant boundary = midnight(today());
+    for (Instant t : List.of(boundary.minusMillis(1), boundary)) {
+      IdempotencyKey key = IdempotencyKey.of("shop", TimedKeys.uuidV7(t));
+      String id = TimedKeys.uuidV7(t);
+      List<Execution<Void>> keyCopies = Race.together(6, copy -> executor.execute(key, Fingerprint.of("pay"),
+          DSL.query("INSERT INTO payments (key, copy) VALUES (?, ?)", key.value(), copy)));
+      List<Execution<Void>> idCopies = Race.together(6, copy -> inbox.receive(id,
+          DSL.query("INSERT INTO payments (key, copy) VALUES (?, ?)", id, copy)));
+      assertThat(keyCopies).filteredOn(Execution::applied).hasSize(1);
+      assertThat(idCopies).filteredOn(Execution::applied).hasSize(1);
+      assertThat(executor.execute(key, Fingerprint.of("pay"), DSL.query("INSERT INTO payments (key, copy) VALUES (?, 99)",
+          key.value())).replayed()).isTrue();
+      assertThat(inbox.receive(id, DSL.query("INSERT INTO payments (key, copy) VALUES (?, 99)", id)).replayed()).isTrue();
+      String day = LocalDate.ofInstant(t, ZoneOffset.UTC).toString().replace("-", "");
+      for (String k : List.of(key.value(), id)) {
+        assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", k)).as("effects of " + k).isEqualTo(1);
+      }
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys_p" + day + " WHERE key = ?", key.value())).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_inbox_p" + day + " WHERE message_id = ?", id)).isEqualTo(1);
+    }
+    assertThatThrownBy(() -> executor.execute(IdempotencyKey.of("shop", "order-43"), Fingerprint.EMPTY,
+        DSL.query("INSERT INTO payments (key, copy) VALUES ('order-43', 0)")))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'order-43' does not begin with a UUIDv7");
+    assertThatThrownBy(() -> inbox.receive("msg-3", DSL.query("INSERT INTO payments (key, copy) VALUES ('msg-3', 0)")))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'msg-3' does not begin with a UUIDv7");
+    assertThat(db.count("SELECT count(*) FROM payments WHERE key IN ('order-43', 'msg-3')")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'order-43'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = 'msg-3'")).isZero();
   }
 
   @Test
