@@ -125,7 +125,7 @@ public final class ClaimTable {
   final Sql prelude;
   /**
    * The statements form's claim, with its effect to follow in the same round trip (the function
-   * {@code idem_claim_key} or {@code idem_claim_inbox} of the migration): inserts the row under
+   * {@code idem_claim} of the migration): inserts the row under
    * the wait bound and puts the caller's lock_timeout back, or, if the key has a row, raises idem's
    * signal (SQLSTATE IDEM1) so that PostgreSQL skips what follows and rolls the round trip back
    * having written nothing. Where the session has a statement_timeout it raises the signal with
@@ -323,19 +323,15 @@ public final class ClaimTable {
   }
 
   /**
-   * {@code select idem_claim_key(...)} or {@code idem_claim_inbox(...)}: see {@link #claimOrSignal}.
-   * A function, so that the row already there is read only when there is one, in a snapshot of its
-   * own: the statement that inserted and, on a conflict, raised (a common table expression and
-   * a sub-select of the row) cost the server about a fifth more on every new key.
+   * {@code select idem_claim(<table>, ...)}: see {@link #claimOrSignal}. A function, so that the
+   * row already there is read only when there is one, in a snapshot of its own: the statement that
+   * inserted and, on a conflict, raised (a common table expression, a CASE and a sub-select of the
+   * row) cost the server about a seventh more on every new key.
    */
   private Sql claimOrSignal(DSLContext dsl, Duration window, Field<String> wait) {
-    Field<Long> windowMicros = inline(DbTime.micros(window));
-    Field<String> claim = layout.keys()
-        ? DSL.function(name(schema, "idem_claim_key"), String.class, param("scope", String.class), param("key", String.class),
-            param("fingerprint", byte[].class), windowMicros, wait)
-        : DSL.function(name(schema, "idem_claim_inbox"), String.class, param("scope", String.class), param("key", String.class),
-            windowMicros, wait);
-    return Sql.of(dsl, dsl.select(claim));
+    Field<byte[]> requestFingerprint = layout.keys() ? param("fingerprint", byte[].class) : DSL.castNull(SQLDataType.BLOB);
+    return Sql.of(dsl, dsl.select(DSL.function(name(schema, "idem_claim"), String.class, inline(layout.table()),
+        param("scope", String.class), param("key", String.class), requestFingerprint, inline(DbTime.micros(window)), wait)));
   }
 
   /** lock_timeout in milliseconds for a wait: 0 means "wait forever" to PostgreSQL, a zero bound "answer at once". */

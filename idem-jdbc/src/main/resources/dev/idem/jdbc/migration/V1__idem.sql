@@ -82,26 +82,28 @@ $$;
 CREATE FUNCTION ${flyway:defaultSchema}.idem_check_key(key text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT true';
 
--- The statements form's claim on the key table (an effect given as statements, sent with its claim
--- and COMMIT in one round trip): inserts the key's row, completed, stamped with the statement's
--- time and open for window_micros; or, if the key has a row, raises idem's signal (SQLSTATE
--- IDEM1), so that PostgreSQL skips the statements that follow and rolls the round trip back
--- having written nothing (no dead tuple, no transaction id). The signal's detail says what the
--- claim saw: 'R <completed> <now>' (epoch seconds) for a completed row of the same request within
--- its window as of the statement's start, empty for anything else, which idem then reads in a
--- statement of its own. The row is read only when the insert found one, and in a snapshot of its
--- own (this function is volatile), so a row a copy committed while the insert waited is seen.
+-- The claim of an effect given as statements (executor and inbox), sent with its statements and
+-- COMMIT in one round trip: inserts the key's row in claim_table (idem_keys: completed, with the
+-- request's fingerprint; idem_inbox: the id), stamped with the statement's time and open for
+-- window_micros; or, if the key has a row, raises idem's signal (SQLSTATE IDEM1), so that
+-- PostgreSQL skips the statements that follow and rolls the round trip back having written
+-- nothing (no dead tuple, no transaction id). The signal's detail says what the claim saw:
+-- 'R <completed> <now>' (epoch seconds) for a completed row of the same request within its window
+-- as of the statement's start, empty for anything else, which idem then reads in a statement of
+-- its own. The row is read only when the insert found one, and in a snapshot of its own (the
+-- function is volatile), so a row a copy committed while the insert waited is seen.
 -- The insert waits on a copy in flight for at most `wait` (a lock_timeout), and the caller's
 -- lock_timeout is back when the function returns. PostgreSQL arms statement_timeout when a
 -- statement starts, so no statement can lift it for its own wait: where the session has one, the
 -- function raises the signal with the detail 'S' before it writes, and idem sends the statement
 -- before it that turns statement_timeout off (saving both settings in idem.lock_timeout and
 -- idem.statement_timeout); `wait` is then null, and the function puts both back.
-CREATE FUNCTION ${flyway:defaultSchema}.idem_claim_key(claim_scope text, claim_key text, claim_fingerprint bytea,
-  window_micros bigint, wait text) RETURNS text
+CREATE FUNCTION ${flyway:defaultSchema}.idem_claim(claim_table text, claim_scope text, claim_key text,
+  claim_fingerprint bytea, window_micros bigint, wait text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
   saved text;
+  seen text;
 BEGIN
   IF wait IS NOT NULL THEN
     IF current_setting('statement_timeout') <> '0' THEN
@@ -110,17 +112,32 @@ BEGIN
     saved := current_setting('lock_timeout');
     PERFORM set_config('lock_timeout', wait, true);
   END IF;
-  INSERT INTO ${flyway:defaultSchema}.idem_keys (scope, key, fingerprint, state, created_at, expires_at)
-  SELECT claim_scope, claim_key, claim_fingerprint, 'C', statement_timestamp(),
-    statement_timestamp() + window_micros * interval '1 microsecond'
-  WHERE ${flyway:defaultSchema}.idem_check_key(claim_key)
-  ON CONFLICT DO NOTHING;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION USING ERRCODE = 'IDEM1', MESSAGE = 'idem: the key already has a row', DETAIL = coalesce((
-      SELECT 'R ' || date_part('epoch', coalesce(k.completed_at, k.created_at)) || ' ' || date_part('epoch', clock_timestamp())
-      FROM ${flyway:defaultSchema}.idem_keys k
-      WHERE k.scope = claim_scope AND k.key = claim_key AND k.expires_at > statement_timestamp()
-        AND k.fingerprint = claim_fingerprint AND k.state = 'C'), '');
+  IF claim_table = 'idem_keys' THEN
+    INSERT INTO ${flyway:defaultSchema}.idem_keys (scope, key, fingerprint, state, created_at, expires_at)
+    SELECT claim_scope, claim_key, claim_fingerprint, 'C', statement_timestamp(),
+      statement_timestamp() + window_micros * interval '1 microsecond'
+    WHERE ${flyway:defaultSchema}.idem_check_key(claim_key)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      seen := coalesce((SELECT 'R ' || date_part('epoch', coalesce(k.completed_at, k.created_at))
+          || ' ' || date_part('epoch', clock_timestamp())
+        FROM ${flyway:defaultSchema}.idem_keys k
+        WHERE k.scope = claim_scope AND k.key = claim_key AND k.expires_at > statement_timestamp()
+          AND k.fingerprint = claim_fingerprint AND k.state = 'C'), '');
+    END IF;
+  ELSE
+    INSERT INTO ${flyway:defaultSchema}.idem_inbox (consumer, message_id, received_at, expires_at)
+    SELECT claim_scope, claim_key, statement_timestamp(), statement_timestamp() + window_micros * interval '1 microsecond'
+    WHERE ${flyway:defaultSchema}.idem_check_key(claim_key)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      seen := coalesce((SELECT 'R ' || date_part('epoch', i.received_at) || ' ' || date_part('epoch', clock_timestamp())
+        FROM ${flyway:defaultSchema}.idem_inbox i
+        WHERE i.consumer = claim_scope AND i.message_id = claim_key AND i.expires_at > statement_timestamp()), '');
+    END IF;
+  END IF;
+  IF seen IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'IDEM1', MESSAGE = 'idem: the key already has a row', DETAIL = seen;
   END IF;
   IF wait IS NOT NULL THEN
     RETURN set_config('lock_timeout', saved, true);
@@ -140,39 +157,6 @@ CREATE TABLE ${flyway:defaultSchema}.idem_inbox (
   PRIMARY KEY (consumer, message_id)
 );
 CREATE INDEX idem_inbox_expires_at ON ${flyway:defaultSchema}.idem_inbox (expires_at);
-
--- The statements form's claim on the inbox: idem_claim_key's, for an id, which keeps no request
--- fingerprint or result (its repeat's detail is 'R <received> <now>' within the window).
-CREATE FUNCTION ${flyway:defaultSchema}.idem_claim_inbox(claim_consumer text, claim_id text, window_micros bigint,
-  wait text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-  saved text;
-BEGIN
-  IF wait IS NOT NULL THEN
-    IF current_setting('statement_timeout') <> '0' THEN
-      RAISE EXCEPTION USING ERRCODE = 'IDEM1', MESSAGE = 'idem: the claim needs statement_timeout off', DETAIL = 'S';
-    END IF;
-    saved := current_setting('lock_timeout');
-    PERFORM set_config('lock_timeout', wait, true);
-  END IF;
-  INSERT INTO ${flyway:defaultSchema}.idem_inbox (consumer, message_id, received_at, expires_at)
-  SELECT claim_consumer, claim_id, statement_timestamp(), statement_timestamp() + window_micros * interval '1 microsecond'
-  WHERE ${flyway:defaultSchema}.idem_check_key(claim_id)
-  ON CONFLICT DO NOTHING;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION USING ERRCODE = 'IDEM1', MESSAGE = 'idem: the key already has a row', DETAIL = coalesce((
-      SELECT 'R ' || date_part('epoch', i.received_at) || ' ' || date_part('epoch', clock_timestamp())
-      FROM ${flyway:defaultSchema}.idem_inbox i
-      WHERE i.consumer = claim_consumer AND i.message_id = claim_id AND i.expires_at > statement_timestamp()), '');
-  END IF;
-  IF wait IS NOT NULL THEN
-    RETURN set_config('lock_timeout', saved, true);
-  END IF;
-  RETURN set_config('lock_timeout', current_setting('idem.lock_timeout'), true)
-    || set_config('statement_timeout', current_setting('idem.statement_timeout'), true);
-END
-$$;
 
 -- Creates partitions ahead and drops those whose rows are all past their window; nothing to do in
 -- this layout (the partitioned layout replaces it).

@@ -100,8 +100,7 @@ class ClaimStatementTest {
     Inbox inbox = idem.inbox("bound").inFlightWait(Duration.ofMillis(300)).build();
     try (Connection holder = f.ds.getConnection()) {
       holder.setAutoCommit(false);
-      executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
-      inbox.receive(holder, request, tx -> ExecutorFixture.pay(tx, request, 1));
+      ExecutorFixture.hold(holder, executor, inbox, key, request);
       long started = System.nanoTime();
       assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();
       assertThat(inbox.receive(request, tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();
@@ -210,14 +209,12 @@ class ClaimStatementTest {
   void aStatementTimeoutShorterThanTheWaitEndsAJoinedClaimInFlight() throws Exception {
     String request = "joined-timeout-" + UUID.randomUUID();
     IdempotencyKey key = IdempotencyKey.of("claim", request);
-    try (HikariDataSource timed = f.db.dataSourceWithDriverParams(2, "options=-c%20statement_timeout%3D300")) {
-      Idem timedIdem = Idem.builder(timed).build();
-      IdempotentExecutor executor = timedIdem.executor().inFlightWait(Duration.ofMillis(1500)).build();
-      Inbox inbox = timedIdem.inbox("joined-timeout").inFlightWait(Duration.ofMillis(1500)).build();
-      try (Connection holder = f.ds.getConnection(); Connection caller = timed.getConnection()) {
+    try (ExecutorFixture.TimedGuards timed = f.underShortStatementTimeout(2, "joined-timeout")) {
+      IdempotentExecutor executor = timed.executor();
+      Inbox inbox = timed.inbox();
+      try (Connection holder = f.ds.getConnection(); Connection caller = timed.pool().getConnection()) {
         holder.setAutoCommit(false);
-        executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
-        inbox.receive(holder, request, tx -> ExecutorFixture.pay(tx, request, 1));
+        ExecutorFixture.hold(holder, executor, inbox, key, request);
         caller.setAutoCommit(false);
         try (Statement st = caller.createStatement()) {
           st.execute("INSERT INTO payments (request, amount) VALUES ('" + request + "-caller', 1)");
@@ -255,8 +252,7 @@ class ClaimStatementTest {
     IdempotencyKey heldKey = IdempotencyKey.of("claim", held);
     try (Connection holder = f.ds.getConnection()) {
       holder.setAutoCommit(false);
-      executor.execute(holder, heldKey, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, held, 1));
-      inbox.receive(holder, held, tx -> ExecutorFixture.pay(tx, held, 1));
+      ExecutorFixture.hold(holder, executor, inbox, heldKey, held);
       long started = System.nanoTime();
       assertThat(executor.execute(heldKey, Fingerprint.EMPTY, DSL.query(payUnderCallers, held)).inFlight()).isTrue();
       assertThat(inbox.receive(held, DSL.query(payUnderCallers, held)).inFlight()).isTrue();
@@ -280,33 +276,28 @@ class ClaimStatementTest {
   @Test
   void aStatementsClaimUnderAShortStatementTimeoutWaitsItsFullBound() throws Exception {
     String request = "statements-timeout-" + UUID.randomUUID();
-    IdempotencyKey key = IdempotencyKey.of("claim", request);
-    try (HikariDataSource timed = f.db.dataSourceWithDriverParams(2, "options=-c%20statement_timeout%3D300")) {
-      Idem timedIdem = Idem.builder(timed).build();
-      IdempotentExecutor executor = timedIdem.executor().inFlightWait(Duration.ofMillis(1500)).build();
-      Inbox inbox = timedIdem.inbox("statements-timeout").inFlightWait(Duration.ofMillis(1500)).build();
-      org.jooq.Query pay = DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", request);
-      try (Connection holder = f.ds.getConnection()) {
-        holder.setAutoCommit(false);
-        executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
-        inbox.receive(holder, request, tx -> ExecutorFixture.pay(tx, request, 1));
-        long started = System.nanoTime();
-        assertThat(executor.execute(key, Fingerprint.EMPTY, pay).inFlight()).isTrue();
-        assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
+    org.jooq.Query pay = DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", request);
+    try (ExecutorFixture.TimedGuards timed = f.underShortStatementTimeout(2, "statements-timeout");
+        Connection holder = f.ds.getConnection()) {
+      IdempotencyKey key = IdempotencyKey.of("claim", request);
+      holder.setAutoCommit(false);
+      ExecutorFixture.hold(holder, timed.executor(), timed.inbox(), key, request);
+      long started = System.nanoTime();
+      assertThat(timed.executor().execute(key, Fingerprint.EMPTY, pay).inFlight()).isTrue();
+      assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
+      started = System.nanoTime();
+      assertThat(timed.inbox().receive(request, pay).inFlight()).isTrue();
+      assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
+      try (Connection caller = timed.pool().getConnection()) {
+        caller.setAutoCommit(false);
         started = System.nanoTime();
-        assertThat(inbox.receive(request, pay).inFlight()).isTrue();
+        assertThat(timed.executor().execute(caller, key, Fingerprint.EMPTY, pay).inFlight()).isTrue();
         assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
-        try (Connection caller = timed.getConnection()) {
-          caller.setAutoCommit(false);
-          started = System.nanoTime();
-          assertThat(executor.execute(caller, key, Fingerprint.EMPTY, pay).inFlight()).isTrue();
-          assertThat(Duration.ofNanos(System.nanoTime() - started)).isGreaterThanOrEqualTo(Duration.ofMillis(1400));
-          caller.commit();
-        }
-        holder.commit();
+        caller.commit();
       }
+      holder.commit();
       String slow = request + "-slow";
-      assertThatThrownBy(() -> executor.execute(IdempotencyKey.of("claim", slow), Fingerprint.EMPTY,
+      assertThatThrownBy(() -> timed.executor().execute(IdempotencyKey.of("claim", slow), Fingerprint.EMPTY,
           DSL.query("SELECT pg_sleep(1)"), DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", slow)))
           .satisfies(e -> assertThat(dev.idem.jdbc.internal.SqlStates.of(e)).isEqualTo("57014"));
       assertThat(f.payments(slow)).isZero();

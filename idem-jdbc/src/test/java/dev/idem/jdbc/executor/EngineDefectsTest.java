@@ -10,7 +10,6 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
-import com.zaxxer.hikari.HikariDataSource;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.List;
@@ -140,14 +139,12 @@ class EngineDefectsTest {
   void aPoolStatementTimeoutShorterThanTheWaitIsInFlightNotAnError() throws Exception {
     String request = "timeout-" + UUID.randomUUID();
     IdempotencyKey key = IdempotencyKey.of("timeout", request);
-    try (HikariDataSource timed = f.db.dataSourceWithDriverParams(4, "options=-c%20statement_timeout%3D300")) {
-      Idem idem = Idem.builder(timed).build();
-      IdempotentExecutor executor = idem.executor().inFlightWait(Duration.ofMillis(1500)).build();
-      Inbox inbox = idem.inbox("timeout").inFlightWait(Duration.ofMillis(1500)).build();
+    try (ExecutorFixture.TimedGuards timed = f.underShortStatementTimeout(4, "timeout")) {
+      IdempotentExecutor executor = timed.executor();
+      Inbox inbox = timed.inbox();
       try (Connection holder = f.ds.getConnection()) {
         holder.setAutoCommit(false);
-        executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
-        inbox.receive(holder, request, tx -> ExecutorFixture.pay(tx, request, 1));
+        ExecutorFixture.hold(holder, executor, inbox, key, request);
         assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();
         assertThat(executor.execute(key, Fingerprint.EMPTY, dsl.query("INSERT INTO payments (request, amount) VALUES (?, 1)", request)).inFlight()).isTrue();
         assertThat(inbox.receive(request, tx -> ExecutorFixture.pay(tx, request, 1)).inFlight()).isTrue();

@@ -1,8 +1,11 @@
 package dev.idem.jdbc.executor;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.tx.Tx;
+import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.testing.RecordingListener;
@@ -12,6 +15,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import javax.sql.DataSource;
 
 /**
@@ -64,6 +68,34 @@ final class ExecutorFixture implements AutoCloseable {
         return "BrokenCodec";
       }
     };
+  }
+
+  /**
+   * An executor and an inbox ({@code consumer}) on a pool of their own whose sessions have a
+   * statement_timeout of 300 ms, shorter than the 1.5 s each waits for a copy in flight.
+   */
+  record TimedGuards(HikariDataSource pool, IdempotentExecutor executor, Inbox inbox) implements AutoCloseable {
+    @Override
+    public void close() {
+      pool.close();
+    }
+  }
+
+  TimedGuards underShortStatementTimeout(int poolSize, String consumer) {
+    HikariDataSource pool = db.dataSourceWithDriverParams(poolSize, "options=-c%20statement_timeout%3D300");
+    Idem timed = Idem.builder(pool).build();
+    return new TimedGuards(pool, timed.executor().inFlightWait(Duration.ofMillis(1500)).build(),
+        timed.inbox(consumer).inFlightWait(Duration.ofMillis(1500)).build());
+  }
+
+  /**
+   * In {@code holder}'s open transaction: claims {@code key} on {@code executor} and {@code
+   * request} as an id on {@code inbox}, paying once for each, so that copies of either wait on it.
+   */
+  static void hold(Connection holder, IdempotentExecutor executor, Inbox inbox, IdempotencyKey key, String request)
+      throws SQLException {
+    executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> pay(tx, request, 1));
+    inbox.receive(holder, request, tx -> pay(tx, request, 1));
   }
 
   void sql(String statement) {
