@@ -125,11 +125,11 @@ public final class ClaimTable {
   final Sql prelude;
   /**
    * The statements form's claim, with its effect to follow in the same round trip (the function
-   * {@code idem_claim} of the migration): inserts the row under
-   * the wait bound and puts the caller's lock_timeout back, or, if the key has a row, raises idem's
-   * signal (SQLSTATE IDEM1) so that PostgreSQL skips what follows and rolls the round trip back
-   * having written nothing. Where the session has a statement_timeout it raises the signal with
-   * the detail 'S' before it writes: the claim is then sent again as {@link #claimOrSignalPrefaced}.
+   * {@code idem_claim} of the migration): inserts the row under the wait bound and puts the
+   * caller's lock_timeout back, or, if the key has a row, raises idem's signal (SQLSTATE IDEM1) so
+   * that PostgreSQL skips what follows and rolls the round trip back having written nothing. Where
+   * the session has a statement_timeout it raises the signal with the detail 'S' before it writes:
+   * the claim is then sent again as {@link #claimOrSignalPrefaced}.
    */
   final Sql claimOrSignal;
   /** {@link #claimOrSignal} after the {@link #prelude}, which bounded the wait: puts both of the caller's settings back. */

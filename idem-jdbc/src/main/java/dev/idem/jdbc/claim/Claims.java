@@ -217,7 +217,7 @@ public final class Claims {
         if (first) {
           first = false;
           try {
-            Execution<T> outcome = sentWithClaim(binds, statements, started);
+            Execution<T> outcome = sentWithClaim(binds, statements);
             if (outcome != null) {
               return outcome;
             }
@@ -249,7 +249,7 @@ public final class Claims {
    * PostgreSQL logs it as one), and the transaction is rolled back. Then the answer from what the
    * claim saw, or null if the key must take the callback's path.
    */
-  private <T> Execution<T> sentWithClaim(Binds binds, Query[] statements, long started) {
+  private <T> Execution<T> sentWithClaim(Binds binds, Query[] statements) {
     for (boolean afterPrelude = prefaced; ; afterPrelude = true) {
       Sql claimString = signal(false, afterPrelude);
       try {
