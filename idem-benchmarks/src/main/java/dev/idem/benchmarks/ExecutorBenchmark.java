@@ -53,7 +53,11 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@link #executorReplay} (c): a repeat of a completed key, answered from the key table by
  *       one auto-commit read; the key is one its executor handled lately (a repeat it does not
  *       remember is answered by its claim: two round trips, nothing written);
- *   <li>{@link #barePkRead} (d): a primary-key SELECT of one payment row.
+ *   <li>{@link #barePkRead} (d): a primary-key SELECT of one payment row;
+ *   <li>{@link #naiveGuardNewKey}: the hand-rolled guard of {@link RepeatBenchmark}: {@code INSERT
+ *       ... ON CONFLICT DO NOTHING} of the key, the same insert, COMMIT; nothing stored (so it
+ *       cannot replay a result). The same method is added to older commits by
+ *       {@code idem-benchmarks/baseline/f792b92.patch}, to compare the callback with it there.
  * </ul>
  *
  * The ratios b/a and c/d are the executor's overhead (b1/a, b2/a and b'/a that of the callback
@@ -101,6 +105,7 @@ public class ExecutorBenchmark {
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
         st.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
         st.execute("INSERT INTO payments (request, amount) SELECT 'seed-' || i, i FROM generate_series(1, " + READ_ROWS + ") i");
+        st.execute(RepeatBenchmark.NAIVE_DDL);
       }
       for (int i = 0; i < REPLAY_KEYS; i++) {
         String request = "replay-" + i;
@@ -114,7 +119,7 @@ public class ExecutorBenchmark {
     /** Before every iteration: no method pays for the writes of the one run before it. */
     @Setup(Level.Iteration)
     public void settle() throws SQLException {
-      Settle.tables(ds, "payments, idem.idem_keys");
+      Settle.tables(ds, "payments, idem.idem_keys, naive_keys");
     }
 
     IdempotencyKey replayKey(int i) {
@@ -194,6 +199,15 @@ public class ExecutorBenchmark {
         rs.next();
         return rs.getString(1);
       }
+    }
+  }
+
+  /** The hand-rolled guard for a new key, nothing stored: see {@link RepeatBenchmark#naiveGuard}. */
+  @Benchmark
+  public boolean naiveGuardNewKey(Shared s, ThreadKeys l) throws SQLException {
+    String key = l.newKey();
+    try (Connection c = s.ds.getConnection()) {
+      return RepeatBenchmark.naiveGuard(c, key, key);
     }
   }
 }

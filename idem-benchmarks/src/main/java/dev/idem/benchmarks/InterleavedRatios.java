@@ -77,11 +77,13 @@ public final class InterleavedRatios {
       ops.put("executorNewKeyNoResult", () -> op(l -> bench.executorNewKeyNoResult(shared, l)));
       ops.put("executorReplay", () -> op(l -> bench.executorReplay(shared, l)));
       ops.put("barePkRead", () -> op(l -> bench.barePkRead(shared, l)));
+      ops.put("naiveGuardNewKey", () -> op(l -> bench.naiveGuardNewKey(shared, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
       ratio("b/a ", mean, "executorNewKey", "bareEffect");
       ratio("b1/a", mean, "executorNewKeyCallback", "bareEffect");
       ratio("b'/a", mean, "executorNewKeyNoResult", "bareEffect");
       ratio("c/d ", mean, "executorReplay", "barePkRead");
+      ratio("b1/naive", mean, "executorNewKeyCallback", "naiveGuardNewKey");
     } finally {
       shared.stop();
     }
