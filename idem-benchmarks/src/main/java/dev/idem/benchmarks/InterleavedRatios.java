@@ -25,7 +25,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * each throughput it prints the CPU time one operation cost this JVM and the rest of the machine
  * (from /proc/stat: the PostgreSQL backends, when the database runs here).
  *
- * <pre>java [-Dthreads=8] -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox|repeat] [rounds] [sliceMillis] [method,method...]</pre>
+ * <pre>java [-Dthreads=8] [-DwarmupMillis=...] -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox|repeat] [rounds] [sliceMillis] [method,method...]</pre>
  *
  * <p>{@code repeat} runs {@link RepeatBenchmark}'s methods: repeats from an instance that never saw
  * the id (each thread of each slice builds its own fresh Idem for them), warm repeats, the peers
@@ -34,6 +34,12 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class InterleavedRatios {
   /** Threads per slice: 8, or the system property {@code threads} ({@code -Dthreads=1}). */
   private static final int THREADS = Integer.getInteger("threads", 8);
+  /**
+   * Milliseconds each method runs, unmeasured, before the rounds: half a slice, or the system
+   * property {@code warmupMillis}. The JIT compiler runs on the same two cores as the database,
+   * and a method still being compiled when the rounds start pays for it in its ratio.
+   */
+  private static final Integer WARMUP_MILLIS = Integer.getInteger("warmupMillis");
   /** The methods to run (a fourth argument, comma-separated), or null for all. */
   private static Set<String> only;
 
@@ -253,7 +259,7 @@ public final class InterleavedRatios {
       ops.keySet().retainAll(only);
     }
     for (PerThread op : ops.values()) {
-      slice(op, sliceMillis / 2);
+      slice(op, WARMUP_MILLIS != null ? WARMUP_MILLIS : sliceMillis / 2);
     }
     Map<String, Double> total = new LinkedHashMap<>();
     Map<String, CpuUse> cpu = new LinkedHashMap<>();
