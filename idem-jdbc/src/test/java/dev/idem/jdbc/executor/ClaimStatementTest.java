@@ -255,7 +255,7 @@ class ClaimStatementTest {
     assertThat(executor.execute(key, Fingerprint.EMPTY, payUnderCallers).replayed()).isTrue();
     assertThat(inbox.receive(request, payUnderCallers).replayed()).isTrue();
     assertThat(f.payments(request)).isEqualTo(2);
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'claim' AND key = ?", request)).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
   }
 
   /**
@@ -294,7 +294,7 @@ class ClaimStatementTest {
           DSL.query("SELECT pg_sleep(1)"), DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", slow)))
           .satisfies(e -> assertThat(dev.idem.jdbc.internal.SqlStates.of(e)).isEqualTo("57014"));
       assertThat(f.payments(slow)).isZero();
-      assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'claim' AND key = ?", slow)).isZero();
+      assertThat(f.keyRows(IdempotencyKey.of("claim", slow))).isZero();
     }
     assertThat(f.payments(request)).isEqualTo(2); // the holder's two effects, nothing of the copies
   }
