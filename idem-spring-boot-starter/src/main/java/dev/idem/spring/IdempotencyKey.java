@@ -1,0 +1,17 @@
+package dev.idem.spring;
+
+import java.lang.annotation.Documented;
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
+
+/**
+ * Marks the parameter of an {@link Idempotent} service method whose value is the key (its {@code
+ * toString()}, which must be a valid key: non-empty, at most 255 visible ASCII characters). The
+ * other arguments are the request's fingerprint.
+ */
+@Documented
+@Retention(RetentionPolicy.RUNTIME)
+@Target(ElementType.PARAMETER)
+public @interface IdempotencyKey {}

@@ -1,0 +1,69 @@
+package dev.idem.spring;
+
+import java.lang.annotation.Documented;
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
+
+/**
+ * Makes a method safe to repeat: it runs once per key, and every repeat of the key gets the first
+ * outcome back. Nothing is guarded because the starter is on the class path; this annotation (or
+ * the explicit {@code idem.http.url-patterns}) is how a method opts in.
+ *
+ * <ul>
+ *   <li><b>On a Spring MVC handler method</b> ({@code @PostMapping} in a {@code @RestController}):
+ *       the route is guarded by the client's {@code Idempotency-Key} header (see docs/http.md). The
+ *       handler's writes, the key and the stored response commit together; a repeat gets the
+ *       stored response; another body under the key gets 422; a copy still running gets 409.
+ *       {@link #key()} and {@link #scope()} do not apply: the key is the header, its scope the
+ *       caller ({@code idem.http.scope-header}, the principal, or a resolver bean).
+ *   <li><b>On any other Spring bean's method</b> (a {@code @Service}): the call runs through an
+ *       idem executor. The key comes from {@link #key()} (a SpEL expression over the arguments) or
+ *       from the parameter marked {@link IdempotencyKey}; the arguments are the request's
+ *       fingerprint; the return value is stored (JSON) and returned to every repeat without
+ *       running the method. Inside {@code @Transactional} the key joins that transaction; outside
+ *       one, the method runs in idem's transaction, which JdbcTemplate joins.
+ * </ul>
+ *
+ * <p>Not guaranteed: effects outside the database transaction (an email, a call to another
+ * company: use the outbox or an external effect); recognising a repeat after the {@link #window()}.
+ */
+@Documented
+@Retention(RetentionPolicy.RUNTIME)
+@Target(ElementType.METHOD)
+public @interface Idempotent {
+
+  /**
+   * How long a key is remembered, by the database clock, as a Spring Boot duration ({@code "24h"},
+   * {@code "7d"}; property placeholders are resolved). Empty (the default): 24 hours, the client
+   * retry window.
+   */
+  String window() default "";
+
+  /**
+   * HTTP handlers only: whether a request without the key header is refused with 400 (true, the
+   * default) or runs unguarded (false).
+   */
+  boolean keyRequired() default true;
+
+  /**
+   * HTTP handlers only: 4xx statuses stored and replayed besides {@code StorePolicy.DEFAULT}'s
+   * (2xx, 3xx and the business 4xx such as 402). A status not stored rolls the handler's writes
+   * and the key back, so a retry runs again; 5xx are never stored. Empty (the default): the
+   * default policy.
+   */
+  int[] storedStatuses() default {};
+
+  /**
+   * Service methods only: a SpEL expression over the arguments ({@code "#order.id"}, {@code
+   * "#p0"}) whose value is the key. Empty: the parameter marked {@link IdempotencyKey}.
+   */
+  String key() default "";
+
+  /**
+   * Service methods only: the key's scope, so the same key value in two scopes is two keys.
+   * Empty (the default): the method's declaring class and name.
+   */
+  String scope() default "";
+}
