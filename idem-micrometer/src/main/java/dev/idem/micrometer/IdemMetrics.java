@@ -32,8 +32,9 @@ import java.time.Duration;
  *     Transition} with {@code APPLIED}</td></tr>
  *   <tr><td>{@value #REPEAT_AGE}</td><td>timer with histogram buckets at the usual windows (1 s to
  *     30 d)</td><td>source</td><td>{@code Replayed.age}</td></tr>
- *   <tr><td>{@value #REPEAT_WINDOW_USED}</td><td>distribution summary with buckets 0.25, 0.5, 0.8,
- *     0.9, 1</td><td>source</td><td>{@code Replayed.windowUsed}</td></tr>
+ *   <tr><td>{@value #REPEAT_WINDOW_USED}</td><td>distribution summary, base unit
+ *     {@code percent} (Prometheus: {@code idem_repeat_window_used_percent}), with buckets 25, 50, 80, 90, 100 (a repeat past 100 is in the count only)</td><td>source</td><td>{@code
+ *     Replayed.windowUsed} &times; 100: 40 is a repeat caught 40% into its window</td></tr>
  *   <tr><td>{@value #FINGERPRINT_MISMATCHES}</td><td>counter</td><td>source</td><td>{@code
  *     FingerprintMismatch} (HTTP 422)</td></tr>
  *   <tr><td>{@value #EXPIRED}</td><td>counter</td><td>source</td><td>{@code Expired.count}: rows
@@ -64,7 +65,10 @@ public final class IdemMetrics implements IdemListener {
   public static final String APPLIED = "idem.applied";
   /** Timer: how old a repeat was when caught, tag {@code source}. */
   public static final String REPEAT_AGE = "idem.repeat.age";
-  /** Distribution summary: a repeat's age over its dedupe window (0 to 1), tag {@code source}. */
+  /**
+   * Distribution summary: a repeat's age as a percentage of its dedupe window (0 to 100, more for a
+   * repeat of a row not yet expired past it), base unit {@code percent}, tag {@code source}.
+   */
   public static final String REPEAT_WINDOW_USED = "idem.repeat.window.used";
   /** Counter of keys refused because they came back with another request, tag {@code source}. */
   public static final String FINGERPRINT_MISMATCHES = "idem.fingerprint.mismatches";
@@ -85,8 +89,15 @@ public final class IdemMetrics implements IdemListener {
       Duration.ofHours(1), Duration.ofHours(6), Duration.ofDays(1), Duration.ofDays(3),
       Duration.ofDays(7), Duration.ofDays(14), Duration.ofDays(30)};
 
-  /** Bucket bounds of {@value #REPEAT_WINDOW_USED}; {@link DedupeWindow#NEAR_END} is the one to alert on. */
-  private static final double[] WINDOW_BUCKETS = {0.25, 0.5, DedupeWindow.NEAR_END, 0.9, 1.0};
+  /** The base unit of {@value #REPEAT_WINDOW_USED}; Prometheus appends it to the name. */
+  private static final String PERCENT = "percent";
+
+  /**
+   * Bucket bounds of {@value #REPEAT_WINDOW_USED}, in percent; {@link DedupeWindow#NEAR_END} (80) is
+   * the one to alert on. Whole numbers because a fixed-boundary histogram counts a value in the
+   * bucket of its ceiling: a fraction such as 0.3 would land in the bucket of 1.
+   */
+  private static final double[] WINDOW_BUCKETS = {25, 50, Math.round(DedupeWindow.NEAR_END * 100), 90, 100};
 
   private static final String SOURCE = "source";
   private static final String KIND = "kind";
@@ -109,8 +120,8 @@ public final class IdemMetrics implements IdemListener {
     repeatAge = Timer.builder(REPEAT_AGE).description("How old a repeat was when caught")
         .serviceLevelObjectives(AGE_BUCKETS).withRegistry(registry);
     windowUsed = DistributionSummary.builder(REPEAT_WINDOW_USED)
-        .description("A repeat's age over its dedupe window: repeats near 1 predict repeats past it")
-        .serviceLevelObjectives(WINDOW_BUCKETS).withRegistry(registry);
+        .description("A repeat's age as a percentage of its dedupe window: repeats near 100 predict repeats past it")
+        .baseUnit(PERCENT).serviceLevelObjectives(WINDOW_BUCKETS).withRegistry(registry);
     mismatches = counter(registry, FINGERPRINT_MISMATCHES, "Keys that came back with another request and were refused");
     expired = counter(registry, EXPIRED, "Records deleted past their dedupe window");
     published = counter(registry, OUTBOX_PUBLISHED, "Outbox messages published by the relay");
@@ -158,7 +169,7 @@ public final class IdemMetrics implements IdemListener {
     if (e.age() != null) {
       repeatAge.withTags(SOURCE, source).record(e.age());
     }
-    windowUsed.withTags(SOURCE, source).record(e.windowUsed());
+    windowUsed.withTags(SOURCE, source).record(e.windowUsed() * 100);
   }
 
   @Override

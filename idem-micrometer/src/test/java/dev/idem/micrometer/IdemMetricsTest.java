@@ -2,6 +2,7 @@ package dev.idem.micrometer;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.entry;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.flyway.IdemFlyway;
@@ -23,10 +24,13 @@ import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.StatePath;
+import dev.idem.window.DedupeWindow;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.distribution.CountAtBucket;
+import io.micrometer.core.instrument.distribution.HistogramSnapshot;
 import io.micrometer.core.instrument.observation.DefaultMeterObservationHandler;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.micrometer.observation.ObservationRegistry;
@@ -34,6 +38,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
@@ -111,10 +116,40 @@ class IdemMetricsTest {
     assertThat(age.count()).isEqualTo(keys * repeatsEach);
     DistributionSummary used = registry.find(IdemMetrics.REPEAT_WINDOW_USED).tags("source", source).summary();
     assertThat(used.count()).isEqualTo(keys * repeatsEach);
-    assertThat(used.max()).isBetween(0.0, 1.0);
+    assertThat(used.max()).isBetween(0.0, 100.0);
     // Every series is tagged by hop and outcome only: no key ever becomes a tag.
     assertThat(registry.getMeters()).allSatisfy(m -> assertThat(m.getId().getTags())
         .allSatisfy(t -> assertThat(t.getValue()).doesNotStartWith("k")));
+  }
+
+  @Test
+  void repeatsEarlyMidwayAndLateInTheWindowLandInDifferentExportedBuckets() {
+    DedupeWindow tenDays = DedupeWindow.of(Duration.ofDays(10));
+    IdempotentExecutor payments = idem.executor().name("executor:windowed").window(tenDays).build();
+    // Each key's row is backdated by the database clock, so its repeat is caught that far into the
+    // window; the repeat goes through another executor, which has not answered the key in-process.
+    IdempotentExecutor repeats = idem.executor().name("executor:windowed").window(tenDays).build();
+    Map<String, String> ages = Map.of("early", "1 day", "midway", "4 days 12 hours", "late", "9 days 12 hours");
+    ages.forEach((name, age) -> {
+      IdempotencyKey key = IdempotencyKey.of("windowed", name);
+      payments.execute(key, request(1), Codec.utf8(), tx -> "ok");
+      db.execute("UPDATE idem.idem_keys SET created_at = created_at - interval '" + age + "' WHERE scope = 'windowed' AND key = '" + name + "'");
+      assertThat(repeats.execute(key, request(1), Codec.utf8(), tx -> "again").replayed()).isTrue();
+    });
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'windowed'")).isEqualTo(3);
+
+    DistributionSummary used = registry.find(IdemMetrics.REPEAT_WINDOW_USED).tags("source", "executor:windowed").summary();
+    assertThat(used.getId().getBaseUnit()).isEqualTo("percent");
+    HistogramSnapshot snapshot = used.takeSnapshot();
+    assertThat(snapshot.count()).isEqualTo(3);
+    Map<Double, Double> cumulative = new TreeMap<>();
+    for (CountAtBucket b : snapshot.histogramCounts()) {
+      cumulative.put(b.bucket(), b.count());
+    }
+    // Exported as Prometheus would: cumulative counts per upper bound. 10% is under 25, 45% under 50,
+    // 95% under 100 only: three different buckets, and the alert's le=80 excludes only the late one.
+    assertThat(cumulative).containsExactly(entry(25.0, 1.0), entry(50.0, 2.0), entry(80.0, 2.0), entry(90.0, 2.0), entry(100.0, 3.0));
+    assertThat(used.max()).isBetween(95.0, 96.0);
   }
 
   @Test
