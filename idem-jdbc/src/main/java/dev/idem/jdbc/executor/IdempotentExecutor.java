@@ -199,8 +199,11 @@ public final class IdempotentExecutor {
    *
    * <ol>
    *   <li>claim: the key's row is inserted in flight, with the fingerprint, the call key (the
-   *       persisted intent), fencing token 1 and a lease of {@link Builder#lease} by the database
-   *       clock, and committed at once;
+   *       persisted intent), a fencing token and a lease of {@link Builder#lease} by the database
+   *       clock, and committed at once. The token is not a fixed number (a new row's is one above
+   *       the fence floor, which expiry raises to the highest token it deletes); what is
+   *       guaranteed is that a key's tokens only grow, across takeovers, re-claims past the window
+   *       and the deletion of its row, so a later attempt always holds a higher token;
    *   <li>call: {@code call} runs outside any transaction, given an {@link ExternalAttempt} with
    *       the token and the call key ({@code Keys.child(key, "external")}, the same for every
    *       attempt: send it to the provider so the provider dedupes);
@@ -213,8 +216,8 @@ public final class IdempotentExecutor {
    *
    * <p>A copy that finds a live lease polls (re-reading the row) up to {@link
    * Builder#inFlightWait}, then gets {@link Execution.InFlight} with the lease's remaining time as
-   * retry-after. A copy that finds the lease ended takes the claim over with token + 1 and calls
-   * again (takeover = true). A holder whose token is no longer the highest when it records gets
+   * retry-after. A copy that finds the lease ended takes the claim over with a higher token (the
+   * row's + 1) and calls again (takeover = true). A holder whose token is no longer the highest when it records gets
    * {@link StaleFenceException}, and nothing it did is stored. A copy whose claim keeps failing
    * with serialization failures (a SERIALIZABLE pool, many copies at once) is answered {@link
    * Execution.InFlight}, never the failure.
