@@ -15,6 +15,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import javax.tools.Diagnostic;
 import javax.tools.DiagnosticCollector;
@@ -31,10 +32,10 @@ import org.junit.jupiter.api.Test;
  *
  * <ul>
  *   <li>a block starts with its imports (and may have a {@code package} line), then is one of:
- *       statements (the test puts them in a method {@code void snippet() throws Exception}),
- *       class members (fields, methods, nested types: put in a class), or a whole compilation unit
- *       (top-level types). The test tells them apart by parsing: statements if the block parses
- *       as a method body, else members if it parses as a class body, else a compilation unit;
+ *       statements (the test puts them in a method {@code void snippet() throws Exception}), a
+ *       whole compilation unit (top-level types), or class members (fields, methods, nested
+ *       types: put in a class). The test tells them apart by parsing: statements if the block
+ *       parses as a method body, else a compilation unit if it parses as one, else members;
  *   <li>a block declares everything it uses, except the two {@link #GIVENS}: {@code dataSource}
  *       (the application's {@code javax.sql.DataSource}) and {@code idem} (an {@code Idem} built on
  *       it), which statements and members may use without declaring them;
@@ -70,10 +71,13 @@ class DocsSnippetsTest {
 
   private static final Pattern FENCE_OPEN = Pattern.compile("^(\\s*)```java\\s*$");
   private static final Pattern FENCE_CLOSE = Pattern.compile("^\\s*```\\s*$");
+  private static final Pattern PUBLIC_TYPE = Pattern.compile(
+      "^public\\s+(?:(?:final|abstract|sealed|non-sealed|strictfp)\\s+)*(?:class|interface|record|enum|@interface)\\s+(\\w+)");
   private static final Pattern HEADER_LINE = Pattern.compile("^\\s*(import\\s+[\\w.*\\s]+;|package\\s+[\\w.]+;)\\s*(//.*)?$");
 
+  /** The forms a block may take, in the order they are tried. */
   enum Form {
-    STATEMENTS, MEMBERS, UNIT
+    STATEMENTS, UNIT, MEMBERS
   }
 
   /** One {@code ```java} block: {@code line} is the Markdown line of its first code line. */
@@ -94,6 +98,19 @@ class DocsSnippetsTest {
         }
       }
       return last;
+    }
+
+    /** The generated file's simple name: a public top-level type's, which javac requires, else Snippet. */
+    String fileName(Form form) {
+      if (form == Form.UNIT) {
+        for (String l : lines) {
+          Matcher m = PUBLIC_TYPE.matcher(l);
+          if (m.find()) {
+            return m.group(1);
+          }
+        }
+      }
+      return "Snippet";
     }
 
     boolean declaresPackage() {
@@ -157,6 +174,52 @@ class DocsSnippetsTest {
       throw new AssertionError(required.size() + " of " + snippets.size() + " java blocks of the docs do not compile"
           + " (the convention: DocsSnippetsTest's Javadoc, or the top of docs/README.md):\n\n" + String.join("\n\n", required));
     }
+  }
+
+  @Test
+  void aBlockThatDoesNotCompileIsReportedAtItsMarkdownLineWithJavacsMessage() {
+    List<String> page = List.of(
+        "# A page",                                              // 1
+        "```java",                                               // 2
+        "import dev.idem.key.IdempotencyKey;",                   // 3
+        "",                                                      // 4
+        "IdempotencyKey key = IdempotencyKey.of(\"s\", \"k\");",   // 5: statements, compile
+        "```",                                                   // 6
+        "```java",                                               // 7
+        "IdempotencyKey key = IdempotencyKey.of(\"s\", \"k\");",   // 8: no import
+        "```",                                                   // 9
+        "```java",                                               // 10
+        "import dev.idem.jdbc.inbox.Inbox;",                     // 11
+        "",                                                      // 12
+        "Inbox billing = idem.inbox(\"billing\").build();",      // 13: members, with a given
+        "",                                                      // 14
+        "boolean done(String id) {",                             // 15
+        "  return !billing.receive(id, tx -> {}).inFlight();",   // 16
+        "}",                                                     // 17
+        "```",                                                   // 18
+        "```java",                                               // 19
+        "record Order(String id) {}",                            // 20: statements (a local record)
+        "Order o = new Order(1);",                               // 21: wrong argument
+        "```",                                                   // 22
+        "```java",                                               // 23
+        "public final class Checkout {",                         // 24: a compilation unit, in Checkout.java
+        "  void pay() { undefined(); }",                         // 25
+        "}",                                                     // 26
+        "```");
+    List<Snippet> snippets = extract("docs/page.md", page, 0);
+    assertThat(snippets).extracting(Snippet::line).containsExactly(3, 8, 11, 20, 24);
+    Map<Snippet, Form> forms = forms(snippets);
+    assertThat(snippets).extracting(forms::get)
+        .containsExactly(Form.STATEMENTS, Form.STATEMENTS, Form.MEMBERS, Form.STATEMENTS, Form.UNIT);
+
+    Map<Snippet, List<String>> failures = compile(snippets, forms);
+    assertThat(failures).containsOnlyKeys(snippets.get(1), snippets.get(3), snippets.get(4));
+    assertThat(failures.get(snippets.get(1))).allSatisfy(m -> assertThat(m).startsWith("docs/page.md:8: cannot find symbol"))
+        .anySatisfy(m -> assertThat(m).contains("class IdempotencyKey").doesNotContain("snippets.s"));
+    assertThat(failures.get(snippets.get(3))).singleElement().asString().startsWith("docs/page.md:21: ")
+        .contains("int cannot be converted to java.lang.String");
+    assertThat(failures.get(snippets.get(4))).singleElement().asString().startsWith("docs/page.md:25: cannot find symbol")
+        .contains("undefined()");
   }
 
   /** The directory holding README.md and docs/, found upwards from the module's. */
@@ -255,7 +318,9 @@ class DocsSnippetsTest {
       throw new AssertionError(e);
     }
     Map<Snippet, List<String>> failures = new HashMap<>();
-    for (Diagnostic<? extends JavaFileObject> d : diagnostics.getDiagnostics()) {
+    List<Diagnostic<? extends JavaFileObject>> inLineOrder = new ArrayList<>(diagnostics.getDiagnostics());
+    inLineOrder.sort(Comparator.comparingLong(Diagnostic::getLineNumber));
+    for (Diagnostic<? extends JavaFileObject> d : inLineOrder) {
       if (d.getKind() != Diagnostic.Kind.ERROR) {
         continue;
       }
@@ -265,16 +330,23 @@ class DocsSnippetsTest {
       }
       String line = d.getLineNumber() >= 1 && d.getLineNumber() <= s.lines().size() ? s.lines().get((int) d.getLineNumber() - 1).strip() : "";
       failures.computeIfAbsent(s, k -> new ArrayList<>())
-          .add(s.where(d.getLineNumber()) + ": " + d.getMessage(Locale.ROOT).replace("\n", "\n    ")
+          .add(s.where(d.getLineNumber()) + ": " + message(d)
               + (line.isEmpty() ? "" : "\n    | " + line));
     }
     return failures;
   }
 
+  /** javac's message without the generated class's name ("location: class snippets.s7.Snippet"). */
+  private static String message(Diagnostic<?> d) {
+    return d.getMessage(Locale.ROOT).lines().filter(l -> !l.strip().startsWith("location: class snippets."))
+        .collect(Collectors.joining("\n    "));
+  }
+
   private static Map<JavaFileObject, Snippet> sources(List<Snippet> snippets, java.util.function.Function<Snippet, Form> form) {
     Map<JavaFileObject, Snippet> sources = new HashMap<>();
     for (Snippet s : snippets) {
-      sources.put(new Source("snippets/s" + s.index() + "/Snippet", s.source(form.apply(s))), s);
+      Form f = form.apply(s);
+      sources.put(new Source("snippets/s" + s.index() + "/" + s.fileName(f), s.source(f)), s);
     }
     return sources;
   }

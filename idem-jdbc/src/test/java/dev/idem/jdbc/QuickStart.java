@@ -11,11 +11,14 @@ import dev.idem.window.RepeatSource;
 import java.util.Map;
 import javax.sql.DataSource;
 
-/** The README's quick start, compiled and run by {@link QuickStartTest}. Public API only. */
+/**
+ * The README's quick start, run by {@link QuickStartTest} (the README's block, imports included, is
+ * also compiled by idem-examples' DocsSnippetsTest). Public API only.
+ */
 final class QuickStart {
   private QuickStart() {}
 
-  static Execution<String> pay(DataSource dataSource, String idempotencyKeyHeader) {
+  static Execution<String> pay(DataSource dataSource) {
     // quick-start:begin
     Idem idem = Idem.builder(dataSource).build();     // your pool, e.g. HikariCP
     IdemFlyway.migrate(dataSource);                   // idem's own tables, in schema "idem"
@@ -25,6 +28,7 @@ final class QuickStart {
         .build();
 
     // The client made the key once, when the checkout opened, and sends it on every retry.
+    String idempotencyKeyHeader = "k-7f3a9c";          // the request's Idempotency-Key header
     IdempotencyKey key = IdempotencyKey.of("shop-42", idempotencyKeyHeader);
     Fingerprint request = Fingerprint.ofFields(Map.of("order", "o1", "amount", 4000));
 
