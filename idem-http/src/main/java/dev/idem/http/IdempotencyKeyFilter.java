@@ -60,9 +60,10 @@ import org.slf4j.LoggerFactory;
  *       holding its request thread and <em>no</em> pool connection (it takes none before the
  *       first has an answer), then gets the replay, or 409 when the wait ends first; a repeat with
  *       another request gets 422 at once, counted as a fingerprint mismatch (see {@link
- *       Builder#listener}). A repeat that reaches another process waits on the first's key row,
- *       holding a pool connection for up to {@link Builder#inFlightWait}, and gets 409 until the
- *       first commits, then 422 (the first's claim is invisible until it commits).
+ *       Builder#listener}). In another process, the first copy of the key there waits on the
+ *       running copy's key row, holding one pool connection for up to {@link Builder#inFlightWait}
+ *       (the copies behind it wait in memory), and gets 409 until the running copy commits, then
+ *       422 (its claim is invisible until it commits).
  *   <li>A key never crosses callers: its scope is the caller ({@link Builder#scope}, by default
  *       the authenticated principal). A guarded request whose caller is not known is refused (403,
  *       or 400 naming a missing {@link Builder#scopeHeader}) before anything is claimed or run;
@@ -378,8 +379,8 @@ public final class IdempotencyKeyFilter implements Filter {
      * How long a repeat waits for the first copy still running before it is answered 409; default
      * 250 ms. If the first finishes within it, the repeat gets the replay (or runs, if the first
      * rolled back). A repeat in the same process as the first waits in memory, holding its request
-     * thread and no pool connection; one that reaches another process waits on the first's key row,
-     * holding a pool connection for up to this long.
+     * thread and no pool connection; the first copy of the key in another process waits on the
+     * running copy's key row, holding one pool connection for up to this long.
      */
     public Builder inFlightWait(Duration wait) {
       this.inFlightWait = notNull(wait, "inFlightWait");
