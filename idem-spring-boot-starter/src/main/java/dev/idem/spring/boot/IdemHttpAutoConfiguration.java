@@ -160,7 +160,12 @@ public class IdemHttpAutoConfiguration {
       set.add("idem.http.scope-header=" + p.getScopeHeader());
       scope = b -> b.scopeHeader(p.getScopeHeader().trim());
     }
-    ScopeResolver resolver = resolvers.getIfUnique();
+    List<ScopeResolver> beans = resolvers.orderedStream().toList();
+    if (beans.size() > 1) {
+      throw new IllegalStateException("idem.http: " + beans.size() + " ScopeResolver beans; keys are scoped in one way,"
+          + " keep one");
+    }
+    ScopeResolver resolver = beans.isEmpty() ? null : beans.get(0);
     if (resolver != null) {
       set.add("a ScopeResolver bean");
       scope = b -> b.scope(resolver);

@@ -157,8 +157,13 @@ class IdemHttpAutoConfigurationTest {
         HttpResponse.BodyHandlers.ofString());
     HttpResponse<String> error = http.send(HttpRequest.newBuilder(base.resolve("/error")).GET().build(),
         HttpResponse.BodyHandlers.ofString());
+    HttpResponse<String> redrive = http.send(HttpRequest.newBuilder(base.resolve("/actuator/idem/redriveAll"))
+        .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString("{}")).build(),
+        HttpResponse.BodyHandlers.ofString());
     // A guarded route without a key would be 400 "Idempotency-Key is missing"
     assertThat(health.statusCode()).isEqualTo(200);
+    assertThat(redrive.body()).doesNotContain("Idempotency-Key");
+    assertThat(redrive.statusCode()).isEqualTo(200);
     assertThat(error.body()).doesNotContain("Idempotency-Key");
 
     HttpResponse<String> noTenant = http.send(HttpRequest.newBuilder(base.resolve("/payments"))
