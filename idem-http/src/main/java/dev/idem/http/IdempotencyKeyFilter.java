@@ -1,5 +1,6 @@
 package dev.idem.http;
 
+import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.key.Fingerprint;
@@ -20,7 +21,6 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
-import java.security.Principal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -29,7 +29,6 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
-import java.util.function.Function;
 import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -56,9 +55,19 @@ import org.slf4j.LoggerFactory;
  *       its status, its {@linkplain Builder#replayedHeaders stored headers} and body, plus {@code
  *       Idempotent-Replayed: true}. The handler does not run.
  *   <li>A repeat with another request gets 422; a repeat while the first still runs, past {@link
- *       Builder#inFlightWait}, gets 409 with {@code Retry-After}. In this process a repeat with
- *       another request gets 422 even while the first runs; one that reaches another process gets
- *       409 until the first commits, then 422 (the first's claim is invisible until it commits).
+ *       Builder#inFlightWait}, gets 409 with {@code Retry-After}.
+ *   <li>In this process, a repeat that arrives while the first copy runs waits in memory for it,
+ *       holding its request thread and <em>no</em> pool connection (it takes none before the
+ *       first has an answer), then gets the replay, or 409 when the wait ends first; a repeat with
+ *       another request gets 422 at once, counted as a fingerprint mismatch (see {@link
+ *       Builder#listener}). In another process, the first copy of the key there waits on the
+ *       running copy's key row, holding one pool connection for up to {@link Builder#inFlightWait}
+ *       (the copies behind it wait in memory), and gets 409 until the running copy commits, then
+ *       422 (its claim is invisible until it commits).
+ *   <li>A key never crosses callers: its scope is the caller ({@link Builder#scope}, by default
+ *       the authenticated principal). A guarded request whose caller is not known is refused (403,
+ *       or 400 naming a missing {@link Builder#scopeHeader}) before anything is claimed or run;
+ *       there is no shared space unless {@link Builder#sharedScope()} is set.
  *   <li>A response whose status the {@link StorePolicy} does not store, and an exception from the
  *       handler, roll everything back: the key is free and a retry runs the handler again. The
  *       response is still sent (the exception reaches the container as it was thrown).
@@ -91,20 +100,26 @@ public final class IdempotencyKeyFilter implements Filter {
   private static final Logger LOG = LoggerFactory.getLogger(IdempotencyKeyFilter.class);
   /** Headers every stored response keeps: the body means nothing without them. */
   private static final List<String> ALWAYS_REPLAYED = List.of("Content-Type", "Content-Encoding", "Location");
-  private static final String ANONYMOUS = "anonymous";
+  /** The one scope of {@link Builder#sharedScope()}. */
+  private static final String SHARED = "shared";
 
   private final IdempotentExecutor executor;
   private final String headerName;
   private final boolean bareKeys;
   private final boolean keyRequired;
   private final Predicate<HttpServletRequest> guarded;
-  private final Function<HttpServletRequest, String> scope;
+  private final ScopeResolver scope;
+  /** The header {@link #scope} reads, to name it when it is missing; null for any other scope. */
+  private final String scopeHeader;
   private final RequestFingerprint fingerprint;
   private final int maxBodySize;
   private final StorePolicy storePolicy;
   private final List<String> replayedHeaders;
   private final RequestTransaction transaction;
   private final URI problemTypeBase;
+  private final Duration inFlightWait;
+  private final Duration retryAfter;
+  private final FilterEvents events;
   private final InFlightRequests running = new InFlightRequests();
 
   private IdempotencyKeyFilter(Builder b, IdempotentExecutor executor) {
@@ -114,12 +129,16 @@ public final class IdempotencyKeyFilter implements Filter {
     this.keyRequired = b.keyRequired;
     this.guarded = b.guarded;
     this.scope = b.scope;
+    this.scopeHeader = b.scopeHeader;
     this.fingerprint = b.fingerprint;
     this.maxBodySize = b.maxBodySize;
     this.storePolicy = b.storePolicy;
     this.replayedHeaders = b.replayedHeaders;
     this.transaction = b.transaction;
     this.problemTypeBase = b.problemTypeBase;
+    this.inFlightWait = b.inFlightWait;
+    this.retryAfter = b.retryAfter;
+    this.events = new FilterEvents(b.listener, b.name);
   }
 
   /**
@@ -165,21 +184,60 @@ public final class IdempotencyKeyFilter implements Filter {
       Problem.malformedKey(e.getMessage()).send(response, problemTypeBase);
       return;
     }
+    String caller = scope.scopeOf(request);
+    if (caller == null) {
+      (scopeHeader != null ? Problem.missingScopeHeader(scopeHeader) : Problem.noCaller()).send(response, problemTypeBase);
+      return;
+    }
     byte[] body = BufferedRequest.read(request, maxBodySize);
     if (body == null) {
       Problem.tooLarge(maxBodySize).send(response, problemTypeBase);
       return;
     }
-    IdempotencyKey key = IdempotencyKey.of(scopeOf(request), value);
-    guard(request, response, chain, key, fingerprint.of(request, body), body);
+    IdempotencyKey key = IdempotencyKey.of(keyPart(caller), value);
+    Fingerprint print = fingerprint.of(request, body);
+    InFlightRequests.Entry copy = running.entry(key, print);
+    switch (running.admit(copy, inFlightWait)) {
+      case LEAD -> lead(request, response, chain, key, print, body, copy);
+      case ASK_THE_STORE -> guard(request, response, chain, key, print, body, null);
+      case REUSED -> {
+        events.fingerprintMismatch(key);
+        Problem.keyReused(headerName).send(response, problemTypeBase);
+      }
+      case IN_FLIGHT -> {
+        events.inFlight(key, retryAfter);
+        inFlight(response, retryAfter);
+      }
+    }
   }
 
-  private void guard(HttpServletRequest request, HttpServletResponse response, FilterChain chain, IdempotencyKey key,
-      Fingerprint print, byte[] body) throws IOException, ServletException {
+  /**
+   * The first copy of its key in this process: it goes to the database, and tells the copies
+   * waiting on it what it left there.
+   */
+  private void lead(HttpServletRequest request, HttpServletResponse response, FilterChain chain, IdempotencyKey key,
+      Fingerprint print, byte[] body, InFlightRequests.Entry copy) throws IOException, ServletException {
+    InFlightRequests.Left left = InFlightRequests.Left.NOTHING;
+    try {
+      left = guard(request, response, chain, key, print, body, copy);
+    } finally {
+      copy.left(left);
+    }
+  }
+
+  /**
+   * Runs the request through the executor, in the request transaction, and answers it. {@code copy}
+   * is the leader's entry (told when its claim succeeds), or null for a copy that waited for a
+   * leader that committed: the store answers it at once. Returns what the run left in the database.
+   */
+  private InFlightRequests.Left guard(HttpServletRequest request, HttpServletResponse response, FilterChain chain,
+      IdempotencyKey key, Fingerprint print, byte[] body, InFlightRequests.Entry copy) throws IOException, ServletException {
     CapturedResponse[] last = new CapturedResponse[1];
-    try (InFlightRequests.Holder holder = running.request(key, print)) {
+    try {
       Execution<StoredResponse> outcome = transaction.run(() -> executor.execute(key, print, ResponseCodec.INSTANCE, tx -> {
-        holder.holds();
+        if (copy != null) {
+          copy.holds();
+        }
         // A fresh request and response on every run: a run the executor repeats reads the whole
         // body again and leaves nothing of the failed run in the answer.
         CapturedResponse captured = new CapturedResponse(response);
@@ -194,25 +252,30 @@ public final class IdempotencyKeyFilter implements Filter {
         last[0].sendTo(response);
       } else if (outcome instanceof Execution.Replayed<StoredResponse> replayed) {
         replay(replayed.value(), response);
-      } else if (running.runsAnother(key, print)) {
-        Problem.keyReused(headerName).send(response, problemTypeBase);
       } else {
-        Execution.InFlight<StoredResponse> inFlight = (Execution.InFlight<StoredResponse>) outcome;
-        response.setHeader("Retry-After", Long.toString(seconds(inFlight.retryAfter())));
-        Problem.inFlight(headerName).send(response, problemTypeBase);
+        inFlight(response, ((Execution.InFlight<StoredResponse>) outcome).retryAfter());
+        return InFlightRequests.Left.HELD_ELSEWHERE;
       }
+      return InFlightRequests.Left.COMMITTED;
     } catch (NotStored notStored) {
       LOG.debug("key {}: status {} is not stored; the handler's transaction was rolled back and the key is free",
           key, notStored.response.getStatus());
       notStored.response.sendTo(response);
+      return InFlightRequests.Left.NOTHING;
     } catch (KeyReuseException reused) {
       Problem.keyReused(headerName).send(response, problemTypeBase);
+      return InFlightRequests.Left.COMMITTED;
     } catch (IOException | ServletException | RuntimeException e) {
       throw e;
     } catch (Exception e) {
       // Only a RequestTransaction that breaks its contract (wraps what the work threw) gets here.
       throw new ServletException("the request transaction failed: " + e, e);
     }
+  }
+
+  private void inFlight(HttpServletResponse response, Duration retryAfter) throws IOException {
+    response.setHeader("Retry-After", Long.toString(seconds(retryAfter)));
+    Problem.inFlight(headerName).send(response, problemTypeBase);
   }
 
   private static void replay(StoredResponse stored, HttpServletResponse response) throws IOException {
@@ -239,15 +302,10 @@ public final class IdempotencyKeyFilter implements Filter {
   }
 
   /**
-   * The scope of the request's key. A scope that is not a valid key part (a principal name with
-   * spaces or accents) is replaced by its SHA-256, so it stays one scope per client.
+   * The caller's scope as a key part: one that is not a valid key part (a principal name with
+   * spaces or accents) is replaced by its SHA-256, so it stays one scope per caller.
    */
-  private String scopeOf(HttpServletRequest request) {
-    String s = scope.apply(request);
-    if (s == null) {
-      throw new IllegalStateException("the scope function of IdempotencyKeyFilter returned null for "
-          + request.getMethod() + " " + request.getRequestURI() + "; return a constant for requests without a client");
-    }
+  private static String keyPart(String s) {
     try {
       return IdempotencyKey.check("scope", s);
     } catch (IllegalArgumentException notAKeyPart) {
@@ -278,10 +336,6 @@ public final class IdempotencyKeyFilter implements Filter {
   public static final class Builder {
     private static final Predicate<HttpServletRequest> POST_AND_PATCH =
         r -> "POST".equals(r.getMethod()) || "PATCH".equals(r.getMethod());
-    private static final Function<HttpServletRequest, String> PRINCIPAL = r -> {
-      Principal p = r.getUserPrincipal();
-      return p == null || p.getName() == null || p.getName().isEmpty() ? ANONYMOUS : p.getName();
-    };
 
     private final Idem idem;
     private String name = "http";
@@ -292,7 +346,9 @@ public final class IdempotencyKeyFilter implements Filter {
     private boolean bareKeys = true;
     private boolean keyRequired = true;
     private Predicate<HttpServletRequest> guarded = POST_AND_PATCH;
-    private Function<HttpServletRequest, String> scope = PRINCIPAL;
+    private ScopeResolver scope = ScopeResolver.PRINCIPAL;
+    private String scopeHeader;
+    private IdemListener listener = IdemListener.NONE;
     private RequestFingerprint fingerprint = RequestFingerprint.canonicalJson();
     private int maxBodySize = 1024 * 1024;
     private StorePolicy storePolicy = StorePolicy.DEFAULT;
@@ -322,7 +378,9 @@ public final class IdempotencyKeyFilter implements Filter {
     /**
      * How long a repeat waits for the first copy still running before it is answered 409; default
      * 250 ms. If the first finishes within it, the repeat gets the replay (or runs, if the first
-     * rolled back). The wait holds a pool connection and a request thread.
+     * rolled back). A repeat in the same process as the first waits in memory, holding its request
+     * thread and no pool connection; the first copy of the key in another process waits on the
+     * running copy's key row, holding one pool connection for up to this long.
      */
     public Builder inFlightWait(Duration wait) {
       this.inFlightWait = notNull(wait, "inFlightWait");
@@ -337,13 +395,17 @@ public final class IdempotencyKeyFilter implements Filter {
 
     /** The request header that carries the key; default {@value IdempotencyKeyFilter#IDEMPOTENCY_KEY}. */
     public Builder headerName(String headerName) {
-      notNull(headerName, "headerName");
-      if (headerName.isEmpty() || !headerName.chars().allMatch(Builder::tchar)) {
-        throw new IllegalArgumentException("headerName \"" + headerName + "\" is not an HTTP field name (RFC 9110"
+      this.headerName = checkFieldName(headerName, "headerName");
+      return this;
+    }
+
+    private static String checkFieldName(String name, String argument) {
+      notNull(name, argument);
+      if (name.isEmpty() || !name.chars().allMatch(Builder::tchar)) {
+        throw new IllegalArgumentException(argument + " \"" + name + "\" is not an HTTP field name (RFC 9110"
             + " token: letters, digits and !#$%&'*+-.^_`|~)");
       }
-      this.headerName = headerName;
-      return this;
+      return name;
     }
 
     /**
@@ -375,13 +437,58 @@ public final class IdempotencyKeyFilter implements Filter {
     }
 
     /**
-     * Whose key it is: the same key value under two scopes is two keys. Default: the
-     * authenticated principal's name ({@code getUserPrincipal()}), else {@code "anonymous"}. Use
-     * the tenant or API account when clients are not servlet principals. A scope that is not a
-     * valid key part (over 255 characters, spaces, non-ASCII) is replaced by its SHA-256.
+     * Whose key it is: the same key value under two scopes is two keys, and a caller never gets
+     * another caller's response. Default {@link ScopeResolver#PRINCIPAL}: the authenticated
+     * principal's name; a guarded request with no principal is refused with 403 (there is no
+     * shared "anonymous" space). Use the tenant or API account when callers are not servlet
+     * principals. Replaces a {@link #scopeHeader} or {@link #sharedScope} set before.
      */
-    public Builder scope(Function<HttpServletRequest, String> scope) {
+    public Builder scope(ScopeResolver scope) {
       this.scope = notNull(scope, "scope");
+      this.scopeHeader = null;
+      return this;
+    }
+
+    /**
+     * Scopes keys by a request header that names the caller (e.g. {@code X-Tenant-Id}, an API
+     * account set by the gateway): a guarded request without it is refused with 400 naming the
+     * header. Only safe when the header is set by something the caller cannot forge (a gateway,
+     * an authentication filter). Replaces a {@link #scope} set before.
+     *
+     * @throws IllegalArgumentException if {@code name} is null or not an HTTP field name
+     */
+    public Builder scopeHeader(String name) {
+      checkFieldName(name, "scopeHeader");
+      this.scope = r -> {
+        String caller = r.getHeader(name);
+        return caller == null || caller.isBlank() ? null : caller.trim();
+      };
+      this.scopeHeader = name;
+      return this;
+    }
+
+    /**
+     * <b>Dangerous:</b> puts every caller's keys in one space. A caller who sends a key another
+     * caller used gets that caller's stored response (its ids, amounts, headers), or a 422 that
+     * tells it the key was used. Only for a service with a single caller, or keys that are
+     * unguessable and never leave the one client that made them. Replaces a {@link #scope} set
+     * before.
+     */
+    public Builder sharedScope() {
+      this.scope = r -> SHARED;
+      this.scopeHeader = null;
+      return this;
+    }
+
+    /**
+     * Hears the answers the filter decides without the executor (a copy in this process refused
+     * 422 or answered 409 while the first copy runs), as {@code FingerprintMismatch} and {@code
+     * InFlight} events under the executor's {@link #name}. Pass the listener the {@code Idem} was
+     * built with, so these answers are counted with the executor's own; default none. The Spring
+     * starter sets it.
+     */
+    public Builder listener(IdemListener listener) {
+      this.listener = notNull(listener, "listener");
       return this;
     }
 

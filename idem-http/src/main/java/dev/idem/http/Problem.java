@@ -39,6 +39,20 @@ record Problem(int status, String slug, String title, String detail) {
             + " gets its response.");
   }
 
+  static Problem missingScopeHeader(String header) {
+    return new Problem(400, "idempotency-scope-missing", header + " is missing",
+        "Idempotency keys are kept per caller, and this service names the caller by the " + header + " header:"
+            + " send it with every request that carries an idempotency key.");
+  }
+
+  static Problem noCaller() {
+    return new Problem(403, "idempotency-scope-unknown", "The caller of this request is not known",
+        "Idempotency keys are kept per caller, so that no caller gets another's response, and this request"
+            + " names no caller: it is not authenticated. Authenticate the request; or the service scopes its keys"
+            + " by a request header (idem.http.scope-header, IdempotencyKeyFilter.Builder.scopeHeader) or by a"
+            + " ScopeResolver.");
+  }
+
   static Problem tooLarge(long limit) {
     return new Problem(413, "request-too-large", "Request body too large",
         "A request guarded by an idempotency key may have a body of at most " + limit + " bytes.");

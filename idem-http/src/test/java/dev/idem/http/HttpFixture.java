@@ -64,7 +64,8 @@ final class HttpFixture implements AutoCloseable {
   /** A server on a free loopback port with the filter {@code configure} makes; its base URI. */
   URI serve(UnaryOperator<IdempotencyKeyFilter.Builder> configure) throws IOException, LifecycleException {
     IdempotencyKeyFilter filter = configure.apply(IdempotencyKeyFilter.builder(idem)
-        // Tests act as several API clients: the client's account comes in a header.
+        // Tests act as several API clients: the client's account comes in a header; the tests' own resolver
+        // puts requests without one in an account of their own, "anonymous" (the filter itself has no such fallback).
         .scope(r -> r.getHeader("X-Account") == null ? "anonymous" : r.getHeader("X-Account"))).build();
     Tomcat tomcat = new Tomcat();
     tomcat.setBaseDir(Files.createTempDirectory("idem-http-tomcat").toString());

@@ -16,8 +16,11 @@ import java.lang.annotation.Target;
  *       the route is guarded by the client's {@code Idempotency-Key} header (see docs/http.md). The
  *       handler's writes, the key and the stored response commit together; a repeat gets the
  *       stored response; another body under the key gets 422; a copy still running gets 409.
- *       {@link #key()} and {@link #scope()} do not apply: the key is the header, its scope the
- *       caller ({@code idem.http.scope-header}, the principal, or a resolver bean).
+ *       A copy arriving while the first runs in this process waits in memory, holding no pool
+ *       connection. {@link #key()} and {@link #scope()} do not apply: the key is the header, its
+ *       scope the caller ({@code idem.http.scope-header}, a {@code ScopeResolver} bean, or the
+ *       principal); an application with an annotated handler and no way to tell callers apart
+ *       does not start.
  *   <li><b>On any other Spring bean's method</b> (a {@code @Service}): the call runs through an
  *       idem executor. The key comes from {@link #key()} (a SpEL expression over the arguments) or
  *       from the parameter marked {@link IdempotencyKey}; the arguments are the request's
@@ -43,7 +46,8 @@ public @interface Idempotent {
 
   /**
    * HTTP handlers only: whether a request without the key header is refused with 400 (true, the
-   * default) or runs unguarded (false).
+   * default) or runs unguarded (false). Wins over {@code idem.http.key-required}, which is for
+   * {@code url-patterns} routes.
    */
   boolean keyRequired() default true;
 

@@ -2,6 +2,7 @@ package dev.idem.spring.boot;
 
 import dev.idem.jdbc.outbox.OutboxLayout;
 import dev.idem.window.RepeatSource;
+import java.net.URI;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -355,19 +356,45 @@ public class IdemProperties {
   }
 
   /**
-   * The Idempotency-Key filter, registered in a servlet web application. Anything not here (the
-   * scope of keys, which requests are guarded by code, the store policy) is set with an {@link
-   * IdempotencyKeyFilterCustomizer} bean.
+   * The Idempotency-Key filter of a servlet web application. Nothing is guarded until a handler
+   * method is annotated {@code @Idempotent} or {@code url-patterns} is set. Whose key it is comes
+   * from {@code scope-header}, a {@code ScopeResolver} bean, or the authenticated principal (Spring
+   * Security). Anything else (the store policy of url-pattern routes, a guard by code) is set with
+   * an {@link IdempotencyKeyFilterCustomizer} bean.
    */
   public static class Http extends Timing {
-    /** Whether to register the filter. */
+    /** Whether to guard anything over HTTP. */
     private boolean enabled = true;
 
-    /** URL patterns the filter sees; of those requests it guards the {@code methods}. */
-    private List<String> urlPatterns = new ArrayList<>(List.of("/*"));
+    /**
+     * URL patterns guarded besides the {@code @Idempotent} handlers, servlet style ({@code
+     * /payments/*}); of those requests, the {@code methods} are guarded. Default none. Actuator
+     * endpoints and the error path are never guarded.
+     */
+    private List<String> urlPatterns = new ArrayList<>();
 
-    /** HTTP methods guarded (others pass through). */
+    /** HTTP methods guarded under {@code url-patterns} (others pass through). */
     private List<String> methods = new ArrayList<>(List.of("POST", "PATCH"));
+
+    /**
+     * A request header naming the caller (e.g. {@code X-Tenant-Id}, set by a gateway the caller
+     * cannot bypass): keys are kept per value, and a guarded request without it is refused with
+     * 400. Default none: a {@code ScopeResolver} bean, else the authenticated principal.
+     */
+    private String scopeHeader;
+
+    /**
+     * Dangerous: one key space for every caller, so a caller who sends a key another used gets
+     * that caller's stored response. Only for a service with one caller.
+     */
+    private boolean sharedScope = false;
+
+    /**
+     * Base of the {@code type} URIs of the filter's problem answers (e.g. {@code
+     * https://api.example.com/problems/}, resolved against {@code idempotency-key-missing}...).
+     * Default none: {@code about:blank}.
+     */
+    private URI problemTypeBase;
 
     /** The request header that carries the key. */
     private String headerName = "Idempotency-Key";
@@ -375,7 +402,10 @@ public class IdemProperties {
     /** Accept a bare token besides the draft's quoted Structured Field string. */
     private boolean acceptBareKeys = true;
 
-    /** Refuse a guarded request without the header with 400 (false: run it unguarded). */
+    /**
+     * Under {@code url-patterns}: refuse a guarded request without the header with 400 (false: run
+     * it unguarded). An {@code @Idempotent} handler says its own ({@code keyRequired}).
+     */
     private boolean keyRequired = true;
 
     /** Largest request body of a guarded request (larger: 413). Default 1 MB. */
@@ -407,6 +437,30 @@ public class IdemProperties {
 
     public void setEnabled(boolean enabled) {
       this.enabled = enabled;
+    }
+
+    public String getScopeHeader() {
+      return scopeHeader;
+    }
+
+    public void setScopeHeader(String scopeHeader) {
+      this.scopeHeader = scopeHeader;
+    }
+
+    public boolean isSharedScope() {
+      return sharedScope;
+    }
+
+    public void setSharedScope(boolean sharedScope) {
+      this.sharedScope = sharedScope;
+    }
+
+    public URI getProblemTypeBase() {
+      return problemTypeBase;
+    }
+
+    public void setProblemTypeBase(URI problemTypeBase) {
+      this.problemTypeBase = problemTypeBase;
     }
 
     public List<String> getUrlPatterns() {

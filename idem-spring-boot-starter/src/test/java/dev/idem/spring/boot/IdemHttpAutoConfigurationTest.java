@@ -17,7 +17,6 @@ import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
-import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
@@ -27,9 +26,10 @@ import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
 
 /**
- * The filter the starter registers, in a real Spring MVC application on a real Tomcat over
- * loopback: the controller's JdbcTemplate writes commit with the key in Spring's transaction, and
- * the rows say so.
+ * The url-pattern guard ({@code idem.http.url-patterns=/*}, the explicit alternative to
+ * {@code @Idempotent}), in a real Spring MVC application on a real Tomcat over loopback: the
+ * controller's JdbcTemplate writes commit with the key in Spring's transaction, and the rows say
+ * so; keys are per tenant ({@code idem.http.scope-header}); the actuator is never guarded.
  */
 class IdemHttpAutoConfigurationTest {
   static TestDatabase db;
@@ -43,7 +43,8 @@ class IdemHttpAutoConfigurationTest {
     db.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
     app = new SpringApplicationBuilder(App.class).properties(Map.of(
         "spring.datasource.url", db.jdbcUrl(), "spring.flyway.enabled", "false", "server.port", "0",
-        "idem.http.url-patterns", "/payments/*")).run();
+        "idem.http.url-patterns", "/*", "idem.http.methods", "GET,POST", "idem.http.scope-header", "X-Tenant",
+        "management.endpoints.web.exposure.include", "health,idem")).run();
     base = URI.create("http://127.0.0.1:" + app.getEnvironment().getProperty("local.server.port"));
   }
 
@@ -58,13 +59,7 @@ class IdemHttpAutoConfigurationTest {
   @SpringBootConfiguration
   @EnableAutoConfiguration
   @Import(Payments.class)
-  static class App {
-    /** Keys are per tenant: the scope comes from a header (a real service would take its principal). */
-    @Bean
-    IdempotencyKeyFilterCustomizer tenantScope() {
-      return b -> b.scope(request -> "tenant-" + request.getHeader("X-Tenant"));
-    }
-  }
+  static class App {}
 
   record Payment(String order, int amount) {}
 
@@ -106,7 +101,7 @@ class IdemHttpAutoConfigurationTest {
   }
 
   static long keys(String tenant, String key) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", "tenant-" + tenant, key);
+    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", tenant, key);
   }
 
   @Test
@@ -154,5 +149,30 @@ class IdemHttpAutoConfigurationTest {
     assertThat(missing.statusCode()).isEqualTo(400);
     assertThat(missing.body()).contains("Idempotency-Key");
     assertThat(payments("o-nokey")).isZero();
+  }
+
+  @Test
+  void theActuatorAndTheErrorPathAreNeverGuardedEvenUnderSlashStar() throws Exception {
+    HttpResponse<String> health = http.send(HttpRequest.newBuilder(base.resolve("/actuator/health")).GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+    HttpResponse<String> error = http.send(HttpRequest.newBuilder(base.resolve("/error")).GET().build(),
+        HttpResponse.BodyHandlers.ofString());
+    HttpResponse<String> redrive = http.send(HttpRequest.newBuilder(base.resolve("/actuator/idem/redriveAll"))
+        .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString("{}")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    // A guarded route without a key would be 400 "Idempotency-Key is missing"
+    assertThat(health.statusCode()).isEqualTo(200);
+    assertThat(redrive.body()).doesNotContain("Idempotency-Key");
+    assertThat(redrive.statusCode()).isEqualTo(200);
+    assertThat(error.body()).doesNotContain("Idempotency-Key");
+
+    HttpResponse<String> noTenant = http.send(HttpRequest.newBuilder(base.resolve("/payments"))
+        .header("Content-Type", "application/json").header("Idempotency-Key", "k-no-tenant")
+        .POST(HttpRequest.BodyPublishers.ofString("{\"order\":\"o-no-tenant\",\"amount\":100}")).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(noTenant.statusCode()).isEqualTo(400);
+    assertThat(noTenant.body()).contains("X-Tenant is missing");
+    assertThat(payments("o-no-tenant")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-no-tenant'")).isZero();
   }
 }

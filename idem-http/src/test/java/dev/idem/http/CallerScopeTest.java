@@ -1,0 +1,143 @@
+package dev.idem.http;
+
+import static dev.idem.http.HttpFixture.json;
+import static dev.idem.http.HttpFixture.payment;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
+import java.net.URI;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Whose key it is, and what copies in one process wait for: over real HTTP and a real PostgreSQL,
+ * every answer checked against the rows in {@code payments} and idem's key table.
+ */
+class CallerScopeTest {
+  static HttpFixture f;
+
+  @BeforeAll
+  static void start() {
+    f = new HttpFixture("http_scope");
+  }
+
+  @AfterAll
+  static void stop() {
+    f.close();
+  }
+
+  @Test
+  void byDefaultARequestWithoutAPrincipalIsRefusedAndNothingRuns() throws Exception {
+    URI uri = f.serve(b -> b.scope(ScopeResolver.PRINCIPAL));
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
+    HttpResponse<String> refused = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
+
+    assertThat(refused.statusCode()).isEqualTo(403);
+    assertThat(refused.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+    assertThat(json(refused).get("detail").asText())
+        .contains("not authenticated", "scope-header", "ScopeResolver");
+    assertThat(f.runs.get(order)).isNull();
+    assertThat(f.payments(order)).isZero();
+    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key)).isZero();
+  }
+
+  @Test
+  void oneKeyFromTwoCallersNamedByAHeaderIsTwoKeysEachWithItsOwnResponse() throws Exception {
+    URI uri = f.serve(b -> b.scopeHeader("X-Tenant-Id"));
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
+    HttpResponse<String> a = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Tenant-Id", "tenant-a");
+    HttpResponse<String> b = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Tenant-Id", "tenant-b");
+    HttpResponse<String> aAgain = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Tenant-Id", "tenant-a");
+    HttpResponse<String> none = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
+
+    assertThat(a.statusCode()).isEqualTo(201);
+    assertThat(b.statusCode()).isEqualTo(201);
+    assertThat(b.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).isEmpty();
+    assertThat(b.body()).isNotEqualTo(a.body()); // its own payment id, not a's
+    assertThat(aAgain.body()).isEqualTo(a.body());
+    assertThat(aAgain.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).hasValue("true");
+    assertThat(none.statusCode()).isEqualTo(400);
+    assertThat(json(none).get("title").asText()).isEqualTo("X-Tenant-Id is missing");
+    assertThat(f.runs.get(order)).hasValue(2);
+    assertThat(f.payments(order)).isEqualTo(2);
+    assertThat(f.keyRows("tenant-a", key)).isEqualTo(1);
+    assertThat(f.keyRows("tenant-b", key)).isEqualTo(1);
+    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key)).isEqualTo(2);
+  }
+
+  @Test
+  void aSharedScopeIsOneSpaceForEveryCaller() throws Exception {
+    URI uri = f.serve(IdempotencyKeyFilter.Builder::sharedScope);
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
+    HttpResponse<String> first = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", "a");
+    HttpResponse<String> other = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", "b");
+
+    assertThat(other.body()).isEqualTo(first.body()); // what the shared space means: b reads a's response
+    assertThat(f.payments(order)).isEqualTo(1);
+    assertThat(f.keyRows("shared", key)).isEqualTo(1);
+  }
+
+  /**
+   * Copies waiting in this process for a held first copy: another body is refused at once and
+   * counted as a mismatch; the same body waits and gets the replay once the first commits.
+   */
+  @Test
+  void aCopyWaitsForTheFirstInMemoryAndAnotherBodyIsRefusedAtOnceAsAMismatch() throws Exception {
+    List<IdemEvent> events = new CopyOnWriteArrayList<>();
+    IdemListener recording = new IdemListener() {
+      @Override
+      public void onFingerprintMismatch(IdemEvent.FingerprintMismatch event) {
+        events.add(event);
+      }
+
+      @Override
+      public void onInFlight(IdemEvent.InFlight event) {
+        events.add(event);
+      }
+    };
+    URI uri = f.serve(b -> b.listener(recording).inFlightWait(Duration.ofSeconds(20)));
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
+    CountDownLatch gate = f.gate(order);
+    CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(() -> post(uri, payment(order, 4000, "block"), key));
+    assertThat(f.entered.get(order).await(10, TimeUnit.SECONDS)).isTrue();
+    CompletableFuture<HttpResponse<String>> copy = CompletableFuture.supplyAsync(() -> post(uri, payment(order, 4000, "block"), key));
+
+    HttpResponse<String> other = post(uri, payment(order, 9900, "block"), key);
+    assertThat(other.statusCode()).isEqualTo(422);
+    assertThat(first).isNotDone(); // refused while the first is still held
+    assertThat(events).singleElement().isInstanceOfSatisfying(IdemEvent.FingerprintMismatch.class,
+        e -> assertThat(e.key().value()).isEqualTo(key));
+
+    gate.countDown();
+    HttpResponse<String> applied = first.get(30, TimeUnit.SECONDS);
+    HttpResponse<String> replayed = copy.get(30, TimeUnit.SECONDS);
+    assertThat(applied.statusCode()).isEqualTo(201);
+    assertThat(replayed.body()).isEqualTo(applied.body());
+    assertThat(replayed.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).hasValue("true");
+    assertThat(f.runs.get(order)).hasValue(1);
+    assertThat(f.payments(order)).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(events).hasSize(1); // the copy waited and was replayed: not in flight
+  }
+
+  private static HttpResponse<String> post(URI uri, String body, String key) {
+    try {
+      return f.post(uri, body, "Idempotency-Key", key);
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}

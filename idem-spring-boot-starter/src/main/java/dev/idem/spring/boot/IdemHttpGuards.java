@@ -1,0 +1,236 @@
+package dev.idem.spring.boot;
+
+import dev.idem.http.IdempotencyKeyFilter;
+import dev.idem.spring.Idempotent;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.Filter;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.HttpServletRequest;
+import java.io.IOException;
+import java.lang.reflect.Method;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.function.Function;
+import java.util.stream.IntStream;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.boot.convert.DurationStyle;
+import org.springframework.core.env.Environment;
+import org.springframework.util.ClassUtils;
+import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.servlet.HandlerExecutionChain;
+import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
+import org.springframework.web.util.ServletRequestPathUtils;
+
+/**
+ * Decides which requests reach an {@link IdempotencyKeyFilter}, and which one: the one servlet
+ * filter the starter maps (to every path, REQUEST dispatches only).
+ *
+ * <ul>
+ *   <li>A request whose Spring MVC handler method is annotated {@link Idempotent} goes to the
+ *       filter built for that annotation's settings (window, key required, stored statuses).
+ *       Handlers are found once, at start-up, in the {@code requestMappingHandlerMapping}; each
+ *       distinct set of settings gets one filter (and so one executor and one in-memory table of
+ *       running keys), shared by every handler with those settings. At request time the handler
+ *       is looked up the way the DispatcherServlet will look it up.
+ *   <li>Else a request under {@code idem.http.url-patterns} whose method is in {@code
+ *       idem.http.methods} goes to the {@code IdempotencyKeyFilter} bean.
+ *   <li>Everything else passes untouched: unannotated handlers, the actuator's endpoints (under
+ *       {@code management.endpoints.web.base-path}) and the error path ({@code server.error.path}),
+ *       even under {@code url-patterns=/*}, and every dispatch other than REQUEST.
+ * </ul>
+ *
+ * <p>At start-up, when anything is guarded and keys could only be scoped by a principal nothing
+ * provides (no {@code idem.http.scope-header}, no {@code ScopeResolver} bean, no shared scope, no
+ * Spring Security on the class path), start-up fails with a message naming the three ways: a key
+ * must never cross callers. A principal set by something else than Spring Security (a container
+ * realm, a filter of your own) is taken with a {@code ScopeResolver.PRINCIPAL} bean.
+ *
+ * <p>Not guarded by path: with {@code management.endpoints.web.base-path=/} the actuator's
+ * endpoints share the root with the application; then keep them out of {@code url-patterns}.
+ */
+final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
+  /** The settings an {@link Idempotent} handler gives its route; equal settings share one filter. */
+  record Route(Duration window, boolean keyRequired, List<Integer> storedStatuses) {}
+
+  private static final String SPRING_SECURITY = "org.springframework.security.core.context.SecurityContextHolder";
+
+  private final Function<Route, IdempotencyKeyFilter> filters;
+  private final IdempotencyKeyFilter urlFilter;
+  private final List<String> urlPatterns;
+  private final List<String> methods;
+  private final List<String> neverGuarded;
+  private final boolean callerKnown;
+  private final ObjectProvider<RequestMappingHandlerMapping> mappings;
+  private final Environment environment;
+  // Set once at start-up, before the server takes requests; volatile so no request thread reads a stale one.
+  private volatile RequestMappingHandlerMapping mapping;
+  private volatile Map<Method, IdempotencyKeyFilter> byHandler = Map.of();
+
+  /**
+   * @param filters builds the filter of a route's settings
+   * @param urlFilter the filter of {@code url-patterns}
+   * @param callerKnown whether keys are scoped by something else than a principal (a header, a
+   *     resolver, the shared scope)
+   */
+  IdemHttpGuards(Function<Route, IdempotencyKeyFilter> filters, IdempotencyKeyFilter urlFilter, IdemProperties.Http http,
+      boolean callerKnown, ObjectProvider<RequestMappingHandlerMapping> mappings, Environment environment) {
+    this.filters = filters;
+    this.urlFilter = urlFilter;
+    this.urlPatterns = List.copyOf(http.getUrlPatterns());
+    for (String p : urlPatterns) {
+      if (p == null || !(p.startsWith("/") || (p.startsWith("*.") && p.length() > 2))) {
+        throw new IllegalArgumentException("idem.http.url-patterns: \"" + p + "\" is not a servlet URL pattern"
+            + " (/exact, /prefix/*, *.extension)");
+      }
+    }
+    this.methods = http.getMethods().stream().map(m -> m.toUpperCase(Locale.ROOT)).toList();
+    this.callerKnown = callerKnown;
+    this.mappings = mappings;
+    this.environment = environment;
+    String mvc = trimSlash(environment.getProperty("spring.mvc.servlet.path", ""));
+    String management = trimSlash(environment.getProperty("management.endpoints.web.base-path", "/actuator"));
+    String error = trimSlash(environment.getProperty("server.error.path", "/error"));
+    this.neverGuarded = management.isEmpty() ? List.of(mvc + error) : List.of(mvc + management, mvc + error);
+  }
+
+  private static String trimSlash(String path) {
+    String p = path.endsWith("/") ? path.substring(0, path.length() - 1) : path;
+    return p.isEmpty() || p.startsWith("/") ? p : "/" + p;
+  }
+
+  /** Finds the {@link Idempotent} handlers, builds their filters, and refuses to start without a caller scope. */
+  @Override
+  public void afterSingletonsInstantiated() {
+    mapping = mappings.getIfAvailable();
+    Map<Route, IdempotencyKeyFilter> bySettings = new HashMap<>();
+    Map<Method, IdempotencyKeyFilter> found = new HashMap<>();
+    if (mapping != null) {
+      for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
+        Idempotent idempotent = handler.getMethodAnnotation(Idempotent.class);
+        if (idempotent != null) {
+          found.put(handler.getMethod(), bySettings.computeIfAbsent(route(handler, idempotent), filters));
+        }
+      }
+    }
+    if ((!found.isEmpty() || !urlPatterns.isEmpty()) && !callerKnown
+        && !ClassUtils.isPresent(SPRING_SECURITY, getClass().getClassLoader())) {
+      throw new IllegalStateException(noCallerScope(found.keySet()));
+    }
+    byHandler = Map.copyOf(found);
+  }
+
+  private String noCallerScope(Iterable<Method> handlers) {
+    StringBuilder what = new StringBuilder();
+    for (Method m : handlers) {
+      what.append(what.length() == 0 ? "" : ", ").append("@Idempotent ").append(m.getDeclaringClass().getSimpleName())
+          .append('.').append(m.getName());
+    }
+    if (!urlPatterns.isEmpty()) {
+      what.append(what.length() == 0 ? "" : ", ").append("idem.http.url-patterns=").append(urlPatterns);
+    }
+    return "idem guards HTTP requests here (" + what + ") but cannot tell callers apart, and an idempotency key"
+        + " must never cross callers (a caller would get another's stored response). Scope keys in one of three ways:"
+        + " (1) idem.http.scope-header=<a request header naming the caller, e.g. X-Tenant-Id, set by your gateway>;"
+        + " (2) a bean implementing dev.idem.http.ScopeResolver (ScopeResolver.PRINCIPAL takes a principal your own"
+        + " filter or the container sets); (3) Spring Security on the class path: the authenticated principal."
+        + " idem.http.shared-scope=true puts every caller in one key space instead: dangerous, see docs/http.md.";
+  }
+
+  private Route route(HandlerMethod handler, Idempotent idempotent) {
+    String where = "@Idempotent on " + handler.getBeanType().getName() + "." + handler.getMethod().getName();
+    Duration window = null;
+    if (!idempotent.window().isEmpty()) {
+      try {
+        window = DurationStyle.detectAndParse(environment.resolveRequiredPlaceholders(idempotent.window()));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalStateException(where + ": window \"" + idempotent.window() + "\" is not a duration"
+            + " (e.g. \"24h\", \"7d\", \"${payments.window}\"): " + e.getMessage(), e);
+      }
+    }
+    List<Integer> stored = IntStream.of(idempotent.storedStatuses()).sorted().distinct().boxed().toList();
+    Route route = new Route(window, idempotent.keyRequired(), stored);
+    try {
+      filters.apply(route); // checks the settings now, at start-up, naming the handler
+    } catch (IllegalArgumentException e) {
+      throw new IllegalStateException(where + ": " + e.getMessage(), e);
+    }
+    return route;
+  }
+
+  @Override
+  public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain) throws IOException, ServletException {
+    IdempotencyKeyFilter filter = req instanceof HttpServletRequest request && request.getDispatcherType() == DispatcherType.REQUEST
+        ? filterOf(request) : null;
+    if (filter == null) {
+      chain.doFilter(req, res);
+    } else {
+      filter.doFilter(req, res, chain);
+    }
+  }
+
+  private IdempotencyKeyFilter filterOf(HttpServletRequest request) {
+    if (byHandler.isEmpty() && urlPatterns.isEmpty()) {
+      return null;
+    }
+    String path = request.getServletPath() + (request.getPathInfo() == null ? "" : request.getPathInfo());
+    for (String prefix : neverGuarded) {
+      if (path.equals(prefix) || path.startsWith(prefix + "/")) {
+        return null;
+      }
+    }
+    IdempotencyKeyFilter byRoute = byHandler.isEmpty() ? null : byHandler.get(handlerOf(request));
+    if (byRoute != null) {
+      return byRoute;
+    }
+    return methods.contains(request.getMethod()) && urlPatterns.stream().anyMatch(p -> matches(p, path)) ? urlFilter : null;
+  }
+
+  /**
+   * The handler method Spring MVC will run for {@code request}, or null. The path is parsed here as
+   * the DispatcherServlet parses it, and the request's attributes put back as they were.
+   */
+  private Method handlerOf(HttpServletRequest request) {
+    Object parsed = request.getAttribute(ServletRequestPathUtils.PATH_ATTRIBUTE);
+    try {
+      ServletRequestPathUtils.parseAndCache(request);
+      HandlerExecutionChain found = mapping.getHandler(request);
+      return found != null && found.getHandler() instanceof HandlerMethod handler ? handler.getMethod() : null;
+    } catch (Exception noHandler) {
+      return null; // the DispatcherServlet answers it (405, 406...) unguarded
+    } finally {
+      if (parsed == null) {
+        request.removeAttribute(ServletRequestPathUtils.PATH_ATTRIBUTE);
+      } else {
+        request.setAttribute(ServletRequestPathUtils.PATH_ATTRIBUTE, parsed);
+      }
+    }
+  }
+
+  /** Servlet URL pattern matching (Servlet 6.0, 12.2) on the path within the application. */
+  static boolean matches(String pattern, String path) {
+    if (pattern.equals("/*") || pattern.equals("/")) {
+      return true;
+    }
+    if (pattern.endsWith("/*")) {
+      String prefix = pattern.substring(0, pattern.length() - 2);
+      return path.equals(prefix) || path.startsWith(prefix + "/");
+    }
+    if (pattern.startsWith("*.")) {
+      int slash = path.lastIndexOf('/');
+      return path.substring(slash + 1).endsWith(pattern.substring(1));
+    }
+    return path.equals(pattern);
+  }
+
+  @Override
+  public String toString() {
+    return "IdemHttpGuards[" + byHandler.size() + " @Idempotent handlers, url-patterns " + urlPatterns + "]";
+  }
+}

@@ -1,0 +1,322 @@
+package dev.idem.spring.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
+import dev.idem.http.IdempotencyKeyFilter;
+import dev.idem.spring.Idempotent;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ResponseEntity;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RestController;
+
+/**
+ * {@code @Idempotent} on Spring MVC handlers, in a real application on a real Tomcat over loopback,
+ * with a real HikariCP pool of 10 and the local PostgreSQL: only annotated routes are guarded, keys
+ * are per tenant ({@code idem.http.scope-header}), copies of a running request wait holding no pool
+ * connection, another body is refused at once and counted as a mismatch. Every test reads the rows.
+ */
+class IdemHttpGuardsTest {
+  static TestDatabase db;
+  static ConfigurableApplicationContext app;
+  static URI base;
+  static final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+
+  /** Handlers held by the test: a latch per order, and one counted down when the handler holds. */
+  static final Map<String, CountDownLatch> gates = new ConcurrentHashMap<>();
+  static final Map<String, CountDownLatch> entered = new ConcurrentHashMap<>();
+  /** Runs of the handler per order. */
+  static final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+  static final List<IdemEvent> events = new CopyOnWriteArrayList<>();
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("starter-guards");
+    db.execute("CREATE TABLE effects (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL)");
+    app = new SpringApplicationBuilder(App.class).properties(Map.of(
+        "spring.datasource.url", db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size", "10",
+        "spring.flyway.enabled", "false", "server.port", "0",
+        "idem.http.scope-header", "X-Tenant-Id", "idem.http.in-flight-wait", "20s",
+        "test.cancel-window", "90s", "management.endpoints.web.exposure.include", "idem")).run();
+    base = URI.create("http://127.0.0.1:" + app.getEnvironment().getProperty("local.server.port"));
+  }
+
+  @AfterAll
+  static void stop() {
+    gates.values().forEach(CountDownLatch::countDown);
+    if (app != null) {
+      app.close();
+    }
+    db.close();
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @Import(Orders.class)
+  static class App {
+    /** Counts what idem reports: the executor's events and the filter's own. */
+    @Bean
+    IdemListener recording() {
+      return new IdemListener() {
+        @Override
+        public void onFingerprintMismatch(IdemEvent.FingerprintMismatch event) {
+          events.add(event);
+        }
+
+        @Override
+        public void onInFlight(IdemEvent.InFlight event) {
+          events.add(event);
+        }
+      };
+    }
+  }
+
+  record Order(String order, int amount, boolean hold) {}
+
+  @RestController
+  static class Orders {
+    final JdbcTemplate jdbc;
+
+    Orders(JdbcTemplate jdbc) {
+      this.jdbc = jdbc;
+    }
+
+    @Idempotent
+    @PostMapping("/orders")
+    ResponseEntity<Map<String, Object>> place(@RequestBody Order o) throws InterruptedException {
+      runs.computeIfAbsent(o.order(), k -> new AtomicInteger()).incrementAndGet();
+      long id = jdbc.queryForObject("INSERT INTO effects (order_id, amount) VALUES (?, ?) RETURNING id", Long.class,
+          o.order(), o.amount());
+      if (o.hold()) {
+        entered.get(o.order()).countDown();
+        if (!gates.get(o.order()).await(30, TimeUnit.SECONDS)) {
+          throw new IllegalStateException("the test never opened the gate of " + o.order());
+        }
+      }
+      return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("id", "ord_" + id, "order", o.order()));
+    }
+
+    /** Its own settings: a window from a placeholder, and a 404 stored (the default policy does not). */
+    @Idempotent(window = "${test.cancel-window}", storedStatuses = 404)
+    @PostMapping("/orders/{order}/cancel")
+    ResponseEntity<Map<String, Object>> cancel(@PathVariable String order) {
+      jdbc.update("INSERT INTO effects (order_id, amount) VALUES (?, 0)", order + "-cancel");
+      return ResponseEntity.status(HttpStatus.NOT_FOUND).body(Map.of("error", "no order " + order));
+    }
+
+    /** Not annotated: a provider's webhook, say. Never guarded. */
+    @PostMapping("/webhook")
+    Map<String, Object> webhook(@RequestBody Order o) {
+      jdbc.update("INSERT INTO effects (order_id, amount) VALUES (?, ?)", o.order(), o.amount());
+      return Map.of("ok", true);
+    }
+  }
+
+  static HttpResponse<String> post(String path, String key, String tenant, String json) {
+    HttpRequest.Builder r = HttpRequest.newBuilder(base.resolve(path)).timeout(Duration.ofSeconds(60))
+        .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(json));
+    if (key != null) {
+      r.header("Idempotency-Key", key);
+    }
+    if (tenant != null) {
+      r.header("X-Tenant-Id", tenant);
+    }
+    try {
+      return http.send(r.build(), HttpResponse.BodyHandlers.ofString());
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  static String order(String order, int amount, boolean hold) {
+    return "{\"order\":\"" + order + "\",\"amount\":" + amount + ",\"hold\":" + hold + "}";
+  }
+
+  static long effects(String order) {
+    return db.count("SELECT count(*) FROM effects WHERE order_id = ?", order);
+  }
+
+  static long keyRows(String key) {
+    return db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key);
+  }
+
+  static CountDownLatch gate(String order) {
+    entered.put(order, new CountDownLatch(1));
+    CountDownLatch gate = new CountDownLatch(1);
+    gates.put(order, gate);
+    return gate;
+  }
+
+  /** Request threads parked in the filter's in-memory wait for a running copy. */
+  static long waitingInMemory() {
+    return Thread.getAllStackTraces().values().stream().filter(stack -> Arrays.stream(stack)
+        .anyMatch(f -> f.getClassName().equals("dev.idem.http.InFlightRequests") && f.getMethodName().equals("admit")))
+        .count();
+  }
+
+  static void await(String what, BooleanSupplier condition) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting until " + what);
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  @Test
+  void unannotatedRoutesAndTheActuatorPassWithoutAKey() {
+    HttpResponse<String> webhook = post("/webhook", null, null, order("wh-1", 5, false));
+    HttpResponse<String> actuator = post("/actuator/idem/redriveAll", null, null, "{}");
+
+    assertThat(webhook.statusCode()).isEqualTo(200);
+    assertThat(effects("wh-1")).isEqualTo(1);
+    assertThat(actuator.body()).doesNotContain("Idempotency-Key");
+    assertThat(actuator.statusCode()).isNotEqualTo(400);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keyRowsOfOtherTests());
+  }
+
+  /** Key rows the other tests of this class may have made meanwhile (none are made by the above). */
+  private static long keyRowsOfOtherTests() {
+    return db.count("SELECT count(*) FROM idem.idem_keys WHERE key LIKE 'k-%'");
+  }
+
+  @Test
+  void anAnnotatedRouteIsGuardedAndOneKeyFromTwoTenantsIsTwoKeys() {
+    HttpResponse<String> missing = post("/orders", null, "tenant-a", order("o-nokey", 5, false));
+    HttpResponse<String> noTenant = post("/orders", "k-tenants", null, order("o-tenants", 5, false));
+    HttpResponse<String> a = post("/orders", "k-tenants", "tenant-a", order("o-tenants", 5, false));
+    HttpResponse<String> b = post("/orders", "k-tenants", "tenant-b", order("o-tenants", 5, false));
+    HttpResponse<String> aAgain = post("/orders", "k-tenants", "tenant-a", order("o-tenants", 5, false));
+    HttpResponse<String> bAgain = post("/orders", "k-tenants", "tenant-b", order("o-tenants", 5, false));
+
+    assertThat(missing.statusCode()).isEqualTo(400);
+    assertThat(effects("o-nokey")).isZero();
+    assertThat(noTenant.statusCode()).isEqualTo(400);
+    assertThat(noTenant.body()).contains("X-Tenant-Id is missing");
+    assertThat(a.statusCode()).isEqualTo(201);
+    assertThat(b.statusCode()).isEqualTo(201);
+    assertThat(b.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).isEmpty();
+    assertThat(b.body()).isNotEqualTo(a.body()); // its own order id: nothing of tenant a's response
+    assertThat(aAgain.body()).isEqualTo(a.body());
+    assertThat(bAgain.body()).isEqualTo(b.body());
+    assertThat(runs.get("o-tenants")).hasValue(2);
+    assertThat(effects("o-tenants")).isEqualTo(2);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-tenants' AND scope IN ('tenant-a', 'tenant-b')"))
+        .isEqualTo(2);
+    assertThat(keyRows("k-tenants")).isEqualTo(2);
+  }
+
+  @Test
+  void aHandlersAnnotationSetsItsWindowAndStoredStatuses() {
+    HttpResponse<String> first = post("/orders/o-missing/cancel", "k-cancel", "tenant-a", "");
+    HttpResponse<String> again = post("/orders/o-missing/cancel", "k-cancel", "tenant-a", "");
+
+    assertThat(first.statusCode()).isEqualTo(404);
+    assertThat(again.statusCode()).isEqualTo(404);
+    assertThat(again.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).hasValue("true");
+    assertThat(effects("o-missing-cancel")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-cancel'"
+        + " AND expires_at - created_at = interval '90 seconds'")).isEqualTo(1);
+  }
+
+  /**
+   * 20 copies of one request whose handler is held: while 19 wait (seen parked in the filter's
+   * in-memory wait), the pool lends at most one connection among them, the leader's. Another body
+   * under the key is refused while the leader is still held, at once, and counted as a mismatch.
+   * After the release every copy gets the same response, and there is one effect and one key.
+   */
+  @Test
+  void copiesOfAHeldRequestWaitHoldingNoConnectionAndAnotherBodyIs422AtOnce() throws Exception {
+    HikariDataSource pool = (HikariDataSource) app.getBean(DataSource.class);
+    String order = "o-storm";
+    String key = "k-storm";
+    CountDownLatch gate = gate(order);
+    CompletableFuture<HttpResponse<String>> leader =
+        CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", order(order, 40, true)));
+    assertThat(entered.get(order).await(20, TimeUnit.SECONDS)).isTrue();
+    List<CompletableFuture<HttpResponse<String>>> copies = new ArrayList<>();
+    ExecutorService senders = Executors.newFixedThreadPool(19);
+    for (int i = 0; i < 19; i++) {
+      copies.add(CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", order(order, 40, true)), senders));
+    }
+    senders.shutdown();
+    await("19 copies wait in memory", () -> waitingInMemory() == 19);
+    int active = pool.getHikariPoolMXBean().getActiveConnections();
+    assertThat(active).as("pool connections in use while 19 copies wait").isLessThanOrEqualTo(1);
+
+    long events0 = mismatches(key);
+    List<Long> millis = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      long sent = System.nanoTime();
+      HttpResponse<String> other = post("/orders", key, "tenant-a", order(order, 9900, true));
+      millis.add(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - sent));
+      assertThat(other.statusCode()).isEqualTo(422);
+      assertThat(other.body()).contains("already used");
+    }
+    assertThat(leader).as("the leader is still held").isNotDone();
+    assertThat(waitingInMemory()).isEqualTo(19);
+    // At once: far below the 20 s in-flight wait on every try, within 50 ms on the best (the
+    // machine is shared; the first try may still be warming the route up).
+    assertThat(millis).allSatisfy(ms -> assertThat(ms).isLessThan(2_000));
+    assertThat(millis.stream().mapToLong(Long::longValue).min().orElseThrow()).as("fastest of %s ms", millis)
+        .isLessThan(50);
+    assertThat(mismatches(key) - events0).isEqualTo(3);
+    assertThat(effects(order)).isZero(); // nothing committed yet: the leader is held
+
+    gate.countDown();
+    HttpResponse<String> first = leader.get(30, TimeUnit.SECONDS);
+    assertThat(first.statusCode()).isEqualTo(201);
+    for (CompletableFuture<HttpResponse<String>> c : copies) {
+      HttpResponse<String> r = c.get(30, TimeUnit.SECONDS);
+      assertThat(r.statusCode()).isEqualTo(201);
+      assertThat(r.body()).isEqualTo(first.body());
+      assertThat(r.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).hasValue("true");
+    }
+    assertThat(runs.get(order)).hasValue(1);
+    assertThat(effects(order)).isEqualTo(1);
+    assertThat(keyRows(key)).isEqualTo(1);
+    assertThat(events).noneMatch(e -> e instanceof IdemEvent.InFlight f && f.key().value().equals(key));
+  }
+
+  private static long mismatches(String key) {
+    return events.stream()
+        .filter(e -> e instanceof IdemEvent.FingerprintMismatch m && m.key().value().equals(key) && m.source().equals("http"))
+        .count();
+  }
+}

@@ -1,0 +1,192 @@
+package dev.idem.spring.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.http.ScopeResolver;
+import dev.idem.spring.Idempotent;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import jakarta.servlet.Filter;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletRequestWrapper;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.security.Principal;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.core.Ordered;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RestController;
+
+/**
+ * Whose key it is, as the starter decides it, in real applications on a real Tomcat and the local
+ * PostgreSQL: with nothing to tell callers apart a guarded application does not start, an
+ * application that guards nothing starts as before, and with principals (a resolver bean taking
+ * the principal an authentication filter set) one key from two users is two keys.
+ */
+class IdemHttpScopeTest {
+  static TestDatabase db;
+  static final HttpClient http = HttpClient.newHttpClient();
+  static final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("starter-scope");
+    db.execute("CREATE TABLE effects (id bigserial PRIMARY KEY, order_id text NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  static SpringApplicationBuilder app(Class<?> config) {
+    return new SpringApplicationBuilder(config).properties(Map.of(
+        "spring.datasource.url", db.jdbcUrl(), "spring.flyway.enabled", "false", "server.port", "0"));
+  }
+
+  record Order(String order) {}
+
+  @RestController
+  static class Guarded {
+    final JdbcTemplate jdbc;
+
+    Guarded(JdbcTemplate jdbc) {
+      this.jdbc = jdbc;
+    }
+
+    @Idempotent
+    @PostMapping("/orders")
+    Map<String, Object> place(@RequestBody Order o) {
+      runs.computeIfAbsent(o.order(), k -> new AtomicInteger()).incrementAndGet();
+      long id = jdbc.queryForObject("INSERT INTO effects (order_id) VALUES (?) RETURNING id", Long.class, o.order());
+      return Map.of("id", "ord_" + id);
+    }
+  }
+
+  @RestController
+  static class Unguarded {
+    final JdbcTemplate jdbc;
+
+    Unguarded(JdbcTemplate jdbc) {
+      this.jdbc = jdbc;
+    }
+
+    @PostMapping("/login")
+    Map<String, Object> login(@RequestBody Order o) {
+      jdbc.update("INSERT INTO effects (order_id) VALUES (?)", o.order());
+      return Map.of("ok", true);
+    }
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @Import(Guarded.class)
+  static class NoScope {}
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @Import(Unguarded.class)
+  static class NothingGuarded {}
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @Import(Guarded.class)
+  static class Principals {
+    /** Keys are the principal's: no Spring Security here, so a resolver bean says so. */
+    @Bean
+    ScopeResolver scope() {
+      return ScopeResolver.PRINCIPAL;
+    }
+
+    /** Stands for an authentication filter: the user named by X-User becomes the principal. */
+    @Bean
+    FilterRegistrationBean<Filter> authentication() {
+      FilterRegistrationBean<Filter> r = new FilterRegistrationBean<>((req, res, chain) -> {
+        String user = ((HttpServletRequest) req).getHeader("X-User");
+        chain.doFilter(user == null ? req : new HttpServletRequestWrapper((HttpServletRequest) req) {
+          @Override
+          public Principal getUserPrincipal() {
+            return () -> user;
+          }
+        }, res);
+      });
+      r.setOrder(Ordered.HIGHEST_PRECEDENCE);
+      return r;
+    }
+  }
+
+  @Test
+  void aGuardedApplicationWithNothingToTellCallersApartDoesNotStart() {
+    assertThatThrownBy(() -> app(NoScope.class).run())
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("@Idempotent Guarded.place")
+        .hasMessageContaining("idem.http.scope-header")
+        .hasMessageContaining("dev.idem.http.ScopeResolver")
+        .hasMessageContaining("Spring Security");
+  }
+
+  @Test
+  void anApplicationThatGuardsNothingStartsAndItsPostsNeedNoKey() throws Exception {
+    try (ConfigurableApplicationContext app = app(NothingGuarded.class).run()) {
+      long keys = db.count("SELECT count(*) FROM idem.idem_keys");
+      HttpResponse<String> login = post(app, "/login", null, null, "{\"order\":\"login-1\"}");
+      assertThat(login.statusCode()).isEqualTo(200);
+      assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'login-1'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keys);
+    }
+  }
+
+  @Test
+  void oneKeyFromTwoPrincipalsIsTwoKeysAndARequestWithoutOneIsRefused() throws Exception {
+    try (ConfigurableApplicationContext app = app(Principals.class).run()) {
+      HttpResponse<String> anonymous = post(app, "/orders", "k-users", null, "{\"order\":\"o-users\"}");
+      HttpResponse<String> alice = post(app, "/orders", "k-users", "alice", "{\"order\":\"o-users\"}");
+      HttpResponse<String> bob = post(app, "/orders", "k-users", "bob", "{\"order\":\"o-users\"}");
+      HttpResponse<String> aliceAgain = post(app, "/orders", "k-users", "alice", "{\"order\":\"o-users\"}");
+
+      assertThat(anonymous.statusCode()).isEqualTo(403);
+      assertThat(anonymous.body()).contains("not authenticated");
+      assertThat(alice.statusCode()).isEqualTo(200);
+      assertThat(bob.statusCode()).isEqualTo(200);
+      assertThat(bob.body()).isNotEqualTo(alice.body());
+      assertThat(aliceAgain.body()).isEqualTo(alice.body());
+      assertThat(aliceAgain.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+      assertThat(runs.get("o-users")).hasValue(2);
+      assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-users'")).isEqualTo(2);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-users' AND scope IN ('alice', 'bob')"))
+          .isEqualTo(2);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-users'")).isEqualTo(2);
+    }
+  }
+
+  static HttpResponse<String> post(ConfigurableApplicationContext app, String path, String key, String user, String json)
+      throws Exception {
+    URI base = URI.create("http://127.0.0.1:" + app.getEnvironment().getProperty("local.server.port"));
+    HttpRequest.Builder r = HttpRequest.newBuilder(base.resolve(path)).header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(json));
+    if (key != null) {
+      r.header("Idempotency-Key", key);
+    }
+    if (user != null) {
+      r.header("X-User", user);
+    }
+    return http.send(r.build(), HttpResponse.BodyHandlers.ofString());
+  }
+}
