@@ -1,6 +1,7 @@
 package dev.idem.examples.boot;
 
 import dev.idem.result.InFlightException;
+import dev.idem.spring.Idempotent;
 import java.net.URI;
 import java.util.Map;
 import org.springframework.http.HttpStatus;
@@ -11,9 +12,10 @@ import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
 
 /**
- * {@code POST /payments}. Nothing here knows about keys: the starter's filter guards the route, so
- * this runs once per {@code Idempotency-Key}, in the Spring transaction the key commits in, and
- * every repeat gets the first response (a 201, or a stored 402 decline) back.
+ * {@code POST /payments}, guarded by {@link Idempotent}: it runs once per merchant and {@code
+ * Idempotency-Key} (the merchant is the {@code X-Merchant-Id} header the gateway sets, {@code
+ * idem.http.scope-header}), in the Spring transaction the key commits in, and every repeat gets the
+ * first response (a 201, or a stored 402 decline) back. Nothing else here knows about keys.
  */
 @RestController
 class PaymentsController {
@@ -25,6 +27,7 @@ class PaymentsController {
 
   record PaymentRequest(String order, int amount) {}
 
+  @Idempotent
   @PostMapping("/payments")
   ResponseEntity<Map<String, Object>> pay(@RequestBody PaymentRequest request) {
     if (request.order() == null || request.order().isBlank() || request.amount() <= 0) {

@@ -1,20 +1,30 @@
 package dev.idem.examples.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.outbox.OutboxMessage;
+import dev.idem.micrometer.IdemMetrics;
 import dev.idem.spring.RelayLifecycle;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestPostgres;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.distribution.CountAtBucket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -43,7 +53,9 @@ class PaymentsApplicationTest {
         "--spring.datasource.url=" + db.jdbcUrl(),
         "--server.port=0",
         "--payments.provider-url=" + provider.url(),
-        "--idem.http.window=3s");
+        "--idem.http.window=3s",
+        // long enough that 20 copies are provably waiting while the first is held at the provider
+        "--idem.http.in-flight-wait=5s");
     base = URI.create("http://127.0.0.1:" + app.getEnvironment().getProperty("local.server.port"));
   }
 
@@ -58,8 +70,16 @@ class PaymentsApplicationTest {
     db.close();
   }
 
+  /** The merchant most tests pay as; the gateway sets its id in X-Merchant-Id. */
+  static final String MERCHANT = "shop-1";
+
   static HttpResponse<String> pay(String key, String order, int amount) throws Exception {
+    return payAs(MERCHANT, key, order, amount);
+  }
+
+  static HttpResponse<String> payAs(String merchant, String key, String order, int amount) throws Exception {
     HttpRequest.Builder r = HttpRequest.newBuilder(base.resolve("/payments")).header("Content-Type", "application/json")
+        .header("X-Merchant-Id", merchant)
         .POST(HttpRequest.BodyPublishers.ofString("{\"order\":\"" + order + "\",\"amount\":" + amount + "}"));
     if (key != null) {
       r.header("Idempotency-Key", "\"" + key + "\"");
@@ -72,7 +92,7 @@ class PaymentsApplicationTest {
   }
 
   static long httpKeys(String key) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'anonymous' AND key = ?", key);
+    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", MERCHANT, key);
   }
 
   static long receipts(String order) {
@@ -172,8 +192,9 @@ class PaymentsApplicationTest {
     } finally {
       provider.hold.countDown();
     }
-    assertThat(pay("k-409", "o-409", 700).headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    // (no repeat after it here: the copy waited 5 s, past this test's 3 s window)
     assertThat(payments("o-409")).isEqualTo(1);
+    assertThat(httpKeys("k-409")).isEqualTo(1);
   }
 
   @Test
@@ -235,5 +256,179 @@ class PaymentsApplicationTest {
     }
     assertThat(relay.isRunning()).isTrue();
     Poll.until("the receipt of o-stopped", () -> receipts("o-stopped") == 1);
+  }
+
+  static HttpResponse<String> post(String path, String json) throws Exception {
+    return http.send(HttpRequest.newBuilder(base.resolve(path)).header("Content-Type", "application/json")
+        .POST(HttpRequest.BodyPublishers.ofString(json)).build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  static HttpResponse<String> webhook(String event, String type, String order) throws Exception {
+    return post("/webhooks/card-provider", "{\"id\":\"" + event + "\",\"type\":\"" + type + "\",\"order\":\"" + order + "\"}");
+  }
+
+  @Test
+  void routesNotAnnotatedAndTheActuatorPassWithoutAKey() throws Exception {
+    assertThat(pay("k-open", "o-open", 100).statusCode()).isEqualTo(201);
+    HttpResponse<String> event = webhook("evt-open", "charge.succeeded", "o-open");
+    assertThat(event.statusCode()).isEqualTo(200);
+    assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-open'")).isEqualTo(1);
+    HttpResponse<String> redrive = post("/actuator/idem/redriveAll", "{}");
+    assertThat(redrive.statusCode()).isEqualTo(200);
+    assertThat(redrive.body()).contains("\"action\":\"redriveAll\"");
+    // neither left an HTTP key: only the annotated route claims one
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key NOT LIKE 'k-%'", MERCHANT)).isZero();
+  }
+
+  @Test
+  void twoMerchantsSendingTheSameKeyEachGetTheirOwnPayment() throws Exception {
+    HttpResponse<String> a = payAs("shop-a", "k-same", "o-shop-a", 100);
+    HttpResponse<String> b = payAs("shop-b", "k-same", "o-shop-b", 250);
+    assertThat(a.statusCode()).isEqualTo(201);
+    assertThat(b.statusCode()).isEqualTo(201);
+    assertThat(b.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(a.body()).contains("o-shop-a").doesNotContain("o-shop-b");
+    assertThat(b.body()).contains("o-shop-b").doesNotContain("o-shop-a");
+    // each merchant's retry gets its own first response back
+    assertThat(payAs("shop-b", "k-same", "o-shop-b", 250).body()).isEqualTo(b.body());
+    assertThat(payAs("shop-a", "k-same", "o-shop-a", 100).body()).isEqualTo(a.body());
+    assertThat(payments("o-shop-a")).isEqualTo(1);
+    assertThat(payments("o-shop-b")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-same' AND scope IN ('shop-a', 'shop-b')")).isEqualTo(2);
+    // a request naming no merchant is refused, and nothing runs
+    HttpRequest anonymous = HttpRequest.newBuilder(base.resolve("/payments")).header("Content-Type", "application/json")
+        .header("Idempotency-Key", "\"k-same\"").POST(HttpRequest.BodyPublishers.ofString("{\"order\":\"o-nobody\",\"amount\":1}")).build();
+    assertProblem(http.send(anonymous, HttpResponse.BodyHandlers.ofString()), 400);
+    assertThat(payments("o-nobody")).isZero();
+  }
+
+  @Test
+  void withoutAScopeForKeysTheServiceRefusesToStart() {
+    assertThatThrownBy(() -> new SpringApplicationBuilder(PaymentsApplication.class).run(
+        "--spring.datasource.url=" + db.jdbcUrl(), "--server.port=0", "--payments.provider-url=" + provider.url(),
+        "--idem.http.scope-header=").close())
+        .hasStackTraceContaining("idem.http.scope-header")
+        .hasStackTraceContaining("ScopeResolver")
+        .hasStackTraceContaining("Spring Security");
+  }
+
+  @Test
+  void aWebhookEventThatWritesAndFailsLeavesOneRowOnceRedelivered() throws Exception {
+    // the refund arrives before its payment: the event's row is written with JdbcTemplate, then it fails
+    HttpResponse<String> early = webhook("evt-refund", "charge.refunded", "o-refund");
+    assertThat(early.statusCode()).isEqualTo(503);
+    assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isZero();
+
+    assertThat(pay("k-refund", "o-refund", 900).statusCode()).isEqualTo(201);
+    HttpResponse<String> redelivered = webhook("evt-refund", "charge.refunded", "o-refund");
+    HttpResponse<String> again = webhook("evt-refund", "charge.refunded", "o-refund");
+    assertThat(redelivered.statusCode()).isEqualTo(200);
+    assertThat(again.statusCode()).isEqualTo(200);
+    assertThat(again.body()).isEqualTo(redelivered.body()).contains("\"refunded\":true");
+    assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM payments WHERE order_id = 'o-refund' AND refunded")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isEqualTo(1);
+  }
+
+  /** Request threads parked in memory behind the first copy of a key (they hold no connection). */
+  static long waitingInMemory() {
+    return Thread.getAllStackTraces().values().stream().filter(stack -> Arrays.stream(stack)
+        .anyMatch(f -> f.getClassName().equals("dev.idem.http.InFlightRequests") && f.getMethodName().equals("admit"))).count();
+  }
+
+  static double mismatches() {
+    return app.getBean(MeterRegistry.class).find(IdemMetrics.FINGERPRINT_MISMATCHES).counters().stream()
+        .mapToDouble(c -> c.count()).sum();
+  }
+
+  @Test
+  void twentyCopiesOfAHeldPaymentWaitWithoutConnectionsAndAnotherBodyGets422AtOnce() throws Exception {
+    RelayLifecycle relay = app.getBean(RelayLifecycle.class);
+    HikariDataSource pool = (HikariDataSource) app.getBean(DataSource.class);
+    long charges = chargesAtProvider();
+    provider.hold = new CountDownLatch(1);
+    provider.held = new CountDownLatch(1);
+    relay.stop(); // the relay's polls would borrow a connection now and then; nothing else runs
+    List<CompletableFuture<HttpResponse<String>>> copies = new ArrayList<>();
+    try {
+      for (int i = 0; i < 20; i++) {
+        copies.add(CompletableFuture.supplyAsync(() -> {
+          try {
+            return pay("k-storm", "o-storm", 1200);
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        }));
+      }
+      assertThat(provider.held.await(20, TimeUnit.SECONDS)).isTrue(); // one copy is at the provider
+      Poll.until("19 copies waiting in memory", () -> waitingInMemory() >= 19);
+      int active = pool.getHikariPoolMXBean().getActiveConnections();
+      assertThat(active).as("connections in use while 19 copies wait").isLessThanOrEqualTo(1);
+      assertThat(pool.getHikariPoolMXBean().getThreadsAwaitingConnection()).isZero();
+
+      // another body under the held key: 422 without waiting for the first, counted as a mismatch
+      double before = mismatches();
+      long fastest = Long.MAX_VALUE;
+      for (int i = 0; i < 3; i++) {
+        long start = System.nanoTime();
+        HttpResponse<String> other = pay("k-storm", "o-storm", 1300);
+        fastest = Math.min(fastest, (System.nanoTime() - start) / 1_000_000);
+        assertProblem(other, 422);
+      }
+      assertThat(fastest).as("ms to the fastest 422 while the first copy is held (the wait is 5000 ms)").isLessThan(50);
+      assertThat(provider.held.getCount()).isZero();
+      assertThat(copies).noneMatch(CompletableFuture::isDone); // the first copy is still held
+      Poll.until("3 mismatches counted", () -> mismatches() - before >= 3);
+      assertThat(mismatches() - before).isEqualTo(3);
+    } finally {
+      provider.hold.countDown();
+      relay.start();
+    }
+    List<HttpResponse<String>> answers = new ArrayList<>();
+    for (CompletableFuture<HttpResponse<String>> c : copies) {
+      answers.add(c.get(30, TimeUnit.SECONDS));
+    }
+    assertThat(answers).allSatisfy(r -> assertThat(r.statusCode()).isEqualTo(201));
+    assertThat(answers).extracting(HttpResponse::body).containsOnly(answers.get(0).body());
+    assertThat(answers).filteredOn(r -> r.headers().firstValue("Idempotent-Replayed").isPresent()).hasSize(19);
+    assertThat(payments("o-storm")).isEqualTo(1);
+    assertThat(httpKeys("k-storm")).isEqualTo(1);
+    assertThat(chargesAtProvider()).isEqualTo(charges + 1);
+  }
+
+  /** The window-used histogram's cumulative counts by bucket, over every source. */
+  static Map<Double, Double> windowUsedBuckets() {
+    Map<Double, Double> counts = new HashMap<>();
+    app.getBean(MeterRegistry.class).find(IdemMetrics.REPEAT_WINDOW_USED).summaries().forEach(summary -> {
+      for (CountAtBucket b : summary.takeSnapshot().histogramCounts()) {
+        counts.merge(b.bucket(), b.count(), Double::sum);
+      }
+    });
+    return counts;
+  }
+
+  static Map<Double, Double> minus(Map<Double, Double> after, Map<Double, Double> before) {
+    Map<Double, Double> d = new HashMap<>();
+    after.forEach((bucket, count) -> d.put(bucket, count - before.getOrDefault(bucket, 0.0)));
+    return d;
+  }
+
+  @Test
+  void theWindowUsedBucketsTellAnEarlyRepeatFromALateOne() throws Exception {
+    assertThat(pay("k-buckets", "o-buckets", 100).statusCode()).isEqualTo(201);
+    Map<Double, Double> start = windowUsedBuckets();
+    assertThat(pay("k-buckets", "o-buckets", 100).headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    Map<Double, Double> early = minus(windowUsedBuckets(), start);
+    assertThat(early.get(25.0)).as("an early repeat, in the le=25%% bucket: %s", early).isEqualTo(1.0);
+
+    Thread.sleep(2_000); // idem.http.window is 3 s here: the next repeat is two thirds into it
+    Map<Double, Double> beforeLate = windowUsedBuckets();
+    assertThat(pay("k-buckets", "o-buckets", 100).headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    Map<Double, Double> late = minus(windowUsedBuckets(), beforeLate);
+    assertThat(late.get(25.0)).as("a late repeat is not early: %s", late).isZero();
+    assertThat(late.get(50.0)).as("a late repeat is past half the window: %s", late).isZero();
+    assertThat(late.get(100.0)).as("a late repeat, within the window: %s", late).isEqualTo(1.0);
+    assertThat(payments("o-buckets")).isEqualTo(1);
   }
 }
