@@ -58,7 +58,9 @@ import org.slf4j.LoggerFactory;
  *       Builder#inFlightWait}, gets 409 with {@code Retry-After}.
  *   <li>In this process, a repeat that arrives while the first copy runs waits in memory for it,
  *       holding its request thread and <em>no</em> pool connection (it takes none before the
- *       first has an answer), then gets the replay, or 409 when the wait ends first; a repeat with
+ *       first has an answer). It is told as soon as the first copy's transaction ends, before the
+ *       first copy's own client is answered, and gets the replay (or runs, if the first rolled
+ *       back), or 409 when the wait ends first; a repeat with
  *       another request gets 422 at once, counted as a fingerprint mismatch (see {@link
  *       Builder#listener}). In another process, the first copy of the key there waits on the
  *       running copy's key row, holding one pool connection for up to {@link Builder#inFlightWait}
@@ -102,6 +104,8 @@ public final class IdempotencyKeyFilter implements Filter {
   private static final List<String> ALWAYS_REPLAYED = List.of("Content-Type", "Content-Encoding", "Location");
   /** The one scope of {@link Builder#sharedScope()}. */
   private static final String SHARED = "shared";
+  /** The prefix of a scope replaced by its hash (see {@link #keyPart}). */
+  private static final String HASHED = "sha256:";
 
   private final IdempotentExecutor executor;
   private final String headerName;
@@ -184,8 +188,17 @@ public final class IdempotencyKeyFilter implements Filter {
       Problem.malformedKey(e.getMessage()).send(response, problemTypeBase);
       return;
     }
+    if (scopeHeader != null) {
+      int sent = Collections.list(request.getHeaders(scopeHeader)).size();
+      if (sent > 1) {
+        // Which of two callers it is cannot be told; taking the first would let a caller pick its scope.
+        Problem.repeatedScopeHeader(scopeHeader, sent).send(response, problemTypeBase);
+        return;
+      }
+    }
     String caller = scope.scopeOf(request);
-    if (caller == null) {
+    if (caller == null || caller.isBlank()) {
+      // A blank scope is no caller: hashed, every such caller would share one key space.
       (scopeHeader != null ? Problem.missingScopeHeader(scopeHeader) : Problem.noCaller()).send(response, problemTypeBase);
       return;
     }
@@ -199,7 +212,7 @@ public final class IdempotencyKeyFilter implements Filter {
     InFlightRequests.Entry copy = running.entry(key, print);
     switch (running.admit(copy, inFlightWait)) {
       case LEAD -> lead(request, response, chain, key, print, body, copy);
-      case ASK_THE_STORE -> guard(request, response, chain, key, print, body, null);
+      case ASK_THE_STORE -> guard(request, response, chain, key, print, body, null).answer().sendTo(response);
       case REUSED -> {
         events.fingerprintMismatch(key);
         Problem.keyReused(headerName).send(response, problemTypeBase);
@@ -212,25 +225,37 @@ public final class IdempotencyKeyFilter implements Filter {
   }
 
   /**
-   * The first copy of its key in this process: it goes to the database, and tells the copies
-   * waiting on it what it left there.
+   * The first copy of its key in this process: it goes to the database, tells the copies waiting
+   * on it what it left there as soon as the transaction has ended, and only then answers its own
+   * client (a slow or gone client must not hold the copies, nor make one of them run again).
    */
   private void lead(HttpServletRequest request, HttpServletResponse response, FilterChain chain, IdempotencyKey key,
       Fingerprint print, byte[] body, InFlightRequests.Entry copy) throws IOException, ServletException {
-    InFlightRequests.Left left = InFlightRequests.Left.NOTHING;
+    Outcome outcome = null;
     try {
-      left = guard(request, response, chain, key, print, body, copy);
+      outcome = guard(request, response, chain, key, print, body, copy);
     } finally {
-      copy.left(left);
+      copy.left(outcome == null ? InFlightRequests.Left.NOTHING : outcome.left());
     }
+    outcome.answer().sendTo(response);
+  }
+
+  /** What a run left in the database, and the answer its client is to get (not sent yet). */
+  private record Outcome(InFlightRequests.Left left, Answer answer) {}
+
+  /** An answer decided after the transaction ended, written to the client afterwards. */
+  @FunctionalInterface
+  private interface Answer {
+    void sendTo(HttpServletResponse response) throws IOException;
   }
 
   /**
-   * Runs the request through the executor, in the request transaction, and answers it. {@code copy}
-   * is the leader's entry (told when its claim succeeds), or null for a copy that waited for a
-   * leader that committed: the store answers it at once. Returns what the run left in the database.
+   * Runs the request through the executor, in the request transaction, and decides its answer
+   * without sending it. {@code copy} is the leader's entry (told when its claim succeeds), or null
+   * for a copy that waited for a leader that committed: the store answers it at once. Throws what
+   * the handler or the transaction threw, after the rollback.
    */
-  private InFlightRequests.Left guard(HttpServletRequest request, HttpServletResponse response, FilterChain chain,
+  private Outcome guard(HttpServletRequest request, HttpServletResponse response, FilterChain chain,
       IdempotencyKey key, Fingerprint print, byte[] body, InFlightRequests.Entry copy) throws IOException, ServletException {
     CapturedResponse[] last = new CapturedResponse[1];
     try {
@@ -249,22 +274,18 @@ public final class IdempotencyKeyFilter implements Filter {
         return captured.stored(replayedHeaders);
       }));
       if (outcome instanceof Execution.Applied) {
-        last[0].sendTo(response);
+        return new Outcome(InFlightRequests.Left.COMMITTED, last[0]::sendTo);
       } else if (outcome instanceof Execution.Replayed<StoredResponse> replayed) {
-        replay(replayed.value(), response);
-      } else {
-        inFlight(response, ((Execution.InFlight<StoredResponse>) outcome).retryAfter());
-        return InFlightRequests.Left.HELD_ELSEWHERE;
+        return new Outcome(InFlightRequests.Left.COMMITTED, to -> replay(replayed.value(), to));
       }
-      return InFlightRequests.Left.COMMITTED;
+      Duration after = ((Execution.InFlight<StoredResponse>) outcome).retryAfter();
+      return new Outcome(InFlightRequests.Left.HELD_ELSEWHERE, to -> inFlight(to, after));
     } catch (NotStored notStored) {
       LOG.debug("key {}: status {} is not stored; the handler's transaction was rolled back and the key is free",
           key, notStored.response.getStatus());
-      notStored.response.sendTo(response);
-      return InFlightRequests.Left.NOTHING;
+      return new Outcome(InFlightRequests.Left.NOTHING, notStored.response::sendTo);
     } catch (KeyReuseException reused) {
-      Problem.keyReused(headerName).send(response, problemTypeBase);
-      return InFlightRequests.Left.COMMITTED;
+      return new Outcome(InFlightRequests.Left.COMMITTED, to -> Problem.keyReused(headerName).send(to, problemTypeBase));
     } catch (IOException | ServletException | RuntimeException e) {
       throw e;
     } catch (Exception e) {
@@ -302,18 +323,23 @@ public final class IdempotencyKeyFilter implements Filter {
   }
 
   /**
-   * The caller's scope as a key part: one that is not a valid key part (a principal name with
-   * spaces or accents) is replaced by its SHA-256, so it stays one scope per caller.
+   * The caller's scope as a key part, one per caller: a valid key part is kept as it is; one that is
+   * not (a principal name with spaces or accents) is replaced by {@code sha256:} and its SHA-256. A
+   * scope that itself starts with {@code sha256:} is hashed too, so no caller's own scope can spell
+   * another caller's hashed one.
    */
   private static String keyPart(String s) {
-    try {
-      return IdempotencyKey.check("scope", s);
-    } catch (IllegalArgumentException notAKeyPart) {
+    if (!s.startsWith(HASHED)) {
       try {
-        return "sha256:" + HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8)));
-      } catch (NoSuchAlgorithmException e) {
-        throw new IllegalStateException("every JVM ships SHA-256", e);
+        return IdempotencyKey.check("scope", s);
+      } catch (IllegalArgumentException notAKeyPart) {
+        // hashed below
       }
+    }
+    try {
+      return HASHED + HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8)));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every JVM ships SHA-256", e);
     }
   }
 
@@ -451,8 +477,8 @@ public final class IdempotencyKeyFilter implements Filter {
 
     /**
      * Scopes keys by a request header that names the caller (e.g. {@code X-Tenant-Id}, an API
-     * account set by the gateway): a guarded request without it is refused with 400 naming the
-     * header. Only safe when the header is set by something the caller cannot forge (a gateway,
+     * account set by the gateway): a guarded request without it, with it blank or with it sent
+     * more than once, is refused with 400 naming the header. Only safe when the header is set by something the caller cannot forge (a gateway,
      * an authentication filter). Replaces a {@link #scope} set before.
      *
      * @throws IllegalArgumentException if {@code name} is null or not an HTTP field name

@@ -45,12 +45,19 @@ record Problem(int status, String slug, String title, String detail) {
             + " send it with every request that carries an idempotency key.");
   }
 
+  static Problem repeatedScopeHeader(String header, int times) {
+    return new Problem(400, "idempotency-scope-repeated", header + " was sent " + times + " times",
+        "Idempotency keys are kept per caller, and this service names the caller by the " + header + " header:"
+            + " send it exactly once.");
+  }
+
   static Problem noCaller() {
     return new Problem(403, "idempotency-scope-unknown", "The caller of this request is not known",
         "Idempotency keys are kept per caller, so that no caller gets another's response, and this request"
             + " names no caller: it is not authenticated. Authenticate the request; or the service scopes its keys"
             + " by a request header (idem.http.scope-header, IdempotencyKeyFilter.Builder.scopeHeader) or by a"
-            + " ScopeResolver.");
+            + " ScopeResolver. If the service authenticates in a filter of its own, that filter must run before the"
+            + " idempotency filter (with Spring Boot: an order below idem.http.filter-order).");
   }
 
   static Problem tooLarge(long limit) {

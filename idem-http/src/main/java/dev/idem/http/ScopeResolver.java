@@ -13,11 +13,12 @@ import java.security.Principal;
  * IdempotencyKeyFilter.builder(idem).scope(byAccount).build();
  * }</pre>
  *
- * <p>Return {@code null} when the request names no caller: the filter refuses it with a problem
- * (403) before anything is claimed or run, rather than put it in a key space shared with others. A
- * scope that is not a valid key part (over 255 characters, spaces, non-ASCII) is replaced by its
- * SHA-256, so it stays one scope per caller. Called once per guarded request that carries a key,
- * on the request's thread; it must be thread-safe.
+ * <p>Return {@code null}, or a blank string, when the request names no caller: the filter refuses
+ * it with a problem (403) before anything is claimed or run, rather than put it in a key space
+ * shared with others. A scope that is not a valid key part (over 255 characters, spaces,
+ * non-ASCII), or that starts with {@code sha256:}, is replaced by {@code sha256:} and its SHA-256,
+ * so it stays one scope per caller and never equals another caller's. Called once per guarded
+ * request that carries a key, on the request's thread; it must be thread-safe.
  */
 @FunctionalInterface
 public interface ScopeResolver {
@@ -31,6 +32,9 @@ public interface ScopeResolver {
     return p == null || p.getName() == null || p.getName().isEmpty() ? null : p.getName();
   };
 
-  /** The scope of {@code request}'s key, or {@code null} if it names no caller (it is refused). */
+  /**
+   * The scope of {@code request}'s key, or {@code null} (or blank) if it names no caller: it is
+   * refused.
+   */
   String scopeOf(HttpServletRequest request);
 }

@@ -8,7 +8,10 @@ import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import java.net.URI;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.time.Duration;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -89,6 +92,64 @@ class CallerScopeTest {
     assertThat(f.keyRows("shared", key)).isEqualTo(1);
   }
 
+  @Test
+  void aBlankScopeIsNoCallerAndIsRefused() throws Exception {
+    URI uri = f.serve(b -> b.scope(r -> r.getHeader("X-Account") == null ? "" : " \t "));
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
+    HttpResponse<String> empty = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
+    HttpResponse<String> spaces = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", "b");
+
+    assertThat(empty.statusCode()).isEqualTo(403);
+    assertThat(spaces.statusCode()).isEqualTo(403);
+    assertThat(json(spaces).get("title").asText()).isEqualTo("The caller of this request is not known");
+    assertThat(f.runs.get(order)).isNull();
+    assertThat(f.payments(order)).isZero();
+    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key)).isZero();
+  }
+
+  /**
+   * A scope that is not a key part is stored as {@code sha256:<its hash>}; a caller whose own
+   * scope is spelled exactly that is still another caller, with its own key and response.
+   */
+  @Test
+  void aScopeSpelledLikeAnotherCallersHashedScopeIsAnotherScope() throws Exception {
+    URI uri = f.serve(b -> b); // the fixture's scope: the X-Account header as it is
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
+    String hashed = "sha256:" + HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256")
+        .digest("Jane Doe".getBytes(StandardCharsets.UTF_8)));
+    HttpResponse<String> jane = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", "Jane Doe");
+    HttpResponse<String> other = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", hashed);
+    HttpResponse<String> plain = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key, "X-Account", "acct_1");
+
+    assertThat(jane.statusCode()).isEqualTo(201);
+    assertThat(other.statusCode()).isEqualTo(201);
+    assertThat(other.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).isEmpty();
+    assertThat(other.body()).isNotEqualTo(jane.body()); // its own payment, not Jane's
+    assertThat(f.runs.get(order)).hasValue(3);
+    assertThat(f.payments(order)).isEqualTo(3);
+    assertThat(f.keyRows(hashed, key)).isEqualTo(1); // Jane's
+    assertThat(f.keyRows("acct_1", key)).isEqualTo(1); // an ordinary scope is kept as it is
+    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ? AND scope LIKE 'sha256:%'", key)).isEqualTo(2);
+    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key)).isEqualTo(3);
+  }
+
+  @Test
+  void aScopeHeaderSentTwiceIsRefused() throws Exception {
+    URI uri = f.serve(b -> b.scopeHeader("X-Tenant-Id"));
+    String order = HttpFixture.unique("o");
+    String key = HttpFixture.unique("k");
+    HttpResponse<String> twice = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key,
+        "X-Tenant-Id", "tenant-a", "X-Tenant-Id", "tenant-b");
+
+    assertThat(twice.statusCode()).isEqualTo(400);
+    assertThat(json(twice).get("title").asText()).isEqualTo("X-Tenant-Id was sent 2 times");
+    assertThat(f.runs.get(order)).isNull();
+    assertThat(f.payments(order)).isZero();
+    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key)).isZero();
+  }
+
   /**
    * Copies waiting in this process for a held first copy: another body is refused at once and
    * counted as a mismatch; the same body waits and gets the replay once the first commits.
@@ -113,7 +174,9 @@ class CallerScopeTest {
     CountDownLatch gate = f.gate(order);
     CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(() -> post(uri, payment(order, 4000, "block"), key));
     assertThat(f.entered.get(order).await(10, TimeUnit.SECONDS)).isTrue();
+    long parked = HttpFixture.parkedCopies();
     CompletableFuture<HttpResponse<String>> copy = CompletableFuture.supplyAsync(() -> post(uri, payment(order, 4000, "block"), key));
+    HttpFixture.await("the copy waits on the first", () -> HttpFixture.parkedCopies() - parked == 1);
 
     HttpResponse<String> other = post(uri, payment(order, 9900, "block"), key);
     assertThat(other.statusCode()).isEqualTo(422);

@@ -6,9 +6,16 @@ import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
+import jakarta.servlet.Filter;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
+import jakarta.servlet.http.HttpServletResponseWrapper;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -17,6 +24,7 @@ import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -50,6 +58,13 @@ final class HttpFixture implements AutoCloseable {
   final Map<String, CountDownLatch> entered = new ConcurrentHashMap<>();
   /** How many times the handler ran, per order (every attempt, rolled back or not). */
   final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+  /**
+   * Slow clients: a request with {@code X-Slow-Client: <order>} gets its answer written only once
+   * that order's latch here opens (standing for a client that does not read); {@link #answering}
+   * counts down when the filter starts writing it.
+   */
+  final Map<String, CountDownLatch> slowClients = new ConcurrentHashMap<>();
+  final Map<String, CountDownLatch> answering = new ConcurrentHashMap<>();
   private final List<Tomcat> servers = new ArrayList<>();
 
   HttpFixture(String hint) {
@@ -74,6 +89,14 @@ final class HttpFixture implements AutoCloseable {
     Context context = tomcat.addContext("", null);
     Tomcat.addServlet(context, "payments", new PaymentServlet());
     context.addServletMappingDecoded("/payments", "payments");
+    FilterDef slow = new FilterDef();
+    slow.setFilterName("slow-client");
+    slow.setFilter(new SlowClient());
+    context.addFilterDef(slow);
+    FilterMap slowMap = new FilterMap();
+    slowMap.setFilterName("slow-client");
+    slowMap.addURLPattern("/*");
+    context.addFilterMap(slowMap);
     FilterDef def = new FilterDef();
     def.setFilterName("idempotency");
     def.setFilter(filter);
@@ -142,11 +165,38 @@ final class HttpFixture implements AutoCloseable {
     }
   }
 
+  /** Request threads parked in the filter's in-memory wait for a running copy of their key. */
+  static long parkedCopies() {
+    return Thread.getAllStackTraces().entrySet().stream()
+        .filter(e -> e.getKey().getState() == Thread.State.TIMED_WAITING && Arrays.stream(e.getValue())
+            .anyMatch(f -> f.getClassName().equals(InFlightRequests.class.getName()) && f.getMethodName().equals("admit")))
+        .count();
+  }
+
+  /** Makes {@code order}'s client slow (see {@link #slowClients}); returns the latch that lets it read. */
+  CountDownLatch slowClient(String order) {
+    answering.put(order, new CountDownLatch(1));
+    CountDownLatch reads = new CountDownLatch(1);
+    slowClients.put(order, reads);
+    return reads;
+  }
+
   CountDownLatch gate(String order) {
     entered.put(order, new CountDownLatch(1));
     CountDownLatch gate = new CountDownLatch(1);
     gates.put(order, gate);
     return gate;
+  }
+
+  private void awaitGate(String order) {
+    try {
+      if (!gates.get(order).await(30, TimeUnit.SECONDS)) {
+        throw new IllegalStateException("the test never opened the gate of " + order);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException(e);
+    }
   }
 
   /** A value no other test uses, for orders and keys. */
@@ -172,7 +222,8 @@ final class HttpFixture implements AutoCloseable {
    * idem.inTransaction} (which joins the key's transaction), then answers by the card: "ok" 201
    * with a JSON body and a Location; "declined" 402; "status-NNN" that status; "error-NNN"
    * sendError(NNN); "throw" an exception; "block" waits on the order's gate, then 201;
-   * "serialization" fails the first run with SQLSTATE 40001 after writing part of its answer.
+   * "serialization" fails the first run with SQLSTATE 40001 after writing part of its answer;
+   * "block1-503" and "block1-throw" hold the first run on the gate, then answer 503 or throw.
    */
   final class PaymentServlet extends HttpServlet {
     private static final long serialVersionUID = 1L;
@@ -202,16 +253,20 @@ final class HttpFixture implements AutoCloseable {
         idem.useTransaction(tx -> tx.dsl().execute(
             "DO $$ BEGIN RAISE EXCEPTION 'test: serialization failure' USING ERRCODE = 'serialization_failure'; END $$"));
       }
+      if (card.startsWith("block1-") && run == 1) {
+        // The first run is held, then fails: "block1-503" answers 503 (not stored), "block1-throw" throws.
+        entered.get(order).countDown();
+        awaitGate(order);
+        if (card.equals("block1-throw")) {
+          throw new IllegalStateException("test: the first run failed after writing its payment row");
+        }
+        resp.setStatus(503);
+        resp.getWriter().write("the first run failed");
+        return;
+      }
       if (card.equals("block")) {
         entered.get(order).countDown();
-        try {
-          if (!gates.get(order).await(30, TimeUnit.SECONDS)) {
-            throw new IllegalStateException("the test never opened the gate of " + order);
-          }
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new IllegalStateException(e);
-        }
+        awaitGate(order);
       }
       if (card.equals("throw")) {
         throw new IllegalStateException("test: the handler failed after writing its payment row");
@@ -227,6 +282,71 @@ final class HttpFixture implements AutoCloseable {
       resp.setHeader("Location", "/payments/pay_" + id);
       resp.setHeader("X-Run", Integer.toString(run));
       resp.getWriter().write("{\"id\":\"pay_" + id + "\",\"order\":\"" + order + "\",\"outcome\":\"" + outcome + "\"}");
+    }
+  }
+
+  /**
+   * Mapped before the idempotency filter: for a request with {@code X-Slow-Client: <order>}, the
+   * first thing written to the response (status, body, flush) waits for that order's latch in
+   * {@link #slowClients}, as a write to a client that does not read would.
+   */
+  final class SlowClient implements Filter {
+    @Override
+    public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain) throws IOException, ServletException {
+      String order = ((HttpServletRequest) req).getHeader("X-Slow-Client");
+      if (order == null) {
+        chain.doFilter(req, res);
+        return;
+      }
+      chain.doFilter(req, new HttpServletResponseWrapper((HttpServletResponse) res) {
+        private boolean read;
+
+        private void waitForTheClient() {
+          if (read) {
+            return;
+          }
+          read = true;
+          answering.get(order).countDown();
+          try {
+            if (!slowClients.get(order).await(30, TimeUnit.SECONDS)) {
+              throw new IllegalStateException("the test never let the slow client of " + order + " read");
+            }
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+          }
+        }
+
+        @Override
+        public void setStatus(int sc) {
+          waitForTheClient();
+          super.setStatus(sc);
+        }
+
+        @Override
+        public void sendError(int sc, String msg) throws IOException {
+          waitForTheClient();
+          super.sendError(sc, msg);
+        }
+
+        @Override
+        public void sendError(int sc) throws IOException {
+          waitForTheClient();
+          super.sendError(sc);
+        }
+
+        @Override
+        public ServletOutputStream getOutputStream() throws IOException {
+          waitForTheClient();
+          return super.getOutputStream();
+        }
+
+        @Override
+        public void flushBuffer() throws IOException {
+          waitForTheClient();
+          super.flushBuffer();
+        }
+      });
     }
   }
 }
