@@ -39,8 +39,9 @@ public @interface Idempotent {
 
   /**
    * How long a key is remembered, by the database clock, as a Spring Boot duration ({@code "24h"},
-   * {@code "7d"}; property placeholders are resolved). Empty (the default): 24 hours, the client
-   * retry window.
+   * {@code "7d"}; property placeholders are resolved). Empty (the default): on an HTTP handler,
+   * {@code idem.http.window} if set, else 24 hours, the client retry window; on a service method,
+   * 24 hours.
    */
   String window() default "";
 
@@ -54,7 +55,9 @@ public @interface Idempotent {
   /**
    * HTTP handlers only: 4xx statuses stored and replayed besides {@code StorePolicy.DEFAULT}'s
    * (2xx, 3xx and the business 4xx such as 402). A status not stored rolls the handler's writes
-   * and the key back, so a retry runs again; 5xx are never stored. Empty (the default): the
+   * and the key back, so a retry runs again; 5xx are never stored. Set, the route's policy is
+   * {@code StorePolicy.DEFAULT} plus these, replacing one an {@code
+   * IdempotencyKeyFilterCustomizer} set. Empty (the default): the customizers' policy, else the
    * default policy.
    */
   int[] storedStatuses() default {};

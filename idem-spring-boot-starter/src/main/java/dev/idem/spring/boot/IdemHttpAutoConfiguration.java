@@ -17,6 +17,9 @@ import java.util.concurrent.Callable;
 import java.util.function.Consumer;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -24,11 +27,19 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
-import org.springframework.core.Ordered;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.MethodIntrospector;
+import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.env.Environment;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.stereotype.Controller;
 import org.springframework.transaction.support.TransactionTemplate;
+import org.springframework.util.ClassUtils;
+import org.springframework.util.ReflectionUtils;
+import org.springframework.web.bind.annotation.RequestMapping;
+import org.springframework.web.context.WebApplicationContext;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
 
 /**
@@ -39,146 +50,231 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
  *
  * <p>Each guarded request runs in a Spring transaction that idem's key joins, so the controller's
  * writes (through JdbcTemplate, jOOQ or JPA on the same DataSource) commit with the key and the
- * stored response, or none of them does. The guard is mapped after every other filter (Spring
- * Security's included), so the principal that scopes keys is known and no filter after it is
- * skipped when a run is repeated.
+ * stored response, or none of them does. The guard is one servlet filter at {@code
+ * idem.http.filter-order}, by default {@code Ordered.LOWEST_PRECEDENCE - 10}: after Spring
+ * Security's filter chain (order -100) and every filter ordered below it, so the principal that
+ * scopes keys is known. A filter with no order of its own ({@code LOWEST_PRECEDENCE}) runs after
+ * the guard: if it authenticates the caller (sets what a {@link ScopeResolver} reads), give it a
+ * lower order, or raise {@code idem.http.filter-order}. Filters after the guard are not run again
+ * when a run is repeated.
  *
  * <p>Whose key it is, one of: {@code idem.http.scope-header}; a {@link ScopeResolver} bean; the
  * authenticated principal (the default, refused at start-up without Spring Security, see {@link
  * IdemHttpGuards}); or, deliberately and dangerously, {@code idem.http.shared-scope=true}. Two of
  * them at once is refused at start-up.
+ *
+ * <p>{@link Idempotent} handlers that would not be guarded are never silent: with {@code
+ * idem.http.enabled=false} start-up logs a WARN naming them; in a WebFlux application, or a servlet
+ * one without an {@code Idem} or a {@code PlatformTransactionManager} bean, start-up fails naming
+ * them (set {@code idem.http.enabled=false} to run them unguarded on purpose).
  */
 @AutoConfiguration(after = IdemAutoConfiguration.class)
-@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
-@ConditionalOnClass({IdempotencyKeyFilter.class, FilterRegistrationBean.class, RequestMappingHandlerMapping.class})
-@ConditionalOnBean({Idem.class, PlatformTransactionManager.class})
-@ConditionalOnProperty(prefix = "idem.http", name = "enabled", matchIfMissing = true)
+@ConditionalOnClass(name = "org.springframework.web.bind.annotation.RequestMapping")
 public class IdemHttpAutoConfiguration {
 
-  /**
-   * The filter of {@code idem.http.url-patterns}, built from {@code idem.http.*} and the
-   * customizers (also the one whose {@code expire()} the expiry schedule runs). Reached only
-   * through the guard, never mapped by itself.
-   */
+  /** Tells of {@link Idempotent} handlers that no guard covers (see the class comment). */
   @Bean
-  @ConditionalOnMissingBean
-  public IdempotencyKeyFilter idempotencyKeyFilter(Idem idem, IdemProperties properties, PlatformTransactionManager transactions,
-      ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners,
-      ObjectProvider<IdempotencyKeyFilterCustomizer> customizers) {
-    IdemProperties.Http p = properties.getHttp();
-    IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers, listeners).keyRequired(p.isKeyRequired());
-    customizers.orderedStream().forEach(c -> c.customize(b));
-    return b.build();
+  static UnguardedHandlers idemHttpUnguardedHandlers(ApplicationContext context) {
+    return new UnguardedHandlers(context);
   }
 
-  /** Keeps the servlet container from mapping the filter bean to every path: the guard decides. */
-  @Bean
-  @ConditionalOnMissingBean(name = "idempotencyKeyFilterRegistration")
-  public FilterRegistrationBean<IdempotencyKeyFilter> idempotencyKeyFilterRegistration(IdempotencyKeyFilter filter) {
-    FilterRegistrationBean<IdempotencyKeyFilter> registration = new FilterRegistrationBean<>(filter);
-    registration.setEnabled(false);
-    return registration;
-  }
+  /** The guards, in a servlet application with idem and Spring's transactions. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
+  @ConditionalOnClass({IdempotencyKeyFilter.class, FilterRegistrationBean.class, RequestMappingHandlerMapping.class})
+  @ConditionalOnBean({Idem.class, PlatformTransactionManager.class})
+  @ConditionalOnProperty(prefix = "idem.http", name = "enabled", matchIfMissing = true)
+  public static class Guards {
 
-  /** Finds the {@link Idempotent} handlers and the url-pattern routes, and sends each to its filter. */
-  @Bean
-  IdemHttpGuards idemHttpGuards(IdempotencyKeyFilter urlFilter, Idem idem, IdemProperties properties,
-      PlatformTransactionManager transactions, ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners,
-      ObjectProvider<IdempotencyKeyFilterCustomizer> customizers,
-      @Qualifier("requestMappingHandlerMapping") ObjectProvider<RequestMappingHandlerMapping> mappings,
-      Environment environment) {
-    IdemProperties.Http p = properties.getHttp();
-    boolean callerKnown = scope(p, resolvers) != null;
-    return new IdemHttpGuards(route -> {
-      IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers, listeners);
+
+    /**
+     * The filter of {@code idem.http.url-patterns}, built from {@code idem.http.*} and the
+     * customizers (also the one whose {@code expire()} the expiry schedule runs). Reached only
+     * through the guard, never mapped by itself.
+     */
+    @Bean
+    @ConditionalOnMissingBean
+    public IdempotencyKeyFilter idempotencyKeyFilter(Idem idem, IdemProperties properties, PlatformTransactionManager transactions,
+        ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners,
+        ObjectProvider<IdempotencyKeyFilterCustomizer> customizers) {
+      IdemProperties.Http p = properties.getHttp();
+      IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers, listeners).keyRequired(p.isKeyRequired());
       customizers.orderedStream().forEach(c -> c.customize(b));
-      // The annotation is the route's own declaration: it wins over properties and customizers.
-      b.guarded(request -> true).keyRequired(route.keyRequired())
-          .storePolicy(StorePolicy.DEFAULT.alsoStoring(route.storedStatuses().stream().mapToInt(Integer::intValue).toArray()));
-      if (route.window() != null) {
-        b.window(DedupeWindow.of(route.window()));
-      }
       return b.build();
-    }, urlFilter, p, callerKnown, mappings, environment);
-  }
+    }
 
-  /** Maps the guard to every path, REQUEST dispatches only, after every other filter. */
-  @Bean
-  FilterRegistrationBean<IdemHttpGuards> idemHttpGuardsRegistration(IdemHttpGuards guards) {
-    FilterRegistrationBean<IdemHttpGuards> registration = new FilterRegistrationBean<>(guards);
-    registration.setName("idempotencyKeyFilter");
-    registration.addUrlPatterns("/*");
-    registration.setDispatcherTypes(DispatcherType.REQUEST);
-    registration.setOrder(Ordered.LOWEST_PRECEDENCE - 10);
-    return registration;
-  }
+    /** Keeps the servlet container from mapping the filter bean to every path: the guard decides. */
+    @Bean
+    @ConditionalOnMissingBean(name = "idempotencyKeyFilterRegistration")
+    public FilterRegistrationBean<IdempotencyKeyFilter> idempotencyKeyFilterRegistration(IdempotencyKeyFilter filter) {
+      FilterRegistrationBean<IdempotencyKeyFilter> registration = new FilterRegistrationBean<>(filter);
+      registration.setEnabled(false);
+      return registration;
+    }
 
-  /** A builder with what every filter of the application shares: {@code idem.http.*}, scope, listener, transaction. */
-  private static IdempotencyKeyFilter.Builder builder(Idem idem, IdemProperties.Http p, PlatformTransactionManager transactions,
-      ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners) {
-    RequestFingerprint fingerprint = p.getFingerprintFields().isEmpty()
-        ? (p.getFingerprint() == IdemProperties.Http.Fingerprint.RAW_BODY ? RequestFingerprint.rawBody() : RequestFingerprint.canonicalJson())
-        : RequestFingerprint.jsonFields(p.getFingerprintFields().toArray(String[]::new));
-    IdempotencyKeyFilter.Builder b = IdempotencyKeyFilter.builder(idem)
-        .headerName(p.getHeaderName())
-        .acceptBareKeys(p.isAcceptBareKeys())
-        .fingerprint(fingerprint.withHeaders(p.getFingerprintHeaders().toArray(String[]::new)))
-        .replayedHeaders(p.getReplayedHeaders().toArray(String[]::new))
-        // The same listeners as the Idem bean's: the filter's own 422s and 409s count with the executor's.
-        .listener(new AfterCommitListener(listeners.orderedStream().toList()))
-        .transaction(new SpringRequestTransaction(new TransactionTemplate(transactions)));
-    Consumer<IdempotencyKeyFilter.Builder> scope = scope(p, resolvers);
-    if (scope != null) {
-      scope.accept(b);
+    /** Finds the {@link Idempotent} handlers and the url-pattern routes, and sends each to its filter. */
+    @Bean
+    IdemHttpGuards idemHttpGuards(IdempotencyKeyFilter urlFilter, Idem idem, IdemProperties properties,
+        PlatformTransactionManager transactions, ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners,
+        ObjectProvider<IdempotencyKeyFilterCustomizer> customizers,
+        @Qualifier("requestMappingHandlerMapping") ObjectProvider<RequestMappingHandlerMapping> mappings,
+        Environment environment) {
+      IdemProperties.Http p = properties.getHttp();
+      boolean callerKnown = scope(p, resolvers) != null;
+      return new IdemHttpGuards(route -> {
+        IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers, listeners);
+        customizers.orderedStream().forEach(c -> c.customize(b));
+        // The annotation is the route's own declaration: what it says wins over properties and
+        // customizers; what it leaves out (no storedStatuses) stays theirs.
+        b.guarded(request -> true).keyRequired(route.keyRequired());
+        if (!route.storedStatuses().isEmpty()) {
+          b.storePolicy(StorePolicy.DEFAULT.alsoStoring(route.storedStatuses().stream().mapToInt(Integer::intValue).toArray()));
+        }
+        if (route.window() != null) {
+          b.window(DedupeWindow.of(route.window()));
+        }
+        return b.build();
+      }, urlFilter, p, callerKnown, mappings, environment);
     }
-    if (p.getProblemTypeBase() != null) {
-      b.problemTypeBase(p.getProblemTypeBase());
+
+    /** Maps the guard to every path, REQUEST dispatches only, at {@code idem.http.filter-order}. */
+    @Bean
+    FilterRegistrationBean<IdemHttpGuards> idemHttpGuardsRegistration(IdemHttpGuards guards, IdemProperties properties) {
+      FilterRegistrationBean<IdemHttpGuards> registration = new FilterRegistrationBean<>(guards);
+      registration.setName("idempotencyKeyFilter");
+      registration.addUrlPatterns("/*");
+      registration.setDispatcherTypes(DispatcherType.REQUEST);
+      registration.setOrder(properties.getHttp().getFilterOrder());
+      return registration;
     }
-    if (p.getWindow() != null) {
-      b.window(DedupeWindow.of(p.getWindow()));
+
+    /** A builder with what every filter of the application shares: {@code idem.http.*}, scope, listener, transaction. */
+    private static IdempotencyKeyFilter.Builder builder(Idem idem, IdemProperties.Http p, PlatformTransactionManager transactions,
+        ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners) {
+      RequestFingerprint fingerprint = p.getFingerprintFields().isEmpty()
+          ? (p.getFingerprint() == IdemProperties.Http.Fingerprint.RAW_BODY ? RequestFingerprint.rawBody() : RequestFingerprint.canonicalJson())
+          : RequestFingerprint.jsonFields(p.getFingerprintFields().toArray(String[]::new));
+      IdempotencyKeyFilter.Builder b = IdempotencyKeyFilter.builder(idem)
+          .headerName(p.getHeaderName())
+          .acceptBareKeys(p.isAcceptBareKeys())
+          .fingerprint(fingerprint.withHeaders(p.getFingerprintHeaders().toArray(String[]::new)))
+          .replayedHeaders(p.getReplayedHeaders().toArray(String[]::new))
+          // The same listeners as the Idem bean's: the filter's own 422s and 409s count with the executor's.
+          .listener(new AfterCommitListener(listeners.orderedStream().toList()))
+          .transaction(new SpringRequestTransaction(new TransactionTemplate(transactions)));
+      Consumer<IdempotencyKeyFilter.Builder> scope = scope(p, resolvers);
+      if (scope != null) {
+        scope.accept(b);
+      }
+      if (p.getProblemTypeBase() != null) {
+        b.problemTypeBase(p.getProblemTypeBase());
+      }
+      if (p.getWindow() != null) {
+        b.window(DedupeWindow.of(p.getWindow()));
+      }
+      if (p.getInFlightWait() != null) {
+        b.inFlightWait(p.getInFlightWait());
+      }
+      if (p.getRetryAfter() != null) {
+        b.retryAfter(p.getRetryAfter());
+      }
+      if (p.getMaxBodySize() != null) {
+        b.maxBodySize(Math.toIntExact(p.getMaxBodySize().toBytes()));
+      }
+      return b;
     }
-    if (p.getInFlightWait() != null) {
-      b.inFlightWait(p.getInFlightWait());
+
+    /**
+     * How keys are scoped, when configured: the scope header, a resolver bean, or the shared scope;
+     * null for the filter's default, the principal. Two at once is refused.
+     */
+    private static Consumer<IdempotencyKeyFilter.Builder> scope(IdemProperties.Http p, ObjectProvider<ScopeResolver> resolvers) {
+      List<String> set = new ArrayList<>();
+      Consumer<IdempotencyKeyFilter.Builder> scope = null;
+      if (p.getScopeHeader() != null && !p.getScopeHeader().isBlank()) {
+        set.add("idem.http.scope-header=" + p.getScopeHeader());
+        scope = b -> b.scopeHeader(p.getScopeHeader().trim());
+      }
+      List<ScopeResolver> beans = resolvers.orderedStream().toList();
+      if (beans.size() > 1) {
+        throw new IllegalStateException("idem.http: " + beans.size() + " ScopeResolver beans; keys are scoped in one way,"
+            + " keep one");
+      }
+      ScopeResolver resolver = beans.isEmpty() ? null : beans.get(0);
+      if (resolver != null) {
+        set.add("a ScopeResolver bean");
+        scope = b -> b.scope(resolver);
+      }
+      if (p.isSharedScope()) {
+        set.add("idem.http.shared-scope=true");
+        scope = IdempotencyKeyFilter.Builder::sharedScope;
+      }
+      if (set.size() > 1) {
+        throw new IllegalStateException("idem.http: keys are scoped in one way, and " + String.join(", ", set)
+            + " are all set; keep one");
+      }
+      return scope;
     }
-    if (p.getRetryAfter() != null) {
-      b.retryAfter(p.getRetryAfter());
-    }
-    if (p.getMaxBodySize() != null) {
-      b.maxBodySize(Math.toIntExact(p.getMaxBodySize().toBytes()));
-    }
-    return b;
   }
 
   /**
-   * How keys are scoped, when configured: the scope header, a resolver bean, or the shared scope;
-   * null for the filter's default, the principal. Two at once is refused.
+   * At start-up, finds {@link Idempotent} handler methods (of {@code @Controller} beans, mapped by
+   * {@code @RequestMapping}) when no guard was configured for them: a WARN when HTTP guards are
+   * off on purpose ({@code idem.http.enabled=false}), else a failed start-up naming them and why.
+   * Knows the guards only by bean name, so it loads no servlet class in a WebFlux application.
    */
-  private static Consumer<IdempotencyKeyFilter.Builder> scope(IdemProperties.Http p, ObjectProvider<ScopeResolver> resolvers) {
-    List<String> set = new ArrayList<>();
-    Consumer<IdempotencyKeyFilter.Builder> scope = null;
-    if (p.getScopeHeader() != null && !p.getScopeHeader().isBlank()) {
-      set.add("idem.http.scope-header=" + p.getScopeHeader());
-      scope = b -> b.scopeHeader(p.getScopeHeader().trim());
+  static final class UnguardedHandlers implements SmartInitializingSingleton {
+    private static final Logger LOG = LoggerFactory.getLogger(IdemHttpAutoConfiguration.class);
+    private final ApplicationContext context;
+
+    UnguardedHandlers(ApplicationContext context) {
+      this.context = context;
     }
-    List<ScopeResolver> beans = resolvers.orderedStream().toList();
-    if (beans.size() > 1) {
-      throw new IllegalStateException("idem.http: " + beans.size() + " ScopeResolver beans; keys are scoped in one way,"
-          + " keep one");
+
+    @Override
+    public void afterSingletonsInstantiated() {
+      if (context.containsBean("idemHttpGuards")) {
+        return;
+      }
+      boolean servlet = context instanceof WebApplicationContext;
+      boolean reactive = !servlet && context.containsBean("webHandler");
+      if (!servlet && !reactive) {
+        return; // no web server: no handler is reached
+      }
+      List<String> handlers = handlers();
+      if (handlers.isEmpty()) {
+        return;
+      }
+      String which = String.join(", ", handlers);
+      if (!context.getEnvironment().getProperty("idem.http.enabled", Boolean.class, true)) {
+        LOG.warn("idem.http.enabled=false: these @Idempotent handlers are NOT guarded, every request runs them as"
+            + " sent, repeats included: {}", which);
+        return;
+      }
+      String why = reactive ? "this is a WebFlux application, and @Idempotent guards Spring MVC handlers only"
+          : context.getBeanNamesForType(Idem.class).length == 0 ? "there is no Idem bean (idem needs one DataSource)"
+          : context.getBeanNamesForType(PlatformTransactionManager.class).length == 0
+              ? "there is no PlatformTransactionManager bean (each guarded request runs in Spring's transaction)"
+          : "the starter's HTTP guard is not configured (a class it needs is missing from the class path)";
+      throw new IllegalStateException("@Idempotent handlers would run unguarded, because " + why + ": " + which
+          + ". Fix that, or set idem.http.enabled=false to run them unguarded on purpose.");
     }
-    ScopeResolver resolver = beans.isEmpty() ? null : beans.get(0);
-    if (resolver != null) {
-      set.add("a ScopeResolver bean");
-      scope = b -> b.scope(resolver);
+
+    private List<String> handlers() {
+      List<String> found = new ArrayList<>();
+      for (String name : context.getBeanNamesForAnnotation(Controller.class)) {
+        Class<?> type = context.getType(name);
+        if (type == null) {
+          continue;
+        }
+        Class<?> user = ClassUtils.getUserClass(type);
+        MethodIntrospector.selectMethods(user, (ReflectionUtils.MethodFilter) m ->
+                AnnotatedElementUtils.hasAnnotation(m, Idempotent.class) && AnnotatedElementUtils.hasAnnotation(m, RequestMapping.class))
+            .forEach(m -> found.add(user.getSimpleName() + "." + m.getName()));
+      }
+      found.sort(null);
+      return found;
     }
-    if (p.isSharedScope()) {
-      set.add("idem.http.shared-scope=true");
-      scope = IdempotencyKeyFilter.Builder::sharedScope;
-    }
-    if (set.size() > 1) {
-      throw new IllegalStateException("idem.http: keys are scoped in one way, and " + String.join(", ", set)
-          + " are all set; keep one");
-    }
-    return scope;
   }
 
   /**

@@ -12,10 +12,13 @@ import jakarta.servlet.http.HttpServletRequest;
 import java.io.IOException;
 import java.lang.reflect.Method;
 import java.time.Duration;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Function;
 import java.util.stream.IntStream;
 import org.springframework.beans.factory.ObjectProvider;
@@ -24,7 +27,9 @@ import org.springframework.boot.convert.DurationStyle;
 import org.springframework.core.env.Environment;
 import org.springframework.util.ClassUtils;
 import org.springframework.web.method.HandlerMethod;
+import org.springframework.web.bind.annotation.RequestMethod;
 import org.springframework.web.servlet.HandlerExecutionChain;
+import org.springframework.web.servlet.mvc.method.RequestMappingInfo;
 import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandlerMapping;
 import org.springframework.web.util.ServletRequestPathUtils;
 
@@ -37,8 +42,10 @@ import org.springframework.web.util.ServletRequestPathUtils;
  *       filter built for that annotation's settings (window, key required, stored statuses).
  *       Handlers are found once, at start-up, in the {@code requestMappingHandlerMapping}; each
  *       distinct set of settings gets one filter (and so one executor and one in-memory table of
- *       running keys), shared by every handler with those settings. At request time the handler
- *       is looked up the way the DispatcherServlet will look it up.
+ *       running keys), shared by every handler with those settings. At request time, a request
+ *       whose HTTP method one of those handlers is mapped to has its handler looked up the way the
+ *       DispatcherServlet will look it up (other requests skip the lookup); a request with no
+ *       handler method (404, 405, CORS pre-flight, static resources, router functions) passes.
  *   <li>Else a request under {@code idem.http.url-patterns} whose method is in {@code
  *       idem.http.methods} goes to the {@code IdempotencyKeyFilter} bean.
  *   <li>Everything else passes untouched: unannotated handlers, the actuator's endpoints (under
@@ -72,6 +79,8 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
   // Set once at start-up, before the server takes requests; volatile so no request thread reads a stale one.
   private volatile RequestMappingHandlerMapping mapping;
   private volatile Map<Method, IdempotencyKeyFilter> byHandler = Map.of();
+  /** The HTTP methods the annotated handlers are mapped to, or null for any: other requests skip the lookup. */
+  private volatile Set<String> handlerMethods = Set.of();
 
   /**
    * @param filters builds the filter of a route's settings
@@ -105,24 +114,39 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
     return p.isEmpty() || p.startsWith("/") ? p : "/" + p;
   }
 
-  /** Finds the {@link Idempotent} handlers, builds their filters, and refuses to start without a caller scope. */
+  /**
+   * Finds the {@link Idempotent} handlers, builds one filter per distinct settings, and refuses to
+   * start without a caller scope.
+   */
   @Override
   public void afterSingletonsInstantiated() {
     mapping = mappings.getIfAvailable();
     Map<Route, IdempotencyKeyFilter> bySettings = new HashMap<>();
     Map<Method, IdempotencyKeyFilter> found = new HashMap<>();
+    Set<String> httpMethods = new HashSet<>();
+    boolean anyMethod = false;
     if (mapping != null) {
-      for (HandlerMethod handler : mapping.getHandlerMethods().values()) {
+      for (Map.Entry<RequestMappingInfo, HandlerMethod> e : mapping.getHandlerMethods().entrySet()) {
+        HandlerMethod handler = e.getValue();
         Idempotent idempotent = handler.getMethodAnnotation(Idempotent.class);
-        if (idempotent != null) {
-          found.put(handler.getMethod(), bySettings.computeIfAbsent(route(handler, idempotent), filters));
+        if (idempotent == null) {
+          continue;
         }
+        String where = "@Idempotent on " + handler.getBeanType().getName() + "." + handler.getMethod().getName();
+        found.put(handler.getMethod(), bySettings.computeIfAbsent(route(where, idempotent), r -> build(r, where)));
+        Set<RequestMethod> mapped = e.getKey().getMethodsCondition().getMethods();
+        anyMethod |= mapped.isEmpty();
+        mapped.forEach(m -> httpMethods.add(m.name()));
       }
+    }
+    if (httpMethods.contains("GET")) {
+      httpMethods.add("HEAD"); // Spring MVC sends a HEAD to the GET handler
     }
     if ((!found.isEmpty() || !urlPatterns.isEmpty()) && !callerKnown
         && !ClassUtils.isPresent(SPRING_SECURITY, getClass().getClassLoader())) {
       throw new IllegalStateException(noCallerScope(found.keySet()));
     }
+    handlerMethods = anyMethod ? null : Set.copyOf(httpMethods);
     byHandler = Map.copyOf(found);
   }
 
@@ -143,8 +167,8 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
         + " idem.http.shared-scope=true puts every caller in one key space instead: dangerous, see docs/http.md.";
   }
 
-  private Route route(HandlerMethod handler, Idempotent idempotent) {
-    String where = "@Idempotent on " + handler.getBeanType().getName() + "." + handler.getMethod().getName();
+  /** The settings of an annotation; {@code where} names it in an error. */
+  private Route route(String where, Idempotent idempotent) {
     Duration window = null;
     if (!idempotent.window().isEmpty()) {
       try {
@@ -154,14 +178,16 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
             + " (e.g. \"24h\", \"7d\", \"${payments.window}\"): " + e.getMessage(), e);
       }
     }
-    List<Integer> stored = IntStream.of(idempotent.storedStatuses()).sorted().distinct().boxed().toList();
-    Route route = new Route(window, idempotent.keyRequired(), stored);
+    return new Route(window, idempotent.keyRequired(), IntStream.of(idempotent.storedStatuses()).sorted().distinct().boxed().toList());
+  }
+
+  /** The filter of {@code route}, built at start-up so a setting the builder refuses names the handler. */
+  private IdempotencyKeyFilter build(Route route, String where) {
     try {
-      filters.apply(route); // checks the settings now, at start-up, naming the handler
+      return filters.apply(route);
     } catch (IllegalArgumentException e) {
       throw new IllegalStateException(where + ": " + e.getMessage(), e);
     }
-    return route;
   }
 
   @Override
@@ -185,19 +211,29 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
         return null;
       }
     }
-    IdempotencyKeyFilter byRoute = byHandler.isEmpty() ? null : byHandler.get(handlerOf(request));
-    if (byRoute != null) {
-      return byRoute;
+    Set<String> annotatedMethods = handlerMethods;
+    if (!byHandler.isEmpty() && (annotatedMethods == null || annotatedMethods.contains(request.getMethod()))) {
+      Method handler = handlerOf(request);
+      IdempotencyKeyFilter byRoute = handler == null ? null : byHandler.get(handler);
+      if (byRoute != null) {
+        return byRoute;
+      }
     }
     return methods.contains(request.getMethod()) && urlPatterns.stream().anyMatch(p -> matches(p, path)) ? urlFilter : null;
   }
 
   /**
-   * The handler method Spring MVC will run for {@code request}, or null. The path is parsed here as
-   * the DispatcherServlet parses it, and the request's attributes put back as they were.
+   * The handler method Spring MVC will run for {@code request}, or null (no handler: a 404, a 405, a
+   * CORS pre-flight, a static resource, a router function). The path is parsed here as the
+   * DispatcherServlet parses it; every request attribute the lookup sets or changes (the parsed
+   * path, the best matching pattern and handler, the URI template variables...) is put back as it
+   * was, so filters after this one see the request as if no lookup had happened.
    */
   private Method handlerOf(HttpServletRequest request) {
-    Object parsed = request.getAttribute(ServletRequestPathUtils.PATH_ATTRIBUTE);
+    Map<String, Object> before = new HashMap<>();
+    for (String name : Collections.list(request.getAttributeNames())) {
+      before.put(name, request.getAttribute(name));
+    }
     try {
       ServletRequestPathUtils.parseAndCache(request);
       HandlerExecutionChain found = mapping.getHandler(request);
@@ -205,11 +241,16 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
     } catch (Exception noHandler) {
       return null; // the DispatcherServlet answers it (405, 406...) unguarded
     } finally {
-      if (parsed == null) {
-        request.removeAttribute(ServletRequestPathUtils.PATH_ATTRIBUTE);
-      } else {
-        request.setAttribute(ServletRequestPathUtils.PATH_ATTRIBUTE, parsed);
+      for (String name : Collections.list(request.getAttributeNames())) {
+        if (!before.containsKey(name)) {
+          request.removeAttribute(name);
+        }
       }
+      before.forEach((name, value) -> {
+        if (request.getAttribute(name) != value) {
+          request.setAttribute(name, value);
+        }
+      });
     }
   }
 

@@ -9,6 +9,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.core.Ordered;
 import org.springframework.util.unit.DataSize;
 
 /**
@@ -363,13 +364,25 @@ public class IdemProperties {
    * an {@link IdempotencyKeyFilterCustomizer} bean.
    */
   public static class Http extends Timing {
-    /** Whether to guard anything over HTTP. */
+    /**
+     * Whether to guard anything over HTTP. With false, {@code @Idempotent} handlers run unguarded
+     * and start-up logs a WARN naming them.
+     */
     private boolean enabled = true;
+
+    /**
+     * The guard's place among the servlet filters. Default {@code Ordered.LOWEST_PRECEDENCE - 10}
+     * (2147483637): after Spring Security's filter chain (-100) and every filter with a lower
+     * order. A filter with no order (LOWEST_PRECEDENCE) runs after the guard: if it authenticates
+     * the caller, give it a lower order or raise this one.
+     */
+    private int filterOrder = Ordered.LOWEST_PRECEDENCE - 10;
 
     /**
      * URL patterns guarded besides the {@code @Idempotent} handlers, servlet style ({@code
      * /payments/*}); of those requests, the {@code methods} are guarded. Default none. Actuator
-     * endpoints and the error path are never guarded.
+     * endpoints and the error path are never guarded, except actuator endpoints when {@code
+     * management.endpoints.web.base-path=/} puts them among the application's paths.
      */
     private List<String> urlPatterns = new ArrayList<>();
 
@@ -433,6 +446,14 @@ public class IdemProperties {
 
     public boolean isEnabled() {
       return enabled;
+    }
+
+    public int getFilterOrder() {
+      return filterOrder;
+    }
+
+    public void setFilterOrder(int filterOrder) {
+      this.filterOrder = filterOrder;
     }
 
     public void setEnabled(boolean enabled) {

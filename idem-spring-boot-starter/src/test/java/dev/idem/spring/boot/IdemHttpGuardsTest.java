@@ -6,9 +6,12 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import dev.idem.http.IdempotencyKeyFilter;
+import dev.idem.http.StorePolicy;
 import dev.idem.spring.Idempotent;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
+import jakarta.servlet.Filter;
+import jakarta.servlet.http.HttpServletRequest;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -16,6 +19,7 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -34,16 +38,22 @@ import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
+import org.springframework.core.Ordered;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.web.bind.annotation.CrossOrigin;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.servlet.HandlerMapping;
+import org.springframework.web.util.ServletRequestPathUtils;
+import org.springframework.web.util.UrlPathHelper;
 
 /**
  * {@code @Idempotent} on Spring MVC handlers, in a real application on a real Tomcat over loopback,
@@ -63,6 +73,8 @@ class IdemHttpGuardsTest {
   /** Runs of the handler per order. */
   static final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
   static final List<IdemEvent> events = new CopyOnWriteArrayList<>();
+  /** Per X-Probe value: the handler-mapping attributes a filter mapped after the guard saw on the request. */
+  static final Map<String, List<String>> probes = new ConcurrentHashMap<>();
 
   @BeforeAll
   static void start() {
@@ -104,11 +116,38 @@ class IdemHttpGuardsTest {
         }
       };
     }
+
+    /** The application's own store policy: a 409 "sold out" is a decision, stored. */
+    @Bean
+    IdempotencyKeyFilterCustomizer soldOutIsStored() {
+      return b -> b.storePolicy(StorePolicy.DEFAULT.alsoStoring(409));
+    }
+
+    /**
+     * A filter mapped after the guard (no order of its own): records the attributes of Spring MVC's
+     * handler lookup that it finds on a request carrying X-Probe. It should find none.
+     */
+    @Bean
+    FilterRegistrationBean<Filter> probe() {
+      FilterRegistrationBean<Filter> r = new FilterRegistrationBean<>((req, res, chain) -> {
+        String probe = ((HttpServletRequest) req).getHeader("X-Probe");
+        if (probe != null) {
+          probes.put(probe, Collections.list(req.getAttributeNames()).stream()
+              .filter(n -> n.startsWith(HandlerMapping.class.getName()) || n.equals(UrlPathHelper.PATH_ATTRIBUTE)
+                  || n.equals(ServletRequestPathUtils.PATH_ATTRIBUTE))
+              .toList());
+        }
+        chain.doFilter(req, res);
+      });
+      r.setOrder(Ordered.LOWEST_PRECEDENCE);
+      return r;
+    }
   }
 
-  record Order(String order, int amount, boolean hold) {}
+  record Order(String order, int amount, boolean hold, boolean failFirst) {}
 
   @RestController
+  @CrossOrigin(origins = "https://shop.example")
   static class Orders {
     final JdbcTemplate jdbc;
 
@@ -119,14 +158,17 @@ class IdemHttpGuardsTest {
     @Idempotent
     @PostMapping("/orders")
     ResponseEntity<Map<String, Object>> place(@RequestBody Order o) throws InterruptedException {
-      runs.computeIfAbsent(o.order(), k -> new AtomicInteger()).incrementAndGet();
+      int run = runs.computeIfAbsent(o.order(), k -> new AtomicInteger()).incrementAndGet();
       long id = jdbc.queryForObject("INSERT INTO effects (order_id, amount) VALUES (?, ?) RETURNING id", Long.class,
           o.order(), o.amount());
-      if (o.hold()) {
+      if (o.hold() && (run == 1 || !o.failFirst())) {
         entered.get(o.order()).countDown();
         if (!gates.get(o.order()).await(30, TimeUnit.SECONDS)) {
           throw new IllegalStateException("the test never opened the gate of " + o.order());
         }
+      }
+      if (o.failFirst() && run == 1) {
+        throw new IllegalStateException("test: the first run fails after its insert");
       }
       return ResponseEntity.status(HttpStatus.CREATED).body(Map.of("id", "ord_" + id, "order", o.order()));
     }
@@ -137,6 +179,14 @@ class IdemHttpGuardsTest {
     ResponseEntity<Map<String, Object>> cancel(@PathVariable String order) {
       jdbc.update("INSERT INTO effects (order_id, amount) VALUES (?, 0)", order + "-cancel");
       return ResponseEntity.status(HttpStatus.NOT_FOUND).body(Map.of("error", "no order " + order));
+    }
+
+    /** Sold out: a 409 the application's customizer stores (the annotation sets no stored statuses). */
+    @Idempotent
+    @PostMapping("/orders/{order}/reserve")
+    ResponseEntity<Map<String, Object>> reserve(@PathVariable String order) {
+      jdbc.update("INSERT INTO effects (order_id, amount) VALUES (?, 0)", order + "-reserve");
+      return ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("error", "sold out"));
     }
 
     /** Not annotated: a provider's webhook, say. Never guarded. */
@@ -167,6 +217,14 @@ class IdemHttpGuardsTest {
     return "{\"order\":\"" + order + "\",\"amount\":" + amount + ",\"hold\":" + hold + "}";
   }
 
+  static HttpResponse<String> send(HttpRequest.Builder request) {
+    try {
+      return http.send(request.timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofString());
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
   static long effects(String order) {
     return db.count("SELECT count(*) FROM effects WHERE order_id = ?", order);
   }
@@ -184,8 +242,9 @@ class IdemHttpGuardsTest {
 
   /** Request threads parked in the filter's in-memory wait for a running copy. */
   static long waitingInMemory() {
-    return Thread.getAllStackTraces().values().stream().filter(stack -> Arrays.stream(stack)
-        .anyMatch(f -> f.getClassName().equals("dev.idem.http.InFlightRequests") && f.getMethodName().equals("admit")))
+    return Thread.getAllStackTraces().entrySet().stream()
+        .filter(e -> e.getKey().getState() == Thread.State.TIMED_WAITING && Arrays.stream(e.getValue())
+            .anyMatch(f -> f.getClassName().equals("dev.idem.http.InFlightRequests") && f.getMethodName().equals("admit")))
         .count();
   }
 
@@ -200,15 +259,106 @@ class IdemHttpGuardsTest {
   }
 
   @Test
-  void unannotatedRoutesAndTheActuatorPassWithoutAKey() {
+  void unannotatedRoutesPassWithoutAKey() {
     HttpResponse<String> webhook = post("/webhook", null, null, order("wh-1", 5, false));
-    HttpResponse<String> actuator = post("/actuator/idem/redriveAll", null, null, "{}");
 
     assertThat(webhook.statusCode()).isEqualTo(200);
     assertThat(effects("wh-1")).isEqualTo(1);
-    assertThat(actuator.body()).doesNotContain("Idempotency-Key");
-    assertThat(actuator.statusCode()).isNotEqualTo(400);
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keyRowsOfOtherTests());
+  }
+
+  /**
+   * Requests Spring MVC answers without a handler method (404, 405, a CORS pre-flight) pass the
+   * guard untouched, even with a key: nothing is claimed.
+   */
+  @Test
+  void requestsWithNoHandlerMethodPass() {
+    HttpResponse<String> getNothing = send(HttpRequest.newBuilder(base.resolve("/nope")).GET()
+        .header("Idempotency-Key", "k-nohandler").header("X-Tenant-Id", "tenant-a"));
+    HttpResponse<String> postNothing = post("/nope", "k-nohandler", "tenant-a", order("o-nohandler", 5, false));
+    HttpResponse<String> put = send(HttpRequest.newBuilder(base.resolve("/orders"))
+        .PUT(HttpRequest.BodyPublishers.ofString(order("o-nohandler", 5, false))).header("Content-Type", "application/json")
+        .header("Idempotency-Key", "k-nohandler").header("X-Tenant-Id", "tenant-a"));
+    HttpResponse<String> preflight = send(HttpRequest.newBuilder(base.resolve("/orders"))
+        .method("OPTIONS", HttpRequest.BodyPublishers.noBody()).header("Origin", "https://shop.example")
+        .header("Access-Control-Request-Method", "POST").header("Access-Control-Request-Headers", "idempotency-key"));
+
+    assertThat(getNothing.statusCode()).isEqualTo(404);
+    assertThat(postNothing.statusCode()).isEqualTo(404);
+    assertThat(put.statusCode()).isEqualTo(405);
+    assertThat(preflight.statusCode()).isEqualTo(200);
+    assertThat(preflight.headers().firstValue("Access-Control-Allow-Origin")).hasValue("https://shop.example");
+    assertThat(runs.get("o-nohandler")).isNull();
+    assertThat(effects("o-nohandler")).isZero();
+    assertThat(keyRows("k-nohandler")).isZero();
+  }
+
+  /** The guard's handler lookup leaves nothing on the request for the filters and handler after it. */
+  @Test
+  void theHandlerLookupLeavesNoAttributesBehind() {
+    HttpResponse<String> guarded = send(HttpRequest.newBuilder(base.resolve("/orders/o-probe/cancel"))
+        .POST(HttpRequest.BodyPublishers.noBody()).header("Idempotency-Key", "k-probe").header("X-Tenant-Id", "tenant-a")
+        .header("X-Probe", "guarded"));
+    HttpResponse<String> passed = send(HttpRequest.newBuilder(base.resolve("/webhook"))
+        .POST(HttpRequest.BodyPublishers.ofString(order("wh-probe", 5, false))).header("Content-Type", "application/json")
+        .header("X-Probe", "passed"));
+
+    assertThat(guarded.statusCode()).isEqualTo(404); // the cancel handler's stored 404
+    assertThat(passed.statusCode()).isEqualTo(200);
+    assertThat(probes.get("guarded")).isEmpty();
+    assertThat(probes.get("passed")).isEmpty();
+    assertThat(keyRows("k-probe")).isEqualTo(1);
+    assertThat(effects("o-probe-cancel")).isEqualTo(1);
+    assertThat(effects("wh-probe")).isEqualTo(1);
+  }
+
+  /** An annotation without storedStatuses keeps the customizer's store policy. */
+  @Test
+  void anAnnotationWithoutStoredStatusesKeepsTheCustomizersPolicy() {
+    HttpResponse<String> first = post("/orders/o-soldout/reserve", "k-soldout", "tenant-a", "");
+    HttpResponse<String> again = post("/orders/o-soldout/reserve", "k-soldout", "tenant-a", "");
+
+    assertThat(first.statusCode()).isEqualTo(409);
+    assertThat(again.statusCode()).isEqualTo(409);
+    assertThat(again.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).hasValue("true");
+    assertThat(effects("o-soldout-reserve")).isEqualTo(1);
+    assertThat(keyRows("k-soldout")).isEqualTo(1);
+  }
+
+  /**
+   * The first copy fails (an exception after its insert) while 5 copies wait on it: its insert
+   * rolls back, one copy runs again and commits, the 4 others get its replay.
+   */
+  @Test
+  void whenTheFirstCopyFailsOneWaitingCopyRunsAndTheOthersGetItsReplay() throws Exception {
+    String order = "o-failfirst";
+    String key = "k-failfirst";
+    String body = "{\"order\":\"" + order + "\",\"amount\":3,\"hold\":true,\"failFirst\":true}";
+    CountDownLatch gate = gate(order);
+    CompletableFuture<HttpResponse<String>> leader = CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", body));
+    assertThat(entered.get(order).await(20, TimeUnit.SECONDS)).isTrue();
+    long parked = waitingInMemory();
+    ExecutorService senders = Executors.newFixedThreadPool(5);
+    List<CompletableFuture<HttpResponse<String>>> copies = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      copies.add(CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", body), senders));
+    }
+    senders.shutdown();
+    await("5 copies wait in memory", () -> waitingInMemory() - parked == 5);
+
+    gate.countDown();
+    assertThat(leader.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(500);
+    List<HttpResponse<String>> answers = new ArrayList<>();
+    for (CompletableFuture<HttpResponse<String>> c : copies) {
+      answers.add(c.get(30, TimeUnit.SECONDS));
+    }
+    assertThat(answers).allSatisfy(r -> assertThat(r.statusCode()).isEqualTo(201));
+    assertThat(answers).extracting(HttpResponse::body).containsOnly(answers.get(0).body());
+    assertThat(answers).filteredOn(r -> r.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED).isPresent())
+        .hasSize(4);
+    assertThat(runs.get(order)).hasValue(2);
+    assertThat(effects(order)).isEqualTo(1);
+    assertThat(keyRows(key)).isEqualTo(1);
   }
 
   /** Key rows the other tests of this class may have made meanwhile (none are made by the above). */
@@ -270,19 +420,20 @@ class IdemHttpGuardsTest {
     CompletableFuture<HttpResponse<String>> leader =
         CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", order(order, 40, true)));
     assertThat(entered.get(order).await(20, TimeUnit.SECONDS)).isTrue();
+    long parked = waitingInMemory();
     List<CompletableFuture<HttpResponse<String>>> copies = new ArrayList<>();
     ExecutorService senders = Executors.newFixedThreadPool(19);
     for (int i = 0; i < 19; i++) {
       copies.add(CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", order(order, 40, true)), senders));
     }
     senders.shutdown();
-    await("19 copies wait in memory", () -> waitingInMemory() == 19);
+    await("19 copies wait in memory", () -> waitingInMemory() - parked == 19);
     int active = pool.getHikariPoolMXBean().getActiveConnections();
     assertThat(active).as("pool connections in use while 19 copies wait").isLessThanOrEqualTo(1);
 
     long events0 = mismatches(key);
     List<Long> millis = new ArrayList<>();
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
       long sent = System.nanoTime();
       HttpResponse<String> other = post("/orders", key, "tenant-a", order(order, 9900, true));
       millis.add(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - sent));
@@ -290,13 +441,13 @@ class IdemHttpGuardsTest {
       assertThat(other.body()).contains("already used");
     }
     assertThat(leader).as("the leader is still held").isNotDone();
-    assertThat(waitingInMemory()).isEqualTo(19);
+    assertThat(waitingInMemory() - parked).isEqualTo(19);
     // At once: far below the 20 s in-flight wait on every try, within 50 ms on the best (the
     // machine is shared; the first try may still be warming the route up).
     assertThat(millis).allSatisfy(ms -> assertThat(ms).isLessThan(2_000));
     assertThat(millis.stream().mapToLong(Long::longValue).min().orElseThrow()).as("fastest of %s ms", millis)
         .isLessThan(50);
-    assertThat(mismatches(key) - events0).isEqualTo(3);
+    assertThat(mismatches(key) - events0).isEqualTo(5);
     assertThat(effects(order)).isZero(); // nothing committed yet: the leader is held
 
     gate.countDown();

@@ -21,9 +21,12 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
@@ -40,6 +43,7 @@ import org.springframework.web.bind.annotation.RestController;
  * application that guards nothing starts as before, and with principals (a resolver bean taking
  * the principal an authentication filter set) one key from two users is two keys.
  */
+@ExtendWith(OutputCaptureExtension.class)
 class IdemHttpScopeTest {
   static TestDatabase db;
   static final HttpClient http = HttpClient.newHttpClient();
@@ -130,6 +134,84 @@ class IdemHttpScopeTest {
       r.setOrder(Ordered.HIGHEST_PRECEDENCE);
       return r;
     }
+  }
+
+  /** Stands for an API-key filter with no order of its own: it names the account in a request attribute. */
+  static FilterRegistrationBean<Filter> apiKeys(int order) {
+    FilterRegistrationBean<Filter> r = new FilterRegistrationBean<>((req, res, chain) -> {
+      String user = ((HttpServletRequest) req).getHeader("X-User");
+      if (user != null) {
+        req.setAttribute("account", "acct-" + user);
+      }
+      chain.doFilter(req, res);
+    });
+    r.setOrder(order);
+    return r;
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @Import(Guarded.class)
+  static class ApiKeys {
+    @Bean
+    ScopeResolver scope() {
+      return request -> (String) request.getAttribute("account");
+    }
+
+    /** After the guard's default order, as a filter without an order of its own would be. */
+    @Bean
+    FilterRegistrationBean<Filter> apiKeyFilter() {
+      return apiKeys(Ordered.LOWEST_PRECEDENCE - 5);
+    }
+  }
+
+  /**
+   * An authentication filter ordered after the guard is too late: its requests are refused (403,
+   * failing closed, the problem naming idem.http.filter-order). With the guard placed after it
+   * ({@code idem.http.filter-order}) the same request is guarded under the account.
+   */
+  @Test
+  void theGuardsFilterOrderPlacesItAfterAnAuthenticationFilter() throws Exception {
+    try (ConfigurableApplicationContext app = app(ApiKeys.class).run()) {
+      HttpResponse<String> early = post(app, "/orders", "k-order", "carol", "{\"order\":\"o-order-early\"}");
+      assertThat(early.statusCode()).isEqualTo(403);
+      assertThat(early.body()).contains("idem.http.filter-order");
+      assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-order-early'")).isZero();
+    }
+    try (ConfigurableApplicationContext app = app(ApiKeys.class)
+        .properties("idem.http.filter-order=" + Ordered.LOWEST_PRECEDENCE).run()) {
+      HttpResponse<String> first = post(app, "/orders", "k-order", "carol", "{\"order\":\"o-order\"}");
+      HttpResponse<String> again = post(app, "/orders", "k-order", "carol", "{\"order\":\"o-order\"}");
+      assertThat(first.statusCode()).isEqualTo(200);
+      assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+      assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-order'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-order' AND scope = 'acct-carol'")).isEqualTo(1);
+    }
+  }
+
+  /** Guards switched off on purpose: the handler runs unguarded, and start-up says so, naming it. */
+  @Test
+  void withHttpGuardsDisabledAnIdempotentHandlerRunsUnguardedAndStartUpWarns(CapturedOutput output) throws Exception {
+    try (ConfigurableApplicationContext app = app(NoScope.class).properties("idem.http.enabled=false").run()) {
+      assertThat(output.getOut() + output.getErr()).contains("WARN").contains("NOT guarded").contains("Guarded.place");
+      HttpResponse<String> noKey = post(app, "/orders", null, null, "{\"order\":\"o-disabled\"}");
+      HttpResponse<String> again = post(app, "/orders", "k-disabled", null, "{\"order\":\"o-disabled\"}");
+      assertThat(noKey.statusCode()).isEqualTo(200);
+      assertThat(again.statusCode()).isEqualTo(200);
+      assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-disabled'")).isEqualTo(2);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-disabled'")).isZero();
+    }
+  }
+
+  /** Without Spring's transaction manager the guard cannot run: start-up fails naming the handler. */
+  @Test
+  void anIdempotentHandlerThatWouldRunUnguardedByAccidentStopsStartUp() {
+    assertThatThrownBy(() -> app(Principals.class).properties("spring.autoconfigure.exclude="
+        + "org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration,"
+        + "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration").run())
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("Guarded.place").hasMessageContaining("PlatformTransactionManager")
+        .hasMessageContaining("idem.http.enabled=false");
   }
 
   @Test
