@@ -115,7 +115,26 @@ public final class Context {
       return own;
     }
     Connection bound = binding.currentConnection();
-    return bound == null ? null : new JoinedTx(this, bound);
+    if (bound == null) {
+      return null;
+    }
+    if (autoCommit(bound, "the transaction binding's connection")) {
+      // Checked before anything is written: a savepoint would fail with PostgreSQL's own message,
+      // and a write would commit at once, apart from the framework's work.
+      throw new IllegalStateException("the TransactionBinding " + binding.getClass().getName() + " handed idem a"
+          + " connection in auto-commit mode, so idem's rows would commit alone, apart from the framework's work:"
+          + " a binding must return the connection of an open transaction (auto-commit off), or null when none is open");
+    }
+    return new JoinedTx(this, bound, JoinedTx.NOT_OWNED);
+  }
+
+  /** Whether {@code c} is in auto-commit mode; {@code whose} names it in the error. */
+  private static boolean autoCommit(Connection c, String whose) {
+    try {
+      return c.getAutoCommit();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not read " + whose + "'s auto-commit mode: " + e.getMessage(), e);
+    }
   }
 
   /** True if {@code tx} is a transaction idem itself opened (and will commit) on this thread. */
@@ -133,18 +152,14 @@ public final class Context {
     if (callerTx == null) {
       throw new IllegalArgumentException("callerTx must not be null");
     }
-    try {
-      if (callerTx.getAutoCommit()) {
-        throw new IllegalArgumentException("callerTx is in auto-commit mode, so " + what + " would commit alone:"
-            + " pass a connection with an open transaction (setAutoCommit(false)), or call the form without a"
-            + " connection to let idem own the transaction");
-      }
-    } catch (SQLException e) {
-      throw new DataAccessException("could not read callerTx's auto-commit mode: " + e.getMessage(), e);
+    if (autoCommit(callerTx, "callerTx")) {
+      throw new IllegalArgumentException("callerTx is in auto-commit mode, so " + what + " would commit alone:"
+          + " pass a connection with an open transaction (setAutoCommit(false)), or call the form without a"
+          + " connection to let idem own the transaction");
     }
     Driver.refuseUnjoinable(callerTx, what);
     Tx own = open.get();
-    return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx);
+    return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx, JoinedTx.NOT_OWNED);
   }
 
   /**
@@ -219,8 +234,8 @@ public final class Context {
    * idem calls inside it join it.
    */
   public <T, X extends Exception> T ownedOnce(TxCallback<T, X> work) throws X {
-    return OwnTransaction.run(dataSource, c -> {
-      Tx tx = new JoinedTx(this, c);
+    return OwnTransaction.run(dataSource, binding, (c, beforeCommit) -> {
+      Tx tx = new JoinedTx(this, c, beforeCommit);
       Tx outer = open.get();
       open.set(tx);
       try {
@@ -233,6 +248,17 @@ public final class Context {
         }
       }
     });
+  }
+
+  /**
+   * To be called by work in {@link #ownedOnce} that commits {@code tx} itself (a statement ending
+   * in {@code COMMIT}), just before: the binding's veto ({@link TransactionBinding.Lent#beforeCommit}).
+   * Nothing for a transaction idem joined.
+   */
+  public void beforeCommit(Tx tx) {
+    if (tx instanceof JoinedTx j) {
+      j.beforeCommit();
+    }
   }
 
   /** Statements on a connection of their own in auto-commit mode, run once. */
