@@ -71,7 +71,7 @@ public final class Context {
     if (known == null) {
       known = AutoCommit.run(dataSource, "idem layout", c -> {
         try (var ps = c.prepareStatement("select exists (select 1 from pg_partitioned_table where partrelid = to_regclass(?))")) {
-          ps.setString(1, DSL.using(SQLDialect.POSTGRES).render(DSL.name(schema, "idem_keys")));
+          ps.setString(1, keyTable());
           try (var rs = ps.executeQuery()) {
             rs.next();
             return rs.getBoolean(1);
@@ -125,6 +125,7 @@ public final class Context {
           + " connection in auto-commit mode, so idem's rows would commit alone, apart from the framework's work:"
           + " a binding must return the connection of an open transaction (auto-commit off), or null when none is open");
     }
+    requireTables(bound);
     return new JoinedTx(this, bound, JoinedTx.NOT_OWNED);
   }
 
@@ -158,6 +159,7 @@ public final class Context {
           + " connection to let idem own the transaction");
     }
     Driver.refuseUnjoinable(callerTx, what);
+    requireTables(callerTx);
     Tx own = open.get();
     return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx, JoinedTx.NOT_OWNED);
   }
@@ -235,6 +237,7 @@ public final class Context {
    */
   public <T, X extends Exception> T ownedOnce(TxCallback<T, X> work) throws X {
     return OwnTransaction.run(dataSource, binding, (c, beforeCommit) -> {
+      requireTables(c);
       Tx tx = new JoinedTx(this, c, beforeCommit);
       Tx outer = open.get();
       open.set(tx);
@@ -263,7 +266,52 @@ public final class Context {
 
   /** Statements on a connection of their own in auto-commit mode, run once. */
   public <R> R autoCommitOnce(String what, AutoCommit.Work<R> work) {
-    return AutoCommit.run(dataSource, what, work);
+    return AutoCommit.run(dataSource, what, checked(work));
+  }
+
+  private <R> AutoCommit.Work<R> checked(AutoCommit.Work<R> work) {
+    return c -> {
+      requireTables(c);
+      return work.run(c);
+    };
+  }
+
+  /** The key table's name in {@link #schema}, quoted where needed, for {@code to_regclass}. */
+  private String keyTable() {
+    return DSL.using(SQLDialect.POSTGRES).render(DSL.name(schema, "idem_keys"));
+  }
+
+  /** Whether idem's tables were found in {@link #schema}: looked for once, at the first call. */
+  private volatile boolean tablesFound;
+
+  /**
+   * Refuses the first call if idem's tables are not in {@link #schema} (the schema named twice, at
+   * the migration and on the builder, with nothing else tying the two), looking on {@code c}, the
+   * connection at hand: a read that changes nothing in the caller's transaction. Once found, never
+   * asked again.
+   *
+   * @throws IllegalStateException naming the schema and how to migrate it
+   */
+  private void requireTables(Connection c) {
+    if (tablesFound) {
+      return;
+    }
+    String table = keyTable();
+    try (var ps = c.prepareStatement("select to_regclass(?) is not null")) {
+      ps.setString(1, table);
+      try (var rs = ps.executeQuery()) {
+        rs.next();
+        if (!rs.getBoolean(1)) {
+          throw new IllegalStateException("idem's tables are not in schema '" + schema + "' (no " + table + "): migrate"
+              + " that schema before the first call, with IdemFlyway.migrate(dataSource, \"" + schema + "\") (module"
+              + " idem-flyway) or with your own Flyway over Idem.MIGRATIONS and that schema as its default schema; or"
+              + " build Idem with .schema(...) naming the schema you migrated");
+        }
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not look for idem's tables in schema '" + schema + "': " + e.getMessage(), e);
+    }
+    tablesFound = true;
   }
 
   /**
@@ -275,7 +323,7 @@ public final class Context {
     Runs runs = new Runs();
     while (true) {
       try {
-        return AutoCommit.run(dataSource, what, work);
+        return AutoCommit.run(dataSource, what, checked(work));
       } catch (DataAccessException e) {
         if (!runs.again(e, false)) { // idem's own statements: no caller code ran
           throw e;
