@@ -17,8 +17,8 @@ import org.flywaydb.core.Flyway;
  * }</pre>
  *
  * <p>The schema is named twice, here and at {@code Idem.builder(dataSource).schema(...)}: an
- * {@code Idem} whose schema holds no idem tables refuses its first call with an {@code
- * IllegalStateException} naming the schema and this call, before it writes anything.
+ * {@code Idem} whose schema holds no idem tables refuses its first call with a data-access error
+ * (SQLSTATE 42P01) naming the schema and this call, before it writes anything.
  *
  * <p>The migrations are SQL files in idem-jdbc, at {@link #MIGRATIONS}; they create the schema if it
  * is missing and record themselves in their own history table ({@link #HISTORY_TABLE}), so they

@@ -10,6 +10,7 @@ import dev.idem.result.Codec;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import javax.sql.DataSource;
+import org.jooq.exception.DataAccessException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -43,12 +44,12 @@ class SchemaNamedTwiceTest {
       assertThatThrownBy(() -> wrong.executor().build().execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
         tx.dsl().execute("INSERT INTO effects VALUES ('k1')");
         return "done";
-      })).isInstanceOf(IllegalStateException.class)
+      })).isInstanceOfSatisfying(DataAccessException.class, e -> assertThat(e.sqlState()).isEqualTo("42P01"))
           .hasMessageContaining("idem's tables are not in schema 'paymnets'")
           .hasMessageContaining("IdemFlyway.migrate(dataSource, \"paymnets\")");
     }
     assertThatThrownBy(() -> wrong.inbox("orders").build().receive("m1", tx -> { }))
-        .isInstanceOf(IllegalStateException.class).hasMessageContaining("schema 'paymnets'");
+        .isInstanceOf(DataAccessException.class).hasMessageContaining("schema 'paymnets'");
     assertThat(db.count("SELECT count(*) FROM effects")).isZero();
     assertThat(db.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'paymnets'")).isZero();
 

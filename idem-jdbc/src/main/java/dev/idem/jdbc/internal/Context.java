@@ -284,6 +284,9 @@ public final class Context {
     return DSL.using(SQLDialect.POSTGRES).render(DSL.name(schema, "idem_keys"));
   }
 
+  /** PostgreSQL's undefined_table. */
+  private static final String UNDEFINED_TABLE = "42P01";
+
   /** Whether idem's tables were found in {@link #schema}: looked for once, at the first call. */
   private volatile boolean tablesFound;
 
@@ -293,7 +296,7 @@ public final class Context {
    * connection at hand: a read that changes nothing in the caller's transaction. Once found, never
    * asked again.
    *
-   * @throws IllegalStateException naming the schema and how to migrate it
+   * @throws DataAccessException naming the schema and how to migrate it, SQLSTATE 42P01
    */
   private void requireTables(Connection c) {
     if (tablesFound) {
@@ -305,10 +308,12 @@ public final class Context {
       try (var rs = ps.executeQuery()) {
         rs.next();
         if (!rs.getBoolean(1)) {
-          throw new IllegalStateException("idem's tables are not in schema '" + schema + "' (no " + table + "): migrate"
+          String message = "idem's tables are not in schema '" + schema + "' (no " + table + "): migrate"
               + " that schema before the first call, with IdemFlyway.migrate(dataSource, \"" + schema + "\") (module"
               + " idem-flyway) or with your own Flyway over Idem.MIGRATIONS and that schema as its default schema; or"
-              + " build Idem with .schema(...) naming the schema you migrated");
+              + " build Idem with .schema(...) naming the schema you migrated";
+          // SQLSTATE 42P01, as the missing table would give: translators (Spring's) see the same error.
+          throw new DataAccessException(message, new SQLException(message, UNDEFINED_TABLE));
         }
       }
     } catch (SQLException e) {
