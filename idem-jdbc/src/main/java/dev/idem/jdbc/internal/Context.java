@@ -236,11 +236,15 @@ public final class Context {
    * idem calls inside it join it.
    */
   public <T, X extends Exception> T ownedOnce(TxCallback<T, X> work) throws X {
-    if (!tablesFound) {
-      // On a connection of its own: the work's first statement may have to be its SET TRANSACTION.
-      AutoCommit.run(dataSource, "idem's tables", checked(c -> null));
-    }
     return OwnTransaction.run(dataSource, binding, (c, beforeCommit) -> {
+      if (!tablesFound) {
+        requireTables(c);
+        try {
+          c.rollback(); // the look began idem's transaction: the work's first statement may have to be a SET TRANSACTION
+        } catch (SQLException e) {
+          throw new DataAccessException("could not roll back after looking for idem's tables: " + e.getMessage(), e);
+        }
+      }
       Tx tx = new JoinedTx(this, c, beforeCommit);
       Tx outer = open.get();
       open.set(tx);
