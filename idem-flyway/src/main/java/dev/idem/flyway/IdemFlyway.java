@@ -16,6 +16,10 @@ import org.flywaydb.core.Flyway;
  * IdemFlyway.migrate(dataSource, "payments"); // a schema of your choice: build Idem with the same
  * }</pre>
  *
+ * <p>The schema is named twice, here and at {@code Idem.builder(dataSource).schema(...)}: an
+ * {@code Idem} whose schema holds no idem tables refuses its first call with a data-access error
+ * (SQLSTATE 42P01) naming the schema and this call, before it writes anything.
+ *
  * <p>The migrations are SQL files in idem-jdbc, at {@link #MIGRATIONS}; they create the schema if it
  * is missing and record themselves in their own history table ({@link #HISTORY_TABLE}), so they
  * never mix with your service's migrations. Safe to call on every start and from several processes

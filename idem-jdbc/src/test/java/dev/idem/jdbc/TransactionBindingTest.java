@@ -2,10 +2,12 @@ package dev.idem.jdbc;
 
 import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.jdbc.tx.TransactionBinding;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
@@ -15,6 +17,8 @@ import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.UUID;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
@@ -145,5 +149,85 @@ class TransactionBindingTest {
         });
     assertThat(e.applied()).isTrue();
     assertThat(payments(request)).isEqualTo(1);
+  }
+
+  /**
+   * A binding that hands idem a connection in auto-commit is refused before anything is written,
+   * by the executor and the inbox alike, rather than failing on PostgreSQL's "SAVEPOINT can only be
+   * used in transaction blocks" (or committing the key alone).
+   */
+  @Test
+  void aBindingThatHandsOutAnAutoCommitConnectionIsRefusedBeforeAnythingIsWritten() throws SQLException {
+    String id = "autocommit-" + UUID.randomUUID();
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(true);
+      Idem loose = Idem.builder(ds).transactionBinding(() -> c).build();
+      assertThatThrownBy(() -> loose.executor().build().execute(IdempotencyKey.of("binding", id), Fingerprint.EMPTY,
+          Codec.utf8(), tx -> {
+            pay(tx.connection(), id);
+            return "paid";
+          }))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("TransactionBinding")
+          .hasMessageContaining("auto-commit")
+          .hasMessageContaining("return the connection of an open transaction");
+      assertThatThrownBy(() -> loose.inbox("binding").build().receive(id, tx -> pay(tx.connection(), id)))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("auto-commit");
+    }
+    assertThat(payments(id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'binding' AND message_id = ?", id)).isZero();
+  }
+
+  /**
+   * Outside any framework transaction idem lends its own to the binding around the caller's code:
+   * a veto before the commit rolls the effect and the key back, and every run ends the lending.
+   */
+  @Test
+  void idemLendsItsOwnTransactionToTheBindingAndAVetoRollsItBack() throws SQLException {
+    String id = "lent-" + UUID.randomUUID();
+    List<String> seen = new ArrayList<>();
+    boolean[] veto = {true};
+    TransactionBinding lending = new TransactionBinding() {
+      @Override
+      public Connection currentConnection() {
+        return null;
+      }
+
+      @Override
+      public Lent ownTransaction(Connection connection) {
+        seen.add("begin");
+        return new Lent() {
+          @Override
+          public void beforeCommit() {
+            if (veto[0]) {
+              throw new IllegalStateException("rollback-only");
+            }
+          }
+
+          @Override
+          public void end(boolean committed) {
+            seen.add(committed ? "committed" : "rolled back");
+          }
+        };
+      }
+    };
+    IdempotentExecutor payments = Idem.builder(ds).transactionBinding(lending).build().executor().build();
+    IdempotencyKey key = IdempotencyKey.of("binding", id);
+    assertThatThrownBy(() -> payments.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      pay(tx.connection(), id);
+      return "paid";
+    })).hasMessage("rollback-only");
+    assertThat(payments(id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", id)).isZero();
+    veto[0] = false;
+    assertThat(payments.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      pay(tx.connection(), id);
+      return "paid";
+    }).applied()).isTrue();
+    assertThat(payments(id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", id)).isEqualTo(1);
+    assertThat(seen).containsExactly("begin", "rolled back", "begin", "committed");
   }
 }

@@ -64,13 +64,17 @@ public @interface Idempotent {
 
   /**
    * Service methods only: a SpEL expression over the arguments ({@code "#order.id"}, {@code
-   * "#p0"}) whose value is the key. Empty: the parameter marked {@link IdempotencyKey}.
+   * "#p0"}) whose value ({@code toString()}) is the key. Empty: the parameter marked {@link
+   * IdempotencyKey}; exactly one of the two. Parsed at start-up (a syntax error stops it); a value
+   * that is null or not a valid key throws an {@code IllegalArgumentException} at the call,
+   * naming the method, before it runs.
    */
   String key() default "";
 
   /**
    * Service methods only: the key's scope, so the same key value in two scopes is two keys.
-   * Empty (the default): the method's declaring class and name.
+   * Empty (the default): the method's declaring class and name ({@code com.example.Checkout.pay}),
+   * so two methods never share keys; set it to keep keys across a rename.
    */
   String scope() default "";
 }

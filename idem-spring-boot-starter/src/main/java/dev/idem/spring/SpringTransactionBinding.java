@@ -11,7 +11,17 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * Spring's transaction as idem's: inside {@code @Transactional} or a {@code TransactionTemplate},
  * every idem call joins the transaction on the connection Spring bound to this thread for the
  * DataSource (the one JdbcTemplate and jOOQ use), so the key commits or rolls back with the
- * effect's rows. Outside a Spring transaction, idem runs in a transaction of its own.
+ * effect's rows.
+ *
+ * <p>Outside a Spring transaction, idem runs the caller's code (an executor's effect, an inbox's,
+ * {@code Idem.inTransaction}) in a transaction of its own, and lends it to Spring for the code's
+ * duration ({@link #ownTransaction}): {@code JdbcTemplate}, {@code DataSourceUtils} and a nested
+ * {@code TransactionTemplate} or {@code @Transactional} (REQUIRED) method run on idem's connection
+ * and commit with the key. A participant that fails marks it rollback-only: idem then rolls back
+ * and throws Spring's {@code UnexpectedRollbackException}. {@code REQUIRES_NEW} still commits apart,
+ * as asked. JPA cannot join idem's own connection: an {@code EntityManager} used there is refused
+ * before the commit with an {@link IllegalStateException}, and everything is rolled back; call idem
+ * inside {@code @Transactional} with {@code JpaTransactionManager} instead.
  *
  * <p>Never guesses: a Spring transaction that is read-only, or that holds no connection of this
  * DataSource (a transaction manager of another DataSource, or JTA without one bound), is refused
@@ -60,5 +70,11 @@ public final class SpringTransactionBinding implements TransactionBinding {
     throw new IllegalStateException("a Spring transaction is open on this thread (" + name + ") but holds no"
         + " connection of idem's DataSource, so idem cannot join it and will not commit on a connection of its own:"
         + " run idem's calls in a transaction of the transaction manager of that DataSource");
+  }
+
+  /** idem's own transaction as Spring's, on this DataSource, until idem ends it. */
+  @Override
+  public Lent ownTransaction(Connection connection) {
+    return LentTransaction.lend(dataSource, connection);
   }
 }

@@ -391,6 +391,9 @@ public final class Claims {
     byte[] bytes = codec.storesNothing() ? null : encode(binds.key, codec, value, "the effect was rolled back");
     if (bytes != null) {
       // Owned: the result and COMMIT in one round trip (idem's commit then finds nothing to do).
+      if (!joined) {
+        context.beforeCommit(tx);
+      }
       run(tx.connection(), joined ? storeAndRelease : storeAndCommit, binds.result(bytes));
     } else if (joined) {
       run(tx.connection(), release, binds);

@@ -71,7 +71,7 @@ public final class Context {
     if (known == null) {
       known = AutoCommit.run(dataSource, "idem layout", c -> {
         try (var ps = c.prepareStatement("select exists (select 1 from pg_partitioned_table where partrelid = to_regclass(?))")) {
-          ps.setString(1, DSL.using(SQLDialect.POSTGRES).render(DSL.name(schema, "idem_keys")));
+          ps.setString(1, keyTable());
           try (var rs = ps.executeQuery()) {
             rs.next();
             return rs.getBoolean(1);
@@ -115,7 +115,27 @@ public final class Context {
       return own;
     }
     Connection bound = binding.currentConnection();
-    return bound == null ? null : new JoinedTx(this, bound);
+    if (bound == null) {
+      return null;
+    }
+    if (autoCommit(bound, "the transaction binding's connection")) {
+      // Checked before anything is written: a savepoint would fail with PostgreSQL's own message,
+      // and a write would commit at once, apart from the framework's work.
+      throw new IllegalStateException("the TransactionBinding " + binding.getClass().getName() + " handed idem a"
+          + " connection in auto-commit mode, so idem's rows would commit alone, apart from the framework's work:"
+          + " a binding must return the connection of an open transaction (auto-commit off), or null when none is open");
+    }
+    requireTables(bound);
+    return new JoinedTx(this, bound, JoinedTx.NOT_OWNED);
+  }
+
+  /** Whether {@code c} is in auto-commit mode; {@code whose} names it in the error. */
+  private static boolean autoCommit(Connection c, String whose) {
+    try {
+      return c.getAutoCommit();
+    } catch (SQLException e) {
+      throw new DataAccessException("could not read " + whose + "'s auto-commit mode: " + e.getMessage(), e);
+    }
   }
 
   /** True if {@code tx} is a transaction idem itself opened (and will commit) on this thread. */
@@ -133,18 +153,15 @@ public final class Context {
     if (callerTx == null) {
       throw new IllegalArgumentException("callerTx must not be null");
     }
-    try {
-      if (callerTx.getAutoCommit()) {
-        throw new IllegalArgumentException("callerTx is in auto-commit mode, so " + what + " would commit alone:"
-            + " pass a connection with an open transaction (setAutoCommit(false)), or call the form without a"
-            + " connection to let idem own the transaction");
-      }
-    } catch (SQLException e) {
-      throw new DataAccessException("could not read callerTx's auto-commit mode: " + e.getMessage(), e);
+    if (autoCommit(callerTx, "callerTx")) {
+      throw new IllegalArgumentException("callerTx is in auto-commit mode, so " + what + " would commit alone:"
+          + " pass a connection with an open transaction (setAutoCommit(false)), or call the form without a"
+          + " connection to let idem own the transaction");
     }
     Driver.refuseUnjoinable(callerTx, what);
+    requireTables(callerTx);
     Tx own = open.get();
-    return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx);
+    return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx, JoinedTx.NOT_OWNED);
   }
 
   /**
@@ -219,8 +236,16 @@ public final class Context {
    * idem calls inside it join it.
    */
   public <T, X extends Exception> T ownedOnce(TxCallback<T, X> work) throws X {
-    return OwnTransaction.run(dataSource, c -> {
-      Tx tx = new JoinedTx(this, c);
+    return OwnTransaction.run(dataSource, binding, (c, beforeCommit) -> {
+      if (!tablesFound) {
+        requireTables(c);
+        try {
+          c.rollback(); // the look began idem's transaction: the work's first statement may have to be a SET TRANSACTION
+        } catch (SQLException e) {
+          throw new DataAccessException("could not roll back after looking for idem's tables: " + e.getMessage(), e);
+        }
+      }
+      Tx tx = new JoinedTx(this, c, beforeCommit);
       Tx outer = open.get();
       open.set(tx);
       try {
@@ -235,9 +260,70 @@ public final class Context {
     });
   }
 
+  /**
+   * To be called by work in {@link #ownedOnce} that commits {@code tx} itself (a statement ending
+   * in {@code COMMIT}), just before: the binding's veto ({@link TransactionBinding.Lent#beforeCommit}).
+   * Nothing for a transaction idem joined.
+   */
+  public void beforeCommit(Tx tx) {
+    if (tx instanceof JoinedTx j) {
+      j.beforeCommit();
+    }
+  }
+
   /** Statements on a connection of their own in auto-commit mode, run once. */
   public <R> R autoCommitOnce(String what, AutoCommit.Work<R> work) {
-    return AutoCommit.run(dataSource, what, work);
+    return AutoCommit.run(dataSource, what, checked(work));
+  }
+
+  private <R> AutoCommit.Work<R> checked(AutoCommit.Work<R> work) {
+    return c -> {
+      requireTables(c);
+      return work.run(c);
+    };
+  }
+
+  /** The key table's name in {@link #schema}, quoted where needed, for {@code to_regclass}. */
+  private String keyTable() {
+    return DSL.using(SQLDialect.POSTGRES).render(DSL.name(schema, "idem_keys"));
+  }
+
+  /** PostgreSQL's undefined_table. */
+  private static final String UNDEFINED_TABLE = "42P01";
+
+  /** Whether idem's tables were found in {@link #schema}: looked for once, at the first call. */
+  private volatile boolean tablesFound;
+
+  /**
+   * Refuses the first call if idem's tables are not in {@link #schema} (the schema named twice, at
+   * the migration and on the builder, with nothing else tying the two), looking on {@code c}, the
+   * connection at hand: a read that changes nothing in the caller's transaction. Once found, never
+   * asked again.
+   *
+   * @throws DataAccessException naming the schema and how to migrate it, SQLSTATE 42P01
+   */
+  private void requireTables(Connection c) {
+    if (tablesFound) {
+      return;
+    }
+    String table = keyTable();
+    try (var ps = c.prepareStatement("select to_regclass(?) is not null")) {
+      ps.setString(1, table);
+      try (var rs = ps.executeQuery()) {
+        rs.next();
+        if (!rs.getBoolean(1)) {
+          String message = "idem's tables are not in schema '" + schema + "' (no " + table + "): migrate"
+              + " that schema before the first call, with IdemFlyway.migrate(dataSource, \"" + schema + "\") (module"
+              + " idem-flyway) or with your own Flyway over Idem.MIGRATIONS and that schema as its default schema; or"
+              + " build Idem with .schema(...) naming the schema you migrated";
+          // SQLSTATE 42P01, as the missing table would give: translators (Spring's) see the same error.
+          throw new DataAccessException(message, new SQLException(message, UNDEFINED_TABLE));
+        }
+      }
+    } catch (SQLException e) {
+      throw new DataAccessException("could not look for idem's tables in schema '" + schema + "': " + e.getMessage(), e);
+    }
+    tablesFound = true;
   }
 
   /**
@@ -249,7 +335,7 @@ public final class Context {
     Runs runs = new Runs();
     while (true) {
       try {
-        return AutoCommit.run(dataSource, what, work);
+        return AutoCommit.run(dataSource, what, checked(work));
       } catch (DataAccessException e) {
         if (!runs.again(e, false)) { // idem's own statements: no caller code ran
           throw e;

@@ -10,13 +10,22 @@ import org.jooq.DSLContext;
  * connection) never use one. Not an API.
  */
 final class JoinedTx implements Tx {
+  /** The {@code beforeCommit} of a transaction idem does not end. */
+  static final Runnable NOT_OWNED = () -> { };
   private final Context context;
   private final Connection connection;
+  private final Runnable beforeCommit;
   private DSLContext dsl;
 
-  JoinedTx(Context context, Connection connection) {
+  JoinedTx(Context context, Connection connection, Runnable beforeCommit) {
     this.context = context;
     this.connection = connection;
+    this.beforeCommit = beforeCommit;
+  }
+
+  /** The binding's veto before idem commits this transaction (see {@link Context#beforeCommit}). */
+  void beforeCommit() {
+    beforeCommit.run();
   }
 
   @Override

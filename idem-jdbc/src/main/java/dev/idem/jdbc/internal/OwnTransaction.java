@@ -1,5 +1,6 @@
 package dev.idem.jdbc.internal;
 
+import dev.idem.jdbc.tx.TransactionBinding;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -28,6 +29,16 @@ public final class OwnTransaction {
   @FunctionalInterface
   public interface Work<T, X extends Exception> {
     T run(Connection c) throws X;
+  }
+
+  /**
+   * Work that runs the caller's code and may end the transaction itself (a statement that ends in
+   * {@code COMMIT}): it runs {@code beforeCommit} first, which may veto by throwing. idem runs it
+   * again before its own commit; it acts once.
+   */
+  @FunctionalInterface
+  public interface LentWork<T, X extends Exception> {
+    T run(Connection c, Runnable beforeCommit) throws X;
   }
 
   @FunctionalInterface
@@ -62,6 +73,15 @@ public final class OwnTransaction {
 
   /** Runs {@code work} in a transaction on a connection from {@code dataSource}, then returns the connection. */
   public static <T, X extends Exception> T run(DataSource dataSource, Work<T, X> work) throws X {
+    return run(dataSource, TransactionBinding.NONE, (c, beforeCommit) -> work.run(c));
+  }
+
+  /**
+   * {@link #run(DataSource, Work)} for work that runs the caller's code: {@code binding} lends the
+   * transaction to the caller's framework for its duration ({@link TransactionBinding#ownTransaction}).
+   */
+  public static <T, X extends Exception> T run(DataSource dataSource, TransactionBinding binding, LentWork<T, X> work)
+      throws X {
     Connection c;
     try {
       c = dataSource.getConnection();
@@ -77,7 +97,7 @@ public final class OwnTransaction {
             + " transaction: give idem the pool itself, and join a framework's transaction through"
             + " Idem.builder(...).transactionBinding(...) or by passing its connection");
       }
-      return on(c, work);
+      return on(c, binding, work);
     } catch (Throwable t) {
       failure = t;
       throw t;
@@ -115,6 +135,10 @@ public final class OwnTransaction {
 
   /** Runs {@code work} in a transaction on {@code c}, which must have none open. */
   public static <T, X extends Exception> T on(Connection c, Work<T, X> work) throws X {
+    return on(c, TransactionBinding.NONE, (conn, beforeCommit) -> work.run(conn));
+  }
+
+  private static <T, X extends Exception> T on(Connection c, TransactionBinding binding, LentWork<T, X> work) throws X {
     boolean autoCommit;
     try {
       autoCommit = c.getAutoCommit();
@@ -125,8 +149,19 @@ public final class OwnTransaction {
       throw new DataAccessException("could not begin a transaction: " + e.getMessage(), e);
     }
     Throwable failure = null;
+    TransactionBinding.Lent lent = null;
+    boolean committed = false;
     try {
-      T result = work.run(c);
+      TransactionBinding.Lent l = lent = binding.ownTransaction(c);
+      boolean[] asked = {false};
+      Runnable beforeCommit = () -> {
+        if (!asked[0]) {
+          asked[0] = true;
+          l.beforeCommit(); // may veto: a participant of the framework's marked it rollback-only
+        }
+      };
+      T result = work.run(c, beforeCommit);
+      beforeCommit.run();
       try {
         if (Driver.aborted(c)) {
           // pgjdbc sends COMMIT, PostgreSQL answers ROLLBACK, and no error is raised: the caller
@@ -134,6 +169,7 @@ public final class OwnTransaction {
           throw new DataAccessException("could not commit: " + ABORTED_BY_CAUGHT_ERROR + "; nothing of it is committed");
         }
         c.commit();
+        committed = true;
       } catch (SQLException e) {
         throw new DataAccessException("could not commit: " + e.getMessage(), e);
       }
@@ -143,6 +179,12 @@ public final class OwnTransaction {
       rollback(c, t);
       throw t;
     } finally {
+      if (lent != null) {
+        // After the rollback: the framework's completion callbacks see the transaction ended.
+        TransactionBinding.Lent l = lent;
+        boolean done = committed;
+        cleanUp(() -> l.end(done), "end the transaction binding's use of it", failure);
+      }
       if (autoCommit) {
         cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);
       }

@@ -14,7 +14,13 @@ import java.sql.Connection;
  * <p>Guarantee the implementation must give: the connection returned is the one the framework's
  * own data access (JdbcTemplate, jOOQ, an ORM's flush) uses for the same transaction, with
  * auto-commit off. idem never commits, rolls back or closes it; it sets savepoints on it and
- * releases them.
+ * releases them. A connection in auto-commit is refused with an {@link IllegalStateException}
+ * before idem writes anything.
+ *
+ * <p>The other way round, {@link #ownTransaction}: when idem runs your code in a transaction of its
+ * own (no transaction open on the thread), the binding may lend that transaction to the framework,
+ * so the framework's data access inside your code writes on idem's connection and commits with the
+ * key.
  */
 @FunctionalInterface
 public interface TransactionBinding {
@@ -27,4 +33,43 @@ public interface TransactionBinding {
    * a transaction or borrow a connection that is not already bound to this thread.
    */
   Connection currentConnection();
+
+  /**
+   * Called when idem begins a transaction of its own on {@code connection} to run caller code in it
+   * (an executor's local effect, an inbox's effect, {@code Idem.inTransaction}), before that code
+   * runs; idem calls the returned {@link Lent} at the transaction's end. Each run of a
+   * transaction idem runs again (after 40001, 40P01, 53200) begins anew. The default lends nothing.
+   *
+   * <p>An implementation makes {@code connection} the framework's transaction for the duration (so
+   * the framework's data access in the caller's code uses it, and its nested transactions take part
+   * in it); it must not commit, roll back or close it. If it throws, nothing has run, and idem rolls
+   * back and throws that.
+   */
+  default Lent ownTransaction(Connection connection) {
+    return Lent.NOTHING;
+  }
+
+  /**
+   * The end of a transaction idem owns, as {@link #ownTransaction} lent it. idem calls {@link
+   * #beforeCommit()} once the caller's code returned, then commits; {@link #end(boolean)} always,
+   * last, also when the code failed or the commit did.
+   */
+  interface Lent {
+    /** Lends nothing. */
+    Lent NOTHING = committed -> { };
+
+    /**
+     * Called before idem commits, on the thread that ran the code. Throwing (for example because
+     * the framework's transaction was marked rollback-only) makes idem roll back instead, and
+     * throw that exception to its caller.
+     */
+    default void beforeCommit() {}
+
+    /**
+     * Called last, whatever happened: {@code committed} says whether idem's commit succeeded. Must
+     * undo everything {@link TransactionBinding#ownTransaction} did on the thread. A failure here
+     * after a commit is logged, never reported as the call's failure (the work is committed).
+     */
+    void end(boolean committed);
+  }
 }

@@ -1,5 +1,6 @@
 package dev.idem.spring.boot;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.idem.event.IdemListener;
 import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.jdbc.Idem;
@@ -23,6 +24,7 @@ import java.util.stream.Stream;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
+import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -32,6 +34,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandi
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
+import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
 import org.springframework.core.task.VirtualThreadTaskExecutor;
 
@@ -60,10 +63,13 @@ public class IdemAutoConfiguration {
     return new SpringTransactionBinding(dataSource);
   }
 
-  /** idem's tables, created or updated at start-up ({@code idem.migrate.enabled}). */
+  /**
+   * idem's tables, created or updated at start-up ({@code idem.migrate.enabled}), when Flyway is on
+   * the class path (the starter brings idem-flyway without it).
+   */
   @Bean
   @ConditionalOnMissingBean
-  @ConditionalOnClass(name = "dev.idem.flyway.IdemFlyway")
+  @ConditionalOnClass(name = {"dev.idem.flyway.IdemFlyway", "org.flywaydb.core.Flyway"})
   @ConditionalOnProperty(prefix = "idem.migrate", name = "enabled", matchIfMissing = true)
   public IdemMigrations idemMigrations(DataSource dataSource, IdemProperties properties) {
     return new IdemMigrations(SpringTransactionBinding.unwrap(dataSource), properties.getSchema(),
@@ -103,9 +109,24 @@ public class IdemAutoConfiguration {
     } catch (SQLException e) {
       throw new IllegalStateException("could not check for idem's tables in schema " + schema + ": " + e.getMessage(), e);
     }
-    throw new IllegalStateException("idem's tables are not in schema " + schema + " (no " + table + "): add the dependency"
-        + " dev.idem:idem-flyway to create them at start-up, or run idem's migrations (" + Idem.MIGRATIONS + ") with your"
-        + " own tool and set idem.migrate.enabled=false");
+    throw new IllegalStateException("idem's tables are not in schema " + schema + " (no " + table + "): to create them at"
+        + " start-up, put Flyway on the class path (org.flywaydb:flyway-database-postgresql) with idem's migrations (the"
+        + " starter brings dev.idem:idem-flyway without Flyway; if you excluded it, add the dependency dev.idem:idem-flyway),"
+        + " or run idem's migrations (" + Idem.MIGRATIONS + ") with your own tool and set idem.migrate.enabled=false");
+  }
+
+  /**
+   * {@code @Idempotent} on the methods of the application's beans (not controllers': see {@link
+   * IdemHttpAutoConfiguration}), run through idem executors; {@code idem.aop.enabled=false} turns
+   * it off. Static and infrastructure, as Spring's own advisors: the auto-proxy creator makes it
+   * early, and it looks the {@code Idem} bean up only at the first call.
+   */
+  @Bean
+  @Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+  @ConditionalOnProperty(prefix = "idem.aop", name = "enabled", matchIfMissing = true)
+  static IdempotentMethods idemIdempotentMethods(ObjectProvider<Idem> idem, ObjectProvider<ObjectMapper> mappers,
+      Environment environment) {
+    return new IdempotentMethods(idem, mappers, environment);
   }
 
   /** The transactional outbox. */
@@ -161,10 +182,12 @@ public class IdemAutoConfiguration {
   @Bean
   @ConditionalOnProperty(prefix = "idem.expiry", name = "enabled", matchIfMissing = true)
   ExpirySchedule idemExpirySchedule(ObjectProvider<IdempotentExecutor> executors, ObjectProvider<Inbox> inboxes,
-      ObjectProvider<IdempotencyKeyFilter> filters, ObjectProvider<Idem> idem, IdemProperties properties) {
+      ObjectProvider<IdempotencyKeyFilter> filters, ObjectProvider<Idem> idem, ObjectProvider<IdempotentMethods> methods,
+      IdemProperties properties) {
     return new ExpirySchedule(() -> Stream.of(
             idem.orderedStream().map(Idem::operations).<LongSupplier>map(ops -> () -> ops.maintainPartitions().dropped()),
             executors.orderedStream().<LongSupplier>map(e -> e::expire),
+            methods.orderedStream().flatMap(m -> m.executors().stream()).<LongSupplier>map(e -> e::expire),
             inboxes.orderedStream().<LongSupplier>map(i -> i::expire),
             filters.orderedStream().<LongSupplier>map(f -> f::expire))
         .flatMap(s -> s).toList(), properties.getExpiry().getInterval());

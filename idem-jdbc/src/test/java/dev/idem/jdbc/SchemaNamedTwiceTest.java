@@ -1,0 +1,64 @@
+package dev.idem.jdbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.flyway.IdemFlyway;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import javax.sql.DataSource;
+import org.jooq.exception.DataAccessException;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The schema is named at the migration and on the builder: an Idem built on a schema that was not
+ * migrated refuses its first call, naming the schema and how to migrate it, before writing anything.
+ */
+class SchemaNamedTwiceTest {
+  static TestDatabase db;
+  static DataSource ds;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("schema-twice");
+    ds = db.dataSource(2);
+    IdemFlyway.migrate(ds, "payments");
+    db.execute("CREATE TABLE effects (k text NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  @Test
+  void aSchemaThatWasNotMigratedIsRefusedAtTheFirstCallNamingItAndHowToMigrate() {
+    Idem wrong = Idem.builder(ds).schema("paymnets").build();
+    IdempotencyKey key = IdempotencyKey.of("s", "k1");
+    for (int i = 0; i < 2; i++) {
+      assertThatThrownBy(() -> wrong.executor().build().execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        tx.dsl().execute("INSERT INTO effects VALUES ('k1')");
+        return "done";
+      })).isInstanceOfSatisfying(DataAccessException.class, e -> assertThat(e.sqlState()).isEqualTo("42P01"))
+          .hasMessageContaining("idem's tables are not in schema 'paymnets'")
+          .hasMessageContaining("IdemFlyway.migrate(dataSource, \"paymnets\")");
+    }
+    assertThatThrownBy(() -> wrong.inbox("orders").build().receive("m1", tx -> { }))
+        .isInstanceOf(DataAccessException.class).hasMessageContaining("schema 'paymnets'");
+    assertThat(db.count("SELECT count(*) FROM effects")).isZero();
+    assertThat(db.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'paymnets'")).isZero();
+
+    Idem right = Idem.builder(ds).schema("payments").build();
+    assertThat(right.executor().build().execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      tx.dsl().execute("INSERT INTO effects VALUES ('k1')");
+      return "done";
+    }).applied()).isTrue();
+    assertThat(db.count("SELECT count(*) FROM effects")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM payments.idem_keys WHERE scope = 's' AND key = 'k1'")).isEqualTo(1);
+  }
+}

@@ -1,0 +1,354 @@
+package dev.idem.spring.boot;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.key.KeyReuseException;
+import dev.idem.result.InFlightException;
+import dev.idem.spring.IdempotencyKey;
+import dev.idem.spring.Idempotent;
+import dev.idem.testing.Race;
+import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.aop.support.AopUtils;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.support.TransactionTemplate;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+
+/**
+ * {@code @Idempotent} on a service method, in a real context on a real PostgreSQL: one effect row
+ * per key across repeats and racing copies, the stored value returned, another request under the
+ * key refused, the method's exception rolling the key back, and bad annotations stopping start-up.
+ */
+class IdempotentMethodsTest {
+  static TestDatabase db;
+
+  @BeforeAll
+  static void start() {
+    db = TestPostgres.newDatabase("starter-aop");
+    db.execute("CREATE TABLE charges (id text NOT NULL, amount int NOT NULL)");
+  }
+
+  @AfterAll
+  static void stop() {
+    db.close();
+  }
+
+  record Order(String id, int amount) {}
+
+  record Receipt(String id, int amount, String reference) {}
+
+  /** A checked exception of the application's. */
+  static class Declined extends Exception {
+    Declined(String message) {
+      super(message);
+    }
+  }
+
+  /** What the service did, in a bean of its own: a test cannot read a proxied bean's fields. */
+  static class Ledger {
+    final AtomicInteger runs = new AtomicInteger();
+    volatile boolean decline;
+    volatile CountDownLatch entered = new CountDownLatch(1);
+    volatile CountDownLatch release = new CountDownLatch(0);
+  }
+
+  static class Payments {
+    final JdbcTemplate jdbc;
+    final Ledger ledger;
+    final AtomicInteger runs;
+
+    Payments(JdbcTemplate jdbc, Ledger ledger) {
+      this.jdbc = jdbc;
+      this.ledger = ledger;
+      this.runs = ledger.runs;
+    }
+
+    @Idempotent(key = "#order.id")
+    public Receipt pay(Order order) {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, ?)", order.id(), order.amount());
+      return new Receipt(order.id(), order.amount(), UUID.randomUUID().toString());
+    }
+
+    @Idempotent(scope = "refunds", window = "${refunds.window:2h}")
+    public List<Receipt> refund(@IdempotencyKey String id, int amount) throws Declined {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, ?)", id, -amount);
+      if (ledger.decline) {
+        throw new Declined("the bank said no");
+      }
+      return List.of(new Receipt(id, -amount, UUID.randomUUID().toString()));
+    }
+
+    @Idempotent
+    public void note(@IdempotencyKey String id, Map<String, Object> details) {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, ?)", id, details.size());
+    }
+
+    @Idempotent(key = "#p0")
+    public String held(String id) throws InterruptedException {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, 0)", id);
+      ledger.entered.countDown();
+      assertThat(ledger.release.await(30, TimeUnit.SECONDS)).isTrue();
+      return "held " + id;
+    }
+
+    @Idempotent(key = "#order?.id")
+    public String nullable(Order order) {
+      return "ran";
+    }
+  }
+
+  @RestController
+  static class Handlers {
+    @Idempotent
+    @PostMapping("/x")
+    public String handle() {
+      return "x";
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class App {
+    @Bean
+    Ledger ledger() {
+      return new Ledger();
+    }
+
+    @Bean
+    Payments payments(JdbcTemplate jdbc, Ledger ledger) {
+      return new Payments(jdbc, ledger);
+    }
+
+    @Bean
+    Handlers handlers() {
+      return new Handlers();
+    }
+  }
+
+  static ApplicationContextRunner runner() {
+    return IdemAutoConfigurationTest.runner(db).withUserConfiguration(App.class);
+  }
+
+  static long charges(String id) {
+    return db.count("SELECT count(*) FROM charges WHERE id = ?", id);
+  }
+
+  static long keys(String scope, String id) {
+    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, id);
+  }
+
+  static final String PAY_SCOPE = Payments.class.getName() + ".pay";
+
+  @Test
+  void aRepeatReturnsTheStoredValueWithoutRunningAndOtherArgumentsAreRefused() {
+    runner().run(ctx -> {
+      assertThat(ctx).hasNotFailed();
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      assertThat(AopUtils.isAopProxy(payments)).isTrue();
+      String id = "order-" + UUID.randomUUID();
+      Receipt first = payments.pay(new Order(id, 100));
+      Receipt again = payments.pay(new Order(id, 100));
+      assertThat(again).isEqualTo(first); // the stored receipt, its random reference included
+      assertThat(ledger.runs).hasValue(1);
+      assertThat(charges(id)).isEqualTo(1);
+      assertThat(keys(PAY_SCOPE, id)).isEqualTo(1);
+
+      assertThatThrownBy(() -> payments.pay(new Order(id, 999))).isInstanceOf(KeyReuseException.class);
+      assertThat(charges(id)).isEqualTo(1);
+      assertThat(ledger.runs).hasValue(1);
+    });
+  }
+
+  @Test
+  void racingCopiesOnRealThreadsMakeOneEffect() {
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      String id = "race-" + UUID.randomUUID();
+      List<Receipt> receipts = Race.together(8, i -> payments.pay(new Order(id, 5)));
+      assertThat(receipts).hasSize(8).allSatisfy(r -> assertThat(r).isEqualTo(receipts.get(0)));
+      assertThat(ledger.runs).hasValue(1);
+      assertThat(charges(id)).isEqualTo(1);
+      assertThat(keys(PAY_SCOPE, id)).isEqualTo(1);
+    });
+  }
+
+  @Test
+  void theMethodsCheckedExceptionKeepsItsTypeAndRollsTheKeyBackThenARetryRuns() {
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      String id = "refund-" + UUID.randomUUID();
+      ledger.decline = true;
+      assertThatThrownBy(() -> payments.refund(id, 7)).isExactlyInstanceOf(Declined.class).hasMessage("the bank said no");
+      assertThat(charges(id)).isZero();
+      assertThat(keys("refunds", id)).isZero();
+
+      ledger.decline = false;
+      List<Receipt> refunded = payments.refund(id, 7);
+      List<Receipt> replayed = payments.refund(id, 7);
+      assertThat(replayed).isEqualTo(refunded); // List<Receipt>: the generic return type, decoded as such
+      assertThat(replayed.get(0)).isInstanceOf(Receipt.class);
+      assertThat(ledger.runs).hasValue(2);
+      assertThat(charges(id)).isEqualTo(1);
+      assertThat(keys("refunds", id)).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'refunds' AND key = ?"
+          + " AND expires_at - created_at = interval '2 hours'", id)).as("the window from the placeholder's default").isEqualTo(1);
+    });
+  }
+
+  @Test
+  void aVoidMethodRunsOnceAndTheFingerprintIgnoresFieldOrder() {
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      String id = "note-" + UUID.randomUUID();
+      Map<String, Object> ab = new LinkedHashMap<>();
+      ab.put("a", 1);
+      ab.put("b", Map.of("x", 1, "y", 2));
+      Map<String, Object> ba = new LinkedHashMap<>();
+      ba.put("b", Map.of("y", 2, "x", 1));
+      ba.put("a", 1);
+      payments.note(id, ab);
+      payments.note(id, ba);
+      assertThat(ledger.runs).hasValue(1);
+      assertThat(charges(id)).isEqualTo(1);
+      assertThat(keys(Payments.class.getName() + ".note", id)).isEqualTo(1);
+      assertThatThrownBy(() -> payments.note(id, Map.of("a", 2))).isInstanceOf(KeyReuseException.class);
+    });
+  }
+
+  @Test
+  void aCopyStillInFlightAfterTheWaitGetsInFlightException() {
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      String id = "held-" + UUID.randomUUID();
+      ledger.entered = new CountDownLatch(1);
+      ledger.release = new CountDownLatch(1);
+      CompletableFuture<String> first = CompletableFuture.supplyAsync(() -> {
+        try {
+          return payments.held(id);
+        } catch (InterruptedException e) {
+          throw new IllegalStateException(e);
+        }
+      });
+      try {
+        assertThat(ledger.entered.await(30, TimeUnit.SECONDS)).isTrue();
+        assertThatThrownBy(() -> payments.held(id)).isInstanceOf(InFlightException.class);
+      } finally {
+        ledger.release.countDown();
+      }
+      assertThat(first.get(30, TimeUnit.SECONDS)).isEqualTo("held " + id);
+      assertThat(payments.held(id)).isEqualTo("held " + id);
+      assertThat(ledger.runs).hasValue(1);
+      assertThat(charges(id)).isEqualTo(1);
+    });
+  }
+
+  @Test
+  void insideASpringTransactionTheKeyRollsBackWithIt() {
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      TransactionTemplate tx = ctx.getBean(TransactionTemplate.class);
+      String id = "joined-" + UUID.randomUUID();
+      tx.executeWithoutResult(status -> {
+        payments.pay(new Order(id, 3));
+        status.setRollbackOnly();
+      });
+      assertThat(charges(id)).isZero();
+      assertThat(keys(PAY_SCOPE, id)).isZero();
+      tx.executeWithoutResult(status -> payments.pay(new Order(id, 3)));
+      assertThat(charges(id)).isEqualTo(1);
+      assertThat(keys(PAY_SCOPE, id)).isEqualTo(1);
+    });
+  }
+
+  @Test
+  void aNullKeyIsRefusedNamingTheMethodAndTheAttribute() {
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      assertThatThrownBy(() -> payments.nullable(null)).isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("Payments.nullable(Order)").hasMessageContaining("key = \"#order?.id\" gave null");
+    });
+  }
+
+  @Test
+  void controllersAreLeftToTheHttpFilterAndThePropertyTurnsTheAdviceOff() {
+    runner().run(ctx -> assertThat(AopUtils.isAopProxy(ctx.getBean(Handlers.class))).isFalse());
+    runner().withPropertyValues("idem.aop.enabled=false")
+        .run(ctx -> assertThat(AopUtils.isAopProxy(ctx.getBean(Payments.class))).isFalse());
+  }
+
+  static class NoKey {
+    @Idempotent
+    public String pay(String id) {
+      return id;
+    }
+  }
+
+  static class TwoKeys {
+    @Idempotent
+    public String pay(@IdempotencyKey String a, @IdempotencyKey String b) {
+      return a;
+    }
+  }
+
+  static class BadSpel {
+    @Idempotent(key = "#order.(")
+    public String pay(Order order) {
+      return "x";
+    }
+  }
+
+  static class BadWindow {
+    @Idempotent(key = "#p0", window = "${pay.window:soon}")
+    public String pay(String id) {
+      return id;
+    }
+  }
+
+  static class Async {
+    @Idempotent(key = "#p0")
+    public CompletableFuture<String> pay(String id) {
+      return CompletableFuture.completedFuture(id);
+    }
+  }
+
+  @Test
+  void badAnnotationsStopStartUpNamingTheMethodAndTheAttribute() {
+    Object[][] cases = {
+        {NoKey.class, "@Idempotent on NoKey.pay(String): no key"},
+        {TwoKeys.class, "@Idempotent on TwoKeys.pay(String, String): parameters 0 and 1 are both marked @IdempotencyKey"},
+        {BadSpel.class, "@Idempotent on BadSpel.pay(Order): key = \"#order.(\" is not a valid SpEL expression"},
+        {BadWindow.class, "@Idempotent on BadWindow.pay(String): window = \"${pay.window:soon}\" (\"soon\") is not a duration"},
+        {Async.class, "@Idempotent on Async.pay(String): it returns a CompletableFuture"},
+    };
+    for (Object[] c : cases) {
+      IdemAutoConfigurationTest.runner(db).withBean((Class<?>) c[0])
+          .run(ctx -> assertThat(ctx).hasFailed().getFailure().hasStackTraceContaining((String) c[1]));
+    }
+  }
+}
