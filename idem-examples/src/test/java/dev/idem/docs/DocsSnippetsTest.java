@@ -50,12 +50,6 @@ import org.junit.jupiter.api.Test;
  */
 class DocsSnippetsTest {
 
-  /**
-   * Files being rewritten on other branches (issue 32): compiled and their failures printed, but not
-   * failing this test. TO EMPTY once those branches are merged.
-   */
-  static final List<String> NOT_YET_REQUIRED = List.of("docs/spring.md", "docs/http.md", "docs/transactions.md");
-
   /** What statements and members may use without declaring it. */
   static final String GIVENS = """
       package snippets;
@@ -158,17 +152,12 @@ class DocsSnippetsTest {
     Map<Snippet, List<String>> failures = compile(snippets, forms);
 
     List<String> required = new ArrayList<>();
-    List<String> tolerated = new ArrayList<>();
     for (Snippet s : snippets) {
       List<String> messages = failures.get(s);
       if (messages != null) {
-        (NOT_YET_REQUIRED.contains(s.file()) ? tolerated : required).add(s.file() + ":" + s.line() + ", compiled as "
+        required.add(s.file() + ":" + s.line() + ", compiled as "
             + forms.get(s).name().toLowerCase(Locale.ROOT) + ":\n  " + String.join("\n  ", messages));
       }
-    }
-    if (!tolerated.isEmpty()) {
-      System.out.println(tolerated.size() + " blocks of " + NOT_YET_REQUIRED + " do not compile yet (not failing the test):\n\n"
-          + String.join("\n\n", tolerated));
     }
     if (!required.isEmpty()) {
       throw new AssertionError(required.size() + " of " + snippets.size() + " java blocks of the docs do not compile"

@@ -13,9 +13,8 @@ import org.slf4j.LoggerFactory;
  * Counted as the executor counts the same answers ({@code FingerprintMismatch}, {@code InFlight}),
  * under the executor's name, so a key-reuse alert sees them.
  *
- * <p>The seam: idem-jdbc gives no public way to emit through the {@code Idem}'s own listener, so
- * the filter is handed the listener ({@link IdempotencyKeyFilter.Builder#listener}). Once the
- * executor can report such an answer itself, this class calls it instead and nothing else changes.
+ * <p>They go to the {@code Idem}'s own listener ({@code Idem.listener()}), the one its executor
+ * reports to, so nothing has to be configured twice.
  */
 final class FilterEvents {
   private static final Logger LOG = LoggerFactory.getLogger(FilterEvents.class);

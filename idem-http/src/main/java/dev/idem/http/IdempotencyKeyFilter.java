@@ -1,6 +1,5 @@
 package dev.idem.http;
 
-import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.key.Fingerprint;
@@ -61,8 +60,8 @@ import org.slf4j.LoggerFactory;
  *       first has an answer). It is told as soon as the first copy's transaction ends, before the
  *       first copy's own client is answered, and gets the replay (or runs, if the first rolled
  *       back), or 409 when the wait ends first; a repeat with
- *       another request gets 422 at once, counted as a fingerprint mismatch (see {@link
- *       Builder#listener}). In another process, the first copy of the key there waits on the
+ *       another request gets 422 at once, counted as a fingerprint mismatch by the {@code Idem}'s
+ *       listener, as the executor counts one. In another process, the first copy of the key there waits on the
  *       running copy's key row, holding one pool connection for up to {@link Builder#inFlightWait}
  *       (the copies behind it wait in memory), and gets 409 until the running copy commits, then
  *       422 (its claim is invisible until it commits).
@@ -142,7 +141,7 @@ public final class IdempotencyKeyFilter implements Filter {
     this.problemTypeBase = b.problemTypeBase;
     this.inFlightWait = b.inFlightWait;
     this.retryAfter = b.retryAfter;
-    this.events = new FilterEvents(b.listener, b.name);
+    this.events = new FilterEvents(b.idem.listener(), b.name);
   }
 
   /**
@@ -374,7 +373,6 @@ public final class IdempotencyKeyFilter implements Filter {
     private Predicate<HttpServletRequest> guarded = POST_AND_PATCH;
     private ScopeResolver scope = ScopeResolver.PRINCIPAL;
     private String scopeHeader;
-    private IdemListener listener = IdemListener.NONE;
     private RequestFingerprint fingerprint = RequestFingerprint.canonicalJson();
     private int maxBodySize = 1024 * 1024;
     private StorePolicy storePolicy = StorePolicy.DEFAULT;
@@ -503,18 +501,6 @@ public final class IdempotencyKeyFilter implements Filter {
     public Builder sharedScope() {
       this.scope = r -> SHARED;
       this.scopeHeader = null;
-      return this;
-    }
-
-    /**
-     * Hears the answers the filter decides without the executor (a copy in this process refused
-     * 422 or answered 409 while the first copy runs), as {@code FingerprintMismatch} and {@code
-     * InFlight} events under the executor's {@link #name}. Pass the listener the {@code Idem} was
-     * built with, so these answers are counted with the executor's own; default none. The Spring
-     * starter sets it.
-     */
-    public Builder listener(IdemListener listener) {
-      this.listener = notNull(listener, "listener");
       return this;
     }
 

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
+import dev.idem.jdbc.Idem;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -168,7 +169,7 @@ class CallerScopeTest {
         events.add(event);
       }
     };
-    URI uri = f.serve(b -> b.listener(recording).inFlightWait(Duration.ofSeconds(20)));
+    URI uri = f.serve(Idem.builder(f.ds).listener(recording).build(), b -> b.inFlightWait(Duration.ofSeconds(20)));
     String order = HttpFixture.unique("o");
     String key = HttpFixture.unique("k");
     CountDownLatch gate = f.gate(order);

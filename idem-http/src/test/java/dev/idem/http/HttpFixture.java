@@ -78,6 +78,11 @@ final class HttpFixture implements AutoCloseable {
 
   /** A server on a free loopback port with the filter {@code configure} makes; its base URI. */
   URI serve(UnaryOperator<IdempotencyKeyFilter.Builder> configure) throws IOException, LifecycleException {
+    return serve(idem, configure);
+  }
+
+  /** As {@link #serve(UnaryOperator)}, with a filter on {@code idem} (e.g. one with a listener). */
+  URI serve(Idem idem, UnaryOperator<IdempotencyKeyFilter.Builder> configure) throws IOException, LifecycleException {
     IdempotencyKeyFilter filter = configure.apply(IdempotencyKeyFilter.builder(idem)
         // Tests act as several API clients: the client's account comes in a header; the tests' own resolver
         // puts requests without one in an account of their own, "anonymous" (the filter itself has no such fallback).

@@ -212,6 +212,16 @@ public final class Idem {
     return Reconciliation.of(context);
   }
 
+  /**
+   * The listener this Idem's tools report to ({@link IdemListener#NONE} when none was set). For an
+   * adapter that answers a repeat itself, without asking the store (the HTTP filter refusing a
+   * copy that found another request running under its key in this process), so its answers are
+   * counted with the tools' own.
+   */
+  public IdemListener listener() {
+    return context.listener();
+  }
+
   /** The schema of idem's tables. */
   public String schema() {
     return context.schema();

@@ -1,13 +1,11 @@
 package dev.idem.spring.boot;
 
-import dev.idem.event.IdemListener;
 import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.http.RequestFingerprint;
 import dev.idem.http.RequestTransaction;
 import dev.idem.http.ScopeResolver;
 import dev.idem.http.StorePolicy;
 import dev.idem.jdbc.Idem;
-import dev.idem.spring.AfterCommitListener;
 import dev.idem.spring.Idempotent;
 import dev.idem.window.DedupeWindow;
 import jakarta.servlet.DispatcherType;
@@ -95,10 +93,10 @@ public class IdemHttpAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     public IdempotencyKeyFilter idempotencyKeyFilter(Idem idem, IdemProperties properties, PlatformTransactionManager transactions,
-        ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners,
+        ObjectProvider<ScopeResolver> resolvers,
         ObjectProvider<IdempotencyKeyFilterCustomizer> customizers) {
       IdemProperties.Http p = properties.getHttp();
-      IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers, listeners).keyRequired(p.isKeyRequired());
+      IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers).keyRequired(p.isKeyRequired());
       customizers.orderedStream().forEach(c -> c.customize(b));
       return b.build();
     }
@@ -115,14 +113,14 @@ public class IdemHttpAutoConfiguration {
     /** Finds the {@link Idempotent} handlers and the url-pattern routes, and sends each to its filter. */
     @Bean
     IdemHttpGuards idemHttpGuards(IdempotencyKeyFilter urlFilter, Idem idem, IdemProperties properties,
-        PlatformTransactionManager transactions, ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners,
+        PlatformTransactionManager transactions, ObjectProvider<ScopeResolver> resolvers,
         ObjectProvider<IdempotencyKeyFilterCustomizer> customizers,
         @Qualifier("requestMappingHandlerMapping") ObjectProvider<RequestMappingHandlerMapping> mappings,
         Environment environment) {
       IdemProperties.Http p = properties.getHttp();
       boolean callerKnown = scope(p, resolvers) != null;
       return new IdemHttpGuards(route -> {
-        IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers, listeners);
+        IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers);
         customizers.orderedStream().forEach(c -> c.customize(b));
         // The annotation is the route's own declaration: what it says wins over properties and
         // customizers; what it leaves out (no storedStatuses) stays theirs.
@@ -148,9 +146,9 @@ public class IdemHttpAutoConfiguration {
       return registration;
     }
 
-    /** A builder with what every filter of the application shares: {@code idem.http.*}, scope, listener, transaction. */
+    /** A builder with what every filter of the application shares: {@code idem.http.*}, scope, transaction. */
     private static IdempotencyKeyFilter.Builder builder(Idem idem, IdemProperties.Http p, PlatformTransactionManager transactions,
-        ObjectProvider<ScopeResolver> resolvers, ObjectProvider<IdemListener> listeners) {
+        ObjectProvider<ScopeResolver> resolvers) {
       RequestFingerprint fingerprint = p.getFingerprintFields().isEmpty()
           ? (p.getFingerprint() == IdemProperties.Http.Fingerprint.RAW_BODY ? RequestFingerprint.rawBody() : RequestFingerprint.canonicalJson())
           : RequestFingerprint.jsonFields(p.getFingerprintFields().toArray(String[]::new));
@@ -159,8 +157,6 @@ public class IdemHttpAutoConfiguration {
           .acceptBareKeys(p.isAcceptBareKeys())
           .fingerprint(fingerprint.withHeaders(p.getFingerprintHeaders().toArray(String[]::new)))
           .replayedHeaders(p.getReplayedHeaders().toArray(String[]::new))
-          // The same listeners as the Idem bean's: the filter's own 422s and 409s count with the executor's.
-          .listener(new AfterCommitListener(listeners.orderedStream().toList()))
           .transaction(new SpringRequestTransaction(new TransactionTemplate(transactions)));
       Consumer<IdempotencyKeyFilter.Builder> scope = scope(p, resolvers);
       if (scope != null) {

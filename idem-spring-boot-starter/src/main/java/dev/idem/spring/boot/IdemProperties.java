@@ -49,6 +49,8 @@ public class IdemProperties {
 
   private final Http http = new Http();
 
+  private final Aop aop = new Aop();
+
   public String getSchema() {
     return schema;
   }
@@ -95,6 +97,24 @@ public class IdemProperties {
 
   public Http getHttp() {
     return http;
+  }
+
+  public Aop getAop() {
+    return aop;
+  }
+
+  /** {@code @Idempotent} on service methods (any bean that is not a controller). */
+  public static class Aop {
+    /** Whether service methods annotated {@code @Idempotent} run through idem executors. */
+    private boolean enabled = true;
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
   }
 
   /** idem's own migrations. */
