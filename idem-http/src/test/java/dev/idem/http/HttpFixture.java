@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.TestDatabase;
+import dev.idem.testing.Poll;
 import dev.idem.testing.TestPostgres;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
@@ -24,7 +25,6 @@ import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -172,10 +172,7 @@ final class HttpFixture implements AutoCloseable {
 
   /** Request threads parked in the filter's in-memory wait for a running copy of their key. */
   static long parkedCopies() {
-    return Thread.getAllStackTraces().entrySet().stream()
-        .filter(e -> e.getKey().getState() == Thread.State.TIMED_WAITING && Arrays.stream(e.getValue())
-            .anyMatch(f -> f.getClassName().equals(InFlightRequests.class.getName()) && f.getMethodName().equals("admit")))
-        .count();
+    return Poll.threadsWaitingIn(InFlightRequests.class.getName(), "admit");
   }
 
   /** Makes {@code order}'s client slow (see {@link #slowClients}); returns the latch that lets it read. */

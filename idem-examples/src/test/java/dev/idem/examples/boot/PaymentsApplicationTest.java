@@ -17,7 +17,6 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -333,9 +332,9 @@ class PaymentsApplicationTest {
 
   /** Request threads parked in memory behind the first copy of a key (they hold no connection). */
   static long waitingInMemory() {
-    return Thread.getAllStackTraces().values().stream().filter(stack -> Arrays.stream(stack)
-        .anyMatch(f -> f.getClassName().equals("dev.idem.http.InFlightRequests") && f.getMethodName().equals("admit"))).count();
+    return Poll.threadsWaitingIn("dev.idem.http.InFlightRequests", "admit");
   }
+
 
   static double mismatches() {
     return app.getBean(MeterRegistry.class).find(IdemMetrics.FINGERPRINT_MISMATCHES).counters().stream()

@@ -8,6 +8,8 @@ import dev.idem.event.IdemListener;
 import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.http.StorePolicy;
 import dev.idem.spring.Idempotent;
+import dev.idem.testing.Poll;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import jakarta.servlet.Filter;
@@ -18,13 +20,11 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -72,7 +72,7 @@ class IdemHttpGuardsTest {
   static final Map<String, CountDownLatch> entered = new ConcurrentHashMap<>();
   /** Runs of the handler per order. */
   static final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
-  static final List<IdemEvent> events = new CopyOnWriteArrayList<>();
+  static final RecordingListener recorded = new RecordingListener();
   /** Per X-Probe value: the handler-mapping attributes a filter mapped after the guard saw on the request. */
   static final Map<String, List<String>> probes = new ConcurrentHashMap<>();
 
@@ -104,17 +104,7 @@ class IdemHttpGuardsTest {
     /** Counts what idem reports: the executor's events and the filter's own. */
     @Bean
     IdemListener recording() {
-      return new IdemListener() {
-        @Override
-        public void onFingerprintMismatch(IdemEvent.FingerprintMismatch event) {
-          events.add(event);
-        }
-
-        @Override
-        public void onInFlight(IdemEvent.InFlight event) {
-          events.add(event);
-        }
-      };
+      return recorded;
     }
 
     /** The application's own store policy: a 409 "sold out" is a decision, stored. */
@@ -251,11 +241,9 @@ class IdemHttpGuardsTest {
 
   /** Request threads parked in the filter's in-memory wait for a running copy. */
   static long waitingInMemory() {
-    return Thread.getAllStackTraces().entrySet().stream()
-        .filter(e -> e.getKey().getState() == Thread.State.TIMED_WAITING && Arrays.stream(e.getValue())
-            .anyMatch(f -> f.getClassName().equals("dev.idem.http.InFlightRequests") && f.getMethodName().equals("admit")))
-        .count();
+    return Poll.threadsWaitingIn("dev.idem.http.InFlightRequests", "admit");
   }
+
 
   static void await(String what, BooleanSupplier condition) throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
@@ -471,11 +459,11 @@ class IdemHttpGuardsTest {
     assertThat(runs.get(order)).hasValue(1);
     assertThat(effects(order)).isEqualTo(1);
     assertThat(keyRows(key)).isEqualTo(1);
-    assertThat(events).noneMatch(e -> e instanceof IdemEvent.InFlight f && f.key().value().equals(key));
+    assertThat(recorded.all()).noneMatch(e -> e instanceof IdemEvent.InFlight f && f.key().value().equals(key));
   }
 
   private static long mismatches(String key) {
-    return events.stream()
+    return recorded.all().stream()
         .filter(e -> e instanceof IdemEvent.FingerprintMismatch m && m.key().value().equals(key) && m.source().equals("http"))
         .count();
   }
