@@ -56,8 +56,7 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@link #barePkRead} (d): a primary-key SELECT of one payment row;
  *   <li>{@link #naiveGuardNewKey}: the hand-rolled guard of {@link RepeatBenchmark}: {@code INSERT
  *       ... ON CONFLICT DO NOTHING} of the key, the same insert, COMMIT; nothing stored (so it
- *       cannot replay a result). The same method is added to older commits by
- *       {@code idem-benchmarks/baseline/f792b92.patch}, to compare the callback with it there.
+ *       cannot replay a result).
  * </ul>
  *
  * The ratios b/a and c/d are the executor's overhead (b1/a, b2/a and b'/a that of the callback
