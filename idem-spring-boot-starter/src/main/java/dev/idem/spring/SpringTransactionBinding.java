@@ -71,7 +71,11 @@ public final class SpringTransactionBinding implements TransactionBinding {
           + " and idem writes its key there: call idem outside it, or from a read-write transaction"
           + " (@Transactional without readOnly = true)");
     }
-    if (TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder holder && holder.isSynchronizedWithTransaction()) {
+    // DataSourceTransactionManager marks its holder synchronized; JpaTransactionManager binds a plain
+    // one whose handle gives the EntityManager's connection. A connection in auto-commit (DataSourceUtils
+    // inside another manager's transaction) is refused by idem before it writes.
+    if (TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder holder
+        && holder.getConnectionHandle() != null) {
       return holder.getConnection();
     }
     throw new IllegalStateException("a Spring transaction is open on this thread (" + name + ") but holds no"
