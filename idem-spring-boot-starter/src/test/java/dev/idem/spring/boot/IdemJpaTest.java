@@ -95,8 +95,8 @@ class IdemJpaTest {
 
   static ApplicationContextRunner runner() {
     return IdemAutoConfigurationTest.runner(db)
-        // The starter's other tests leave Hibernate's auto-configuration out (see the pom); here it runs.
-        .withPropertyValues("spring.autoconfigure.exclude=", "spring.jpa.hibernate.ddl-auto=none",
+        // The starter's other tests run without Hibernate's auto-configuration (JpaOnlyWhenAsked); here it runs.
+        .withPropertyValues("idem.test.jpa=true", "spring.jpa.hibernate.ddl-auto=none",
             "spring.jpa.open-in-view=false", "idem.executors.payments.window=1h")
         .withUserConfiguration(Jpa.class)
         .withBean(Checkout.class);
