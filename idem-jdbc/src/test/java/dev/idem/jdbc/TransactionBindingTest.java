@@ -207,8 +207,8 @@ class TransactionBindingTest {
           }
 
           @Override
-          public void end(boolean committed) {
-            seen.add(committed ? "committed" : "rolled back");
+          public void end(Outcome outcome) {
+            seen.add(outcome.toString());
           }
         };
       }
@@ -228,6 +228,116 @@ class TransactionBindingTest {
     }).applied()).isTrue();
     assertThat(payments(id)).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", id)).isEqualTo(1);
-    assertThat(seen).containsExactly("begin", "rolled back", "begin", "committed");
+    assertThat(seen).containsExactly("begin", "ROLLED_BACK", "begin", "COMMITTED");
+  }
+
+  /** A binding that records how each lent transaction ended. */
+  static TransactionBinding recording(List<TransactionBinding.Lent.Outcome> ends) {
+    return new TransactionBinding() {
+      @Override
+      public Connection currentConnection() {
+        return null;
+      }
+
+      @Override
+      public Lent ownTransaction(Connection connection) {
+        return ends::add;
+      }
+    };
+  }
+
+  /**
+   * {@code ds}, whose connections' {@code commit()} first commits and then throws {@code failure}:
+   * a commit that reached PostgreSQL and whose answer was lost (or that came after the work's own
+   * statement ending in COMMIT).
+   */
+  static DataSource commitThenFail(SQLException failure) {
+    return (DataSource) java.lang.reflect.Proxy.newProxyInstance(DataSource.class.getClassLoader(),
+        new Class<?>[] {DataSource.class}, (p, m, args) -> {
+          Object real = m.invoke(ds, args);
+          if (!m.getName().equals("getConnection")) {
+            return real;
+          }
+          Connection c = (Connection) real;
+          return java.lang.reflect.Proxy.newProxyInstance(Connection.class.getClassLoader(), new Class<?>[] {Connection.class},
+              (cp, cm, cargs) -> {
+                Object r;
+                try {
+                  r = cm.invoke(c, cargs);
+                } catch (java.lang.reflect.InvocationTargetException e) {
+                  throw e.getCause();
+                }
+                if (cm.getName().equals("commit")) {
+                  throw failure;
+                }
+                return r;
+              });
+        });
+  }
+
+  /**
+   * The binding hears how the transaction really ended: committed when the executor's last
+   * statement committed (whatever failed after), unknown when the connection failed during the
+   * commit, rolled back when PostgreSQL answered with an error. Read from the database each time.
+   */
+  @Test
+  void theBindingIsToldTheActualOutcomeOfTheCommit() {
+    List<TransactionBinding.Lent.Outcome> ends = new ArrayList<>();
+    SQLException lost = new SQLException("I/O error: the answer to COMMIT was lost", "08006");
+    IdempotentExecutor stores = Idem.builder(commitThenFail(lost)).transactionBinding(recording(ends)).build().executor().build();
+
+    // The result is stored and committed by the executor's last statement; the failure comes after.
+    String stored = "stored-" + UUID.randomUUID();
+    assertThatThrownBy(() -> stores.execute(IdempotencyKey.of("binding", stored), Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      pay(tx.connection(), stored);
+      return "paid";
+    })).hasMessageContaining("the answer to COMMIT was lost");
+    assertThat(payments(stored)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", stored)).isEqualTo(1);
+    assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.COMMITTED);
+
+    // Nothing stored: idem's own commit() is the commit, and its answer was lost.
+    ends.clear();
+    String unknown = "unknown-" + UUID.randomUUID();
+    assertThatThrownBy(() -> stores.execute(IdempotencyKey.of("binding", unknown), Fingerprint.EMPTY, Codec.none(), tx -> {
+      pay(tx.connection(), unknown);
+      return null;
+    })).hasMessageContaining("the answer to COMMIT was lost");
+    assertThat(payments(unknown)).as("it did commit: hence UNKNOWN, not ROLLED_BACK").isEqualTo(1);
+    assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.UNKNOWN);
+
+    // PostgreSQL's own answer to the commit is an error: nothing is committed.
+    ends.clear();
+    db.execute("CREATE TABLE IF NOT EXISTS deferred (id text, CONSTRAINT one UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)");
+    IdempotentExecutor plain = Idem.builder(ds).transactionBinding(recording(ends)).build().executor().build();
+    String refused = "refused-" + UUID.randomUUID();
+    assertThatThrownBy(() -> plain.execute(IdempotencyKey.of("binding", refused), Fingerprint.EMPTY, Codec.none(), tx -> {
+      pay(tx.connection(), refused);
+      try (PreparedStatement ps = tx.connection().prepareStatement("INSERT INTO deferred VALUES (?), (?)")) {
+        ps.setString(1, refused);
+        ps.setString(2, refused);
+        ps.executeUpdate(); // the unique violation surfaces at COMMIT
+      }
+      return null;
+    })).hasMessageContaining("could not commit");
+    assertThat(payments(refused)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'binding' AND key = ?", refused)).isZero();
+    assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.ROLLED_BACK);
+  }
+
+  /** idem's transactions that run none of the caller's code are not lent: the statements form's. */
+  @Test
+  void statementsSentWithTheirClaimAreNotLent() {
+    List<TransactionBinding.Lent.Outcome> ends = new ArrayList<>();
+    Idem lending = Idem.builder(ds).transactionBinding(recording(ends)).build();
+    IdempotentExecutor payments = lending.executor().build();
+    String id = "statements-" + UUID.randomUUID();
+    org.jooq.DSLContext dsl = org.jooq.impl.DSL.using(org.jooq.SQLDialect.POSTGRES);
+    Execution<Void> done = payments.execute(IdempotencyKey.of("binding", id), Fingerprint.EMPTY,
+        dsl.insertInto(org.jooq.impl.DSL.table("payments"), org.jooq.impl.DSL.field("request"), org.jooq.impl.DSL.field("amount"))
+            .values(id, 1));
+    assertThat(done.applied()).isTrue();
+    assertThat(payments(id)).isEqualTo(1);
+    assertThat(ends).isEmpty();
   }
 }

@@ -25,8 +25,10 @@ import java.lang.annotation.Target;
  *       idem executor. The key comes from {@link #key()} (a SpEL expression over the arguments) or
  *       from the parameter marked {@link IdempotencyKey}; the arguments are the request's
  *       fingerprint; the return value is stored (JSON) and returned to every repeat without
- *       running the method. Inside {@code @Transactional} the key joins that transaction; outside
- *       one, the method runs in idem's transaction, which JdbcTemplate joins.
+ *       running the method. The key joins the Spring transaction open on the thread; with none
+ *       open, the call begins one through the application's transaction manager (with the
+ *       method's own {@code @Transactional} attributes, if any), so JdbcTemplate and JPA write in
+ *       it with the key.
  * </ul>
  *
  * <p>Not guaranteed: effects outside the database transaction (an email, a call to another
@@ -64,16 +66,18 @@ public @interface Idempotent {
 
   /**
    * Service methods only: a SpEL expression over the arguments ({@code "#order.id"}, {@code
-   * "#p0"}) whose value ({@code toString()}) is the key. Empty: the parameter marked {@link
+   * "#p0"}; their properties and methods only, no types, constructors or beans) whose value's
+   * {@code toString()} is the key: a {@code CharSequence}, number, {@code UUID}, enum, or a class
+   * that declares its own {@code toString()}, such as a record. Empty: the parameter marked {@link
    * IdempotencyKey}; exactly one of the two. Parsed at start-up (a syntax error stops it); a value
-   * that is null or not a valid key throws an {@code IllegalArgumentException} at the call,
-   * naming the method, before it runs.
+   * that is null, of another class, or not a valid key throws an {@code IllegalArgumentException}
+   * at the call, naming the method, before it runs.
    */
   String key() default "";
 
   /**
    * Service methods only: the key's scope, so the same key value in two scopes is two keys.
-   * Empty (the default): the method's declaring class and name ({@code com.example.Checkout.pay}),
+   * Empty (the default): the bean's class and the method's name ({@code com.example.Checkout.pay}),
    * so two methods never share keys; set it to keep keys across a rename.
    */
   String scope() default "";

@@ -16,19 +16,26 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <p>Outside a Spring transaction, idem runs the caller's code (an executor's effect, an inbox's,
  * {@code Idem.inTransaction}) in a transaction of its own, and lends it to Spring for the code's
  * duration ({@link #ownTransaction}): {@code JdbcTemplate}, {@code DataSourceUtils} and a nested
- * {@code TransactionTemplate} or {@code @Transactional} (REQUIRED) method run on idem's connection
- * and commit with the key. A participant that fails marks it rollback-only: idem then rolls back
- * and throws Spring's {@code UnexpectedRollbackException}. {@code REQUIRES_NEW} still commits apart,
- * as asked. JPA cannot join idem's own connection: an {@code EntityManager} used there is refused
- * before the commit with an {@link IllegalStateException}, and everything is rolled back; call idem
- * inside {@code @Transactional} with {@code JpaTransactionManager} instead.
+ * {@code TransactionTemplate} or {@code @Transactional} (REQUIRED) method of {@code
+ * DataSourceTransactionManager} or {@code JdbcTransactionManager} run on idem's connection and
+ * commit with the key. A participant that fails marks it rollback-only: idem then rolls back and
+ * throws Spring's {@code UnexpectedRollbackException}. {@code REQUIRES_NEW} still commits apart, as
+ * asked. Synchronizations registered meanwhile run around idem's commit, and {@code afterCompletion}
+ * hears how it ended ({@code STATUS_UNKNOWN} if the connection failed during the commit).
+ *
+ * <p>JPA cannot take part in idem's own transaction: a transaction of {@code
+ * JpaTransactionManager} begun there (a nested {@code @Transactional}, a Spring Data repository's
+ * {@code save}) is refused with an {@link IllegalStateException} before its {@code EntityManager}
+ * is made, and an {@code EntityManager} used without one is refused before the commit; either way
+ * everything is rolled back. With JPA, call idem inside {@code @Transactional}, which idem joins
+ * (an {@code @Idempotent} method begins one itself).
  *
  * <p>Never guesses: a Spring transaction that is read-only, or that holds no connection of this
  * DataSource (a transaction manager of another DataSource, or JTA without one bound), is refused
  * with an {@link IllegalStateException} before idem writes anything, rather than committed apart.
  *
- * <p>Works with {@code DataSourceTransactionManager}, {@code JdbcTransactionManager} and {@code
- * JpaTransactionManager} (which binds its JDBC connection too).
+ * <p>Joins the transactions of {@code DataSourceTransactionManager}, {@code JdbcTransactionManager}
+ * and {@code JpaTransactionManager} (which binds its JDBC connection too).
  */
 public final class SpringTransactionBinding implements TransactionBinding {
   private final DataSource dataSource;
@@ -64,7 +71,11 @@ public final class SpringTransactionBinding implements TransactionBinding {
           + " and idem writes its key there: call idem outside it, or from a read-write transaction"
           + " (@Transactional without readOnly = true)");
     }
-    if (TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder holder && holder.isSynchronizedWithTransaction()) {
+    // DataSourceTransactionManager marks its holder synchronized; JpaTransactionManager binds a plain
+    // one whose handle gives the EntityManager's connection. A connection in auto-commit (DataSourceUtils
+    // inside another manager's transaction) is refused by idem before it writes.
+    if (TransactionSynchronizationManager.getResource(dataSource) instanceof ConnectionHolder holder
+        && holder.getConnectionHandle() != null) {
       return holder.getConnection();
     }
     throw new IllegalStateException("a Spring transaction is open on this thread (" + name + ") but holds no"

@@ -253,7 +253,7 @@ public final class Claims {
     for (boolean afterPrelude = prefaced; ; afterPrelude = true) {
       Sql claimString = signal(false, afterPrelude);
       try {
-        return context.ownedOnce(tx -> {
+        return context.ownedOnceByIdem(tx -> { // the statements are the caller's, but no code of theirs runs
           send(prepared(tx.connection(), claimString, binds, statements, "commit"));
           return new Execution.Applied<>(null);
         });
@@ -395,6 +395,9 @@ public final class Claims {
         context.beforeCommit(tx);
       }
       run(tx.connection(), joined ? storeAndRelease : storeAndCommit, binds.result(bytes));
+      if (!joined) {
+        context.committed(tx);
+      }
     } else if (joined) {
       run(tx.connection(), release, binds);
     }

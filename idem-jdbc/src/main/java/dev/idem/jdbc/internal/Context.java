@@ -126,7 +126,7 @@ public final class Context {
           + " a binding must return the connection of an open transaction (auto-commit off), or null when none is open");
     }
     requireTables(bound);
-    return new JoinedTx(this, bound, JoinedTx.NOT_OWNED);
+    return new JoinedTx(this, bound, null);
   }
 
   /** Whether {@code c} is in auto-commit mode; {@code whose} names it in the error. */
@@ -161,7 +161,7 @@ public final class Context {
     Driver.refuseUnjoinable(callerTx, what);
     requireTables(callerTx);
     Tx own = open.get();
-    return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx, JoinedTx.NOT_OWNED);
+    return own != null && own.connection() == callerTx ? own : new JoinedTx(this, callerTx, null);
   }
 
   /**
@@ -233,10 +233,23 @@ public final class Context {
 
   /**
    * {@code work} in a transaction of idem's own, run once; open on this thread while it runs, so
-   * idem calls inside it join it.
+   * idem calls inside it join it. It runs the caller's code: the binding lends it to the caller's
+   * framework ({@link TransactionBinding#ownTransaction}).
    */
   public <T, X extends Exception> T ownedOnce(TxCallback<T, X> work) throws X {
-    return OwnTransaction.run(dataSource, binding, (c, beforeCommit) -> {
+    return ownedOnce(binding, work);
+  }
+
+  /**
+   * {@link #ownedOnce} for work that runs none of the caller's code (idem's statements only): no
+   * framework is told of it.
+   */
+  public <T, X extends Exception> T ownedOnceByIdem(TxCallback<T, X> work) throws X {
+    return ownedOnce(TransactionBinding.NONE, work);
+  }
+
+  private <T, X extends Exception> T ownedOnce(TransactionBinding lender, TxCallback<T, X> work) throws X {
+    return OwnTransaction.run(dataSource, lender, (c, ending) -> {
       if (!tablesFound) {
         requireTables(c);
         try {
@@ -245,7 +258,7 @@ public final class Context {
           throw new DataAccessException("could not roll back after looking for idem's tables: " + e.getMessage(), e);
         }
       }
-      Tx tx = new JoinedTx(this, c, beforeCommit);
+      Tx tx = new JoinedTx(this, c, ending);
       Tx outer = open.get();
       open.set(tx);
       try {
@@ -268,6 +281,16 @@ public final class Context {
   public void beforeCommit(Tx tx) {
     if (tx instanceof JoinedTx j) {
       j.beforeCommit();
+    }
+  }
+
+  /**
+   * To be called by work in {@link #ownedOnce} once its statement ending in {@code COMMIT}
+   * succeeded: the binding is then told the transaction committed, whatever fails after.
+   */
+  public void committed(Tx tx) {
+    if (tx instanceof JoinedTx j) {
+      j.committed();
     }
   }
 

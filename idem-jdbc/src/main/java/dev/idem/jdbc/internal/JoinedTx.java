@@ -10,22 +10,30 @@ import org.jooq.DSLContext;
  * connection) never use one. Not an API.
  */
 final class JoinedTx implements Tx {
-  /** The {@code beforeCommit} of a transaction idem does not end. */
-  static final Runnable NOT_OWNED = () -> { };
   private final Context context;
   private final Connection connection;
-  private final Runnable beforeCommit;
+  /** How idem's own transaction ends; null for a transaction idem does not end. */
+  private final OwnTransaction.Ending ending;
   private DSLContext dsl;
 
-  JoinedTx(Context context, Connection connection, Runnable beforeCommit) {
+  JoinedTx(Context context, Connection connection, OwnTransaction.Ending ending) {
     this.context = context;
     this.connection = connection;
-    this.beforeCommit = beforeCommit;
+    this.ending = ending;
   }
 
   /** The binding's veto before idem commits this transaction (see {@link Context#beforeCommit}). */
   void beforeCommit() {
-    beforeCommit.run();
+    if (ending != null) {
+      ending.beforeCommit();
+    }
+  }
+
+  /** The statement that ends this transaction in {@code COMMIT} succeeded (see {@link Context#committed}). */
+  void committed() {
+    if (ending != null) {
+      ending.committed();
+    }
   }
 
   @Override

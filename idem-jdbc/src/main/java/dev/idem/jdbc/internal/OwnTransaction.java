@@ -33,12 +33,55 @@ public final class OwnTransaction {
 
   /**
    * Work that runs the caller's code and may end the transaction itself (a statement that ends in
-   * {@code COMMIT}): it runs {@code beforeCommit} first, which may veto by throwing. idem runs it
-   * again before its own commit; it acts once.
+   * {@code COMMIT}): it calls {@link Ending#beforeCommit} first, which may veto by throwing, and
+   * {@link Ending#committed} once that statement succeeded.
    */
   @FunctionalInterface
   public interface LentWork<T, X extends Exception> {
-    T run(Connection c, Runnable beforeCommit) throws X;
+    T run(Connection c, Ending ending) throws X;
+  }
+
+  /**
+   * How far idem's own transaction got in its ending, so the binding is told what happened (a
+   * commit sent by the work's last statement, then a failure, is still a commit).
+   */
+  public static final class Ending {
+    private final TransactionBinding.Lent lent;
+    private boolean asked;
+    private boolean committing;
+    private boolean committed;
+
+    private Ending(TransactionBinding.Lent lent) {
+      this.lent = lent;
+    }
+
+    /**
+     * The binding's veto, asked once (idem asks again before its own commit); once passed, the
+     * commit is on its way.
+     */
+    public void beforeCommit() {
+      if (!asked) {
+        asked = true;
+        lent.beforeCommit(); // may veto: a participant of the framework's marked it rollback-only
+      }
+      committing = true;
+    }
+
+    /** The work's own statement that ends in {@code COMMIT} succeeded. */
+    public void committed() {
+      committed = true;
+    }
+
+    /** How the transaction ended after {@code failure} (null: none). */
+    private TransactionBinding.Lent.Outcome outcome(Throwable failure) {
+      if (committed) {
+        return TransactionBinding.Lent.Outcome.COMMITTED;
+      }
+      // A commit under way when the connection failed may have reached the server; any other
+      // failure (the server's own answer, or one before the commit) leaves nothing committed.
+      return committing && failure != null && SqlStates.isConnectionFailure(failure)
+          ? TransactionBinding.Lent.Outcome.UNKNOWN : TransactionBinding.Lent.Outcome.ROLLED_BACK;
+    }
   }
 
   @FunctionalInterface
@@ -73,7 +116,7 @@ public final class OwnTransaction {
 
   /** Runs {@code work} in a transaction on a connection from {@code dataSource}, then returns the connection. */
   public static <T, X extends Exception> T run(DataSource dataSource, Work<T, X> work) throws X {
-    return run(dataSource, TransactionBinding.NONE, (c, beforeCommit) -> work.run(c));
+    return run(dataSource, TransactionBinding.NONE, (c, ending) -> work.run(c));
   }
 
   /**
@@ -135,7 +178,7 @@ public final class OwnTransaction {
 
   /** Runs {@code work} in a transaction on {@code c}, which must have none open. */
   public static <T, X extends Exception> T on(Connection c, Work<T, X> work) throws X {
-    return on(c, TransactionBinding.NONE, (conn, beforeCommit) -> work.run(conn));
+    return on(c, TransactionBinding.NONE, (conn, ending) -> work.run(conn));
   }
 
   private static <T, X extends Exception> T on(Connection c, TransactionBinding binding, LentWork<T, X> work) throws X {
@@ -149,19 +192,11 @@ public final class OwnTransaction {
       throw new DataAccessException("could not begin a transaction: " + e.getMessage(), e);
     }
     Throwable failure = null;
-    TransactionBinding.Lent lent = null;
-    boolean committed = false;
+    Ending ending = null;
     try {
-      TransactionBinding.Lent l = lent = binding.ownTransaction(c);
-      boolean[] asked = {false};
-      Runnable beforeCommit = () -> {
-        if (!asked[0]) {
-          asked[0] = true;
-          l.beforeCommit(); // may veto: a participant of the framework's marked it rollback-only
-        }
-      };
-      T result = work.run(c, beforeCommit);
-      beforeCommit.run();
+      Ending e = ending = new Ending(binding.ownTransaction(c));
+      T result = work.run(c, e);
+      e.beforeCommit();
       try {
         if (Driver.aborted(c)) {
           // pgjdbc sends COMMIT, PostgreSQL answers ROLLBACK, and no error is raised: the caller
@@ -169,9 +204,9 @@ public final class OwnTransaction {
           throw new DataAccessException("could not commit: " + ABORTED_BY_CAUGHT_ERROR + "; nothing of it is committed");
         }
         c.commit();
-        committed = true;
-      } catch (SQLException e) {
-        throw new DataAccessException("could not commit: " + e.getMessage(), e);
+        e.committed();
+      } catch (SQLException ex) {
+        throw new DataAccessException("could not commit: " + ex.getMessage(), ex);
       }
       return result;
     } catch (Throwable t) {
@@ -179,11 +214,11 @@ public final class OwnTransaction {
       rollback(c, t);
       throw t;
     } finally {
-      if (lent != null) {
+      if (ending != null) {
         // After the rollback: the framework's completion callbacks see the transaction ended.
-        TransactionBinding.Lent l = lent;
-        boolean done = committed;
-        cleanUp(() -> l.end(done), "end the transaction binding's use of it", failure);
+        Ending e = ending;
+        TransactionBinding.Lent.Outcome outcome = e.outcome(failure);
+        cleanUp(() -> e.lent.end(outcome), "end the transaction binding's use of it", failure);
       }
       if (autoCommit) {
         cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);

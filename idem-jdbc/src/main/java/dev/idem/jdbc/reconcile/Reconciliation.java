@@ -92,7 +92,7 @@ public final class Reconciliation {
     String keysWithoutEffect = target.scope() == null ? null : d.render(d.select(KEY).from(KeyTable.T.as("k"))
         .where(SCOPE.eq(DSL.val((String) null, SCOPE))).and(STATE.eq(DSL.inline(KeyTable.COMPLETED)))
         .andNotExists(d.selectOne().from(effects).where(keyText.eq(KEY))).orderBy(KEY).limit(DSL.inline(n)));
-    return context.ownedOnce(tx -> {
+    return context.ownedOnceByIdem(tx -> {
       Connection c = tx.connection();
       try {
         try (Statement st = c.createStatement()) {

@@ -38,7 +38,9 @@ public interface TransactionBinding {
    * Called when idem begins a transaction of its own on {@code connection} to run caller code in it
    * (an executor's local effect, an inbox's effect, {@code Idem.inTransaction}), before that code
    * runs; idem calls the returned {@link Lent} at the transaction's end. Each run of a
-   * transaction idem runs again (after 40001, 40P01, 53200) begins anew. The default lends nothing.
+   * transaction idem runs again (after 40001, 40P01, 53200) begins anew. Not called for idem's
+   * transactions that run none of the caller's code (a statement sent with its claim, a
+   * reconciliation). The default lends nothing.
    *
    * <p>An implementation makes {@code connection} the framework's transaction for the duration (so
    * the framework's data access in the caller's code uses it, and its nested transactions take part
@@ -51,12 +53,25 @@ public interface TransactionBinding {
 
   /**
    * The end of a transaction idem owns, as {@link #ownTransaction} lent it. idem calls {@link
-   * #beforeCommit()} once the caller's code returned, then commits; {@link #end(boolean)} always,
+   * #beforeCommit()} once the caller's code returned, then commits; {@link #end(Outcome)} always,
    * last, also when the code failed or the commit did.
    */
   interface Lent {
     /** Lends nothing. */
-    Lent NOTHING = committed -> { };
+    Lent NOTHING = outcome -> { };
+
+    /** How idem's transaction ended, as far as idem knows. */
+    enum Outcome {
+      /** The commit succeeded (the work may still have failed after it: it is committed). */
+      COMMITTED,
+      /** Rolled back, or never committed. */
+      ROLLED_BACK,
+      /**
+       * The connection failed while the commit was on its way: PostgreSQL may or may not have
+       * committed. Read the database to know.
+       */
+      UNKNOWN
+    }
 
     /**
      * Called before idem commits, on the thread that ran the code. Throwing (for example because
@@ -66,10 +81,10 @@ public interface TransactionBinding {
     default void beforeCommit() {}
 
     /**
-     * Called last, whatever happened: {@code committed} says whether idem's commit succeeded. Must
-     * undo everything {@link TransactionBinding#ownTransaction} did on the thread. A failure here
-     * after a commit is logged, never reported as the call's failure (the work is committed).
+     * Called last, whatever happened, with how the transaction ended. Must undo everything {@link
+     * TransactionBinding#ownTransaction} did on the thread. A failure here after a commit is
+     * logged, never reported as the call's failure (the work is committed).
      */
-    void end(boolean committed);
+    void end(Outcome outcome);
   }
 }

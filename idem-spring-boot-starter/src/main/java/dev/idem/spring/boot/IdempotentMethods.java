@@ -1,16 +1,17 @@
 package dev.idem.spring.boot;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.SerializationFeature;
-import com.fasterxml.jackson.databind.json.JsonMapper;
+import dev.idem.spring.boot.IdemHttpAutoConfiguration.SpringRequestTransaction;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.spring.Idempotent;
 import dev.idem.window.DedupeWindow;
 import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.Map;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
 import org.aopalliance.aop.Advice;
 import org.aopalliance.intercept.MethodInterceptor;
@@ -19,11 +20,18 @@ import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
+import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.BeanFactoryAware;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.annotation.BeanFactoryAnnotationUtils;
 import org.springframework.core.BridgeMethodResolver;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.env.Environment;
 import org.springframework.stereotype.Controller;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.transaction.support.TransactionTemplate;
+import org.springframework.util.StringUtils;
 
 /**
  * Runs every {@link Idempotent} method of a Spring bean (not a controller's: the HTTP filter guards
@@ -33,11 +41,17 @@ import org.springframework.stereotype.Controller;
  * flight after the executor's wait throws {@code InFlightException}; the method's own exception
  * (checked or not) is thrown as it was, and the key rolls back with its writes.
  *
+ * <p>The key always joins a Spring transaction: the caller's if one is open, else one this advice
+ * begins through the application's transaction manager, with the method's own {@code
+ * @Transactional} attributes if it has them (else REQUIRED), so the order of this advice and
+ * Spring's transaction advice makes no difference, and JPA works. Without a transaction manager,
+ * idem's own transaction, lent to Spring.
+ *
  * <p>Each method is read and checked when its bean is proxied (so a bad annotation stops start-up);
- * the {@code Idem} bean, the mapper and the executors are looked up at the first call, so this
- * advisor, made early by the auto-proxy creator, pulls nothing else early.
+ * the {@code Idem} bean, the mapper, the transaction manager and the executors are looked up at the
+ * first call, so this advisor, made early by the auto-proxy creator, pulls nothing else early.
  */
-final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodInterceptor {
+final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodInterceptor, BeanFactoryAware {
   private final Pointcut pointcut = new StaticMethodMatcherPointcut() {
     {
       setClassFilter(type -> !AnnotatedElementUtils.hasAnnotation(type, Controller.class));
@@ -51,19 +65,27 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
   private final ObjectProvider<Idem> idem;
   private final ObjectProvider<ObjectMapper> mappers;
   private final Environment environment;
-  private final Map<Method, IdempotentMethod> methods = new ConcurrentHashMap<>();
-  private final Map<Method, Codec<Object>> codecs = new ConcurrentHashMap<>();
+  private BeanFactory beans;
+  /** A method as called on a bean class: a generic base class's method returns the subclass's type. */
+  private record On(Method method, Class<?> target) {}
+  private final Map<On, IdempotentMethod> methods = new ConcurrentHashMap<>();
+  private final Map<On, Ready> ready = new ConcurrentHashMap<>();
   private final Map<Duration, IdempotentExecutor> executors = new ConcurrentHashMap<>();
-  /** The application's mapper (null: JacksonCodec's own) and the fingerprints', found at the first call. */
-  private volatile Mappers found;
 
-  private record Mappers(ObjectMapper application, ObjectMapper canonical) {}
+  /** What a method's calls need, found at its first call: its codec and its transaction (null: none). */
+  private record Ready(Codec<Object> codec, SpringRequestTransaction transaction) {}
 
   IdempotentMethods(ObjectProvider<Idem> idem, ObjectProvider<ObjectMapper> mappers, Environment environment) {
     this.idem = idem;
     this.mappers = mappers;
     this.environment = environment;
-    setOrder(LOWEST_PRECEDENCE); // inside @Transactional's advice when both apply (either way, one transaction)
+    // Inside @Transactional's advice when both apply; either way one transaction (see invoke).
+    setOrder(LOWEST_PRECEDENCE);
+  }
+
+  @Override
+  public void setBeanFactory(BeanFactory beanFactory) {
+    this.beans = beanFactory;
   }
 
   /** Every {@link Idempotent} method of a bean that is not a controller. */
@@ -80,13 +102,14 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
   /** The method as called on {@code targetClass}, read and checked once; null if not annotated. */
   private IdempotentMethod plan(Method method, Class<?> targetClass) {
     Method specific = BridgeMethodResolver.findBridgedMethod(AopUtils.getMostSpecificMethod(method, targetClass));
-    IdempotentMethod known = methods.get(specific);
+    On on = new On(specific, targetClass);
+    IdempotentMethod known = methods.get(on);
     if (known != null) {
       return known;
     }
-    IdempotentMethod read = IdempotentMethod.of(specific, environment);
+    IdempotentMethod read = IdempotentMethod.of(specific, targetClass, environment);
     if (read != null) {
-      methods.putIfAbsent(specific, read);
+      methods.putIfAbsent(on, read);
     }
     return read;
   }
@@ -99,15 +122,25 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
     if (m == null) {
       return invocation.proceed();
     }
+    Ready r = ready(m, target);
     Object[] args = invocation.getArguments();
+    // Checked before any transaction begins: a bad key is the caller's mistake, nothing to roll back.
+    IdempotencyKey key = m.key(args);
+    dev.idem.key.Fingerprint fingerprint = m.fingerprint(args);
+    Callable<Object> call = () -> executor(m.window).execute(key, fingerprint, r.codec(), tx -> {
+      try {
+        return invocation.proceed();
+      } catch (Throwable t) {
+        throw new Thrown(t);
+      }
+    }).value(); // InFlight: InFlightException
     try {
-      return executor(m.window).execute(m.key(args), m.fingerprint(args, canonical()), codec(m), tx -> {
-        try {
-          return invocation.proceed();
-        } catch (Throwable t) {
-          throw new Thrown(t);
-        }
-      }).value(); // InFlight: InFlightException
+      if (r.transaction() != null && !TransactionSynchronizationManager.isActualTransactionActive()) {
+        // Begun here, whatever the order of the advisors: idem joins it, and so does the method's
+        // own @Transactional advice if it runs inside this one.
+        return r.transaction().run(call);
+      }
+      return call.call();
     } catch (Thrown thrown) {
       throw thrown.getCause(); // the method's own exception, checked or not, as it was
     }
@@ -130,22 +163,23 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
         w -> idem.getObject().executor().name("executor:@Idempotent").window(DedupeWindow.of(w)).build());
   }
 
-  private Codec<Object> codec(IdempotentMethod m) {
-    return codecs.computeIfAbsent(m.method, method -> m.codec(mappers().application()));
+  private Ready ready(IdempotentMethod m, Class<?> target) {
+    return ready.computeIfAbsent(new On(m.method, target), on -> {
+      PlatformTransactionManager manager = transactionManager(m);
+      return new Ready(m.codec(mappers.getIfAvailable()),
+          manager == null ? null : new SpringRequestTransaction(new TransactionTemplate(manager, m.transaction)));
+    });
   }
 
-  private ObjectMapper canonical() {
-    return mappers().canonical();
-  }
-
-  private Mappers mappers() {
-    Mappers known = found;
-    if (known == null) {
-      ObjectMapper application = mappers.getIfAvailable();
-      ObjectMapper base = application != null ? application.copy() : JsonMapper.builder().findAndAddModules().build();
-      // Map entries in key order, and every object as a map first: the order of fields makes no difference.
-      found = known = new Mappers(application, base.enable(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS));
+  /** The method's {@code @Transactional} transaction manager if it names one, else the application's; null if none. */
+  private PlatformTransactionManager transactionManager(IdempotentMethod m) {
+    if (beans == null) {
+      return null;
     }
-    return known;
+    String qualifier = m.transaction.getQualifier();
+    if (StringUtils.hasText(qualifier)) {
+      return BeanFactoryAnnotationUtils.qualifiedBeanOfType(beans, PlatformTransactionManager.class, qualifier);
+    }
+    return beans.getBeanProvider(PlatformTransactionManager.class).getIfAvailable();
   }
 }

@@ -10,6 +10,8 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -17,7 +19,9 @@ import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.ApplicationContext;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.UnexpectedRollbackException;
+import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -34,6 +38,8 @@ class IdemOwnTransactionTest {
   static void start() {
     db = TestPostgres.newDatabase("starter-own");
     db.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
+    // A second payment for an order fails at COMMIT, not at the INSERT: a commit that fails.
+    db.execute("CREATE TABLE audits (order_id text NOT NULL, CONSTRAINT one_audit UNIQUE (order_id) DEFERRABLE INITIALLY DEFERRED)");
   }
 
   @AfterAll
@@ -154,6 +160,221 @@ class IdemOwnTransactionTest {
       nothingLeftBound();
       assertThat(payments(vetoed)).isZero();
       assertThat(keys("own", vetoed)).isZero();
+    });
+  }
+
+  /** A synchronization that writes down what Spring told it, in order. */
+  record Recorder(String name, List<String> seen, boolean failBeforeCommit) implements TransactionSynchronization {
+    Recorder(String name, List<String> seen) {
+      this(name, seen, false);
+    }
+
+    @Override
+    public void beforeCommit(boolean readOnly) {
+      seen.add(name + ".beforeCommit");
+      if (failBeforeCommit) {
+        throw new IllegalStateException("beforeCommit refused");
+      }
+    }
+
+    @Override
+    public void beforeCompletion() {
+      seen.add(name + ".beforeCompletion");
+    }
+
+    @Override
+    public void afterCommit() {
+      seen.add(name + ".afterCommit");
+    }
+
+    @Override
+    public void afterCompletion(int status) {
+      seen.add(name + ".afterCompletion(" + switch (status) {
+        case STATUS_COMMITTED -> "committed";
+        case STATUS_ROLLED_BACK -> "rolled back";
+        default -> "unknown";
+      } + ")");
+    }
+  }
+
+  @Test
+  void synchronizationsRunAroundIdemsCommitInSpringsOrderWithItsOutcome() {
+    runner().run(ctx -> {
+      IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+      JdbcTemplate jdbc = ctx.getBean(JdbcTemplate.class);
+      List<String> seen = new ArrayList<>();
+      String order = "sync-" + UUID.randomUUID();
+      long[] visibleAfterCommit = {-1};
+      payments.execute(IdempotencyKey.of("own", order), Fingerprint.of(order), Codec.utf8(), tx -> {
+        jdbc.update("INSERT INTO payments VALUES (?, 1)", order);
+        TransactionSynchronizationManager.registerSynchronization(new Recorder("a", seen));
+        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+          @Override
+          public void afterCommit() {
+            visibleAfterCommit[0] = payments(order); // from another connection: committed by now
+          }
+        });
+        return "paid";
+      });
+      assertThat(seen).containsExactly("a.beforeCommit", "a.beforeCompletion", "a.afterCommit", "a.afterCompletion(committed)");
+      assertThat(visibleAfterCommit[0]).isEqualTo(1);
+      assertThat(keys("own", order)).isEqualTo(1);
+      nothingLeftBound();
+
+      // The effect fails: told of the rollback, never of a commit.
+      seen.clear();
+      String failed = "sync-failed-" + UUID.randomUUID();
+      assertThatThrownBy(() -> payments.execute(IdempotencyKey.of("own", failed), Fingerprint.of(failed), Codec.utf8(), tx -> {
+        jdbc.update("INSERT INTO payments VALUES (?, 1)", failed);
+        TransactionSynchronizationManager.registerSynchronization(new Recorder("a", seen));
+        throw new IllegalStateException("the provider said no");
+      })).hasMessage("the provider said no");
+      assertThat(seen).containsExactly("a.beforeCompletion", "a.afterCompletion(rolled back)");
+      assertThat(payments(failed)).isZero();
+      nothingLeftBound();
+
+      // A beforeCommit refuses: every synchronization still hears beforeCompletion, as Spring does.
+      seen.clear();
+      String refused = "sync-refused-" + UUID.randomUUID();
+      assertThatThrownBy(() -> payments.execute(IdempotencyKey.of("own", refused), Fingerprint.of(refused), Codec.utf8(), tx -> {
+        jdbc.update("INSERT INTO payments VALUES (?, 1)", refused);
+        TransactionSynchronizationManager.registerSynchronization(new Recorder("a", seen, true));
+        return "paid";
+      })).hasMessage("beforeCommit refused");
+      assertThat(seen).containsExactly("a.beforeCommit", "a.beforeCompletion", "a.afterCompletion(rolled back)");
+      assertThat(payments(refused)).isZero();
+      assertThat(keys("own", refused)).isZero();
+      nothingLeftBound();
+    });
+  }
+
+  @Test
+  void aCommitThatFailsIsToldAsARollbackAndLeavesNothing() {
+    runner().run(ctx -> {
+      IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+      JdbcTemplate jdbc = ctx.getBean(JdbcTemplate.class);
+      List<String> seen = new ArrayList<>();
+      String order = "commit-fails-" + UUID.randomUUID();
+      assertThatThrownBy(() -> payments.execute(IdempotencyKey.of("own", order), Fingerprint.of(order), Codec.none(), tx -> {
+        jdbc.update("INSERT INTO payments VALUES (?, 1)", order);
+        jdbc.update("INSERT INTO audits VALUES (?), (?)", order, order); // checked at COMMIT
+        TransactionSynchronizationManager.registerSynchronization(new Recorder("a", seen));
+        return null;
+      })).hasMessageContaining("could not commit").hasMessageContaining("one_audit");
+      assertThat(seen).containsExactly("a.beforeCommit", "a.beforeCompletion", "a.afterCompletion(rolled back)");
+      assertThat(payments(order)).isZero();
+      assertThat(keys("own", order)).isZero();
+      assertThat(db.count("SELECT count(*) FROM audits WHERE order_id = ?", order)).isZero();
+      nothingLeftBound();
+    });
+  }
+
+  @Test
+  void requiresNewInsideIdemsTransactionCommitsApartAsAsked() {
+    runner().run(ctx -> {
+      IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+      JdbcTemplate jdbc = ctx.getBean(JdbcTemplate.class);
+      TransactionTemplate requiresNew = new TransactionTemplate(ctx.getBean(org.springframework.transaction.PlatformTransactionManager.class));
+      requiresNew.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+      String order = "new-" + UUID.randomUUID();
+      String audit = order + "-audit";
+      payments.execute(IdempotencyKey.of("own", order), Fingerprint.of(order), Codec.utf8(), tx -> {
+        jdbc.update("INSERT INTO payments VALUES (?, 1)", order);
+        requiresNew.executeWithoutResult(status -> {
+          assertThat(status.isNewTransaction()).isTrue();
+          jdbc.update("INSERT INTO payments VALUES (?, 1)", audit);
+        });
+        // Back in idem's transaction: JdbcTemplate is on idem's connection again.
+        jdbc.update("UPDATE payments SET amount = 2 WHERE order_id = ?", order);
+        return "paid";
+      });
+      String keyTx = jdbc.queryForObject("SELECT xmin::text FROM idem.idem_keys WHERE scope = 'own' AND key = ?", String.class, order);
+      assertThat(jdbc.queryForObject("SELECT xmin::text FROM payments WHERE order_id = ?", String.class, order)).isEqualTo(keyTx);
+      assertThat(jdbc.queryForObject("SELECT xmin::text FROM payments WHERE order_id = ?", String.class, audit)).isNotEqualTo(keyTx);
+      nothingLeftBound();
+
+      String failed = "new-failed-" + UUID.randomUUID();
+      assertThatThrownBy(() -> payments.execute(IdempotencyKey.of("own", failed), Fingerprint.of(failed), Codec.utf8(), tx -> {
+        jdbc.update("INSERT INTO payments VALUES (?, 1)", failed);
+        requiresNew.executeWithoutResult(status -> jdbc.update("INSERT INTO payments VALUES (?, 1)", failed + "-audit"));
+        throw new IllegalStateException("the provider said no");
+      })).hasMessage("the provider said no");
+      assertThat(payments(failed)).isZero();
+      assertThat(keys("own", failed)).isZero();
+      assertThat(payments(failed + "-audit")).as("REQUIRES_NEW committed apart, as asked").isEqualTo(1);
+      nothingLeftBound();
+    });
+  }
+
+  @Test
+  void aSerializationFailureRunsTheEffectAgainInAFreshLentTransaction() {
+    runner().run(ctx -> {
+      IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+      JdbcTemplate jdbc = ctx.getBean(JdbcTemplate.class);
+      String order = "retry-" + UUID.randomUUID();
+      List<String> seen = new ArrayList<>();
+      List<Long> transactions = new ArrayList<>();
+      String value = payments.execute(IdempotencyKey.of("own", order), Fingerprint.of(order), Codec.utf8(), tx -> {
+        int run = transactions.size() + 1;
+        // A fresh lending each run: nothing registered by the run before is left.
+        assertThat(TransactionSynchronizationManager.getSynchronizations()).noneMatch(s -> s instanceof Recorder);
+        TransactionSynchronizationManager.registerSynchronization(new Recorder("run" + run, seen));
+        transactions.add(jdbc.queryForObject("SELECT txid_current()", Long.class));
+        jdbc.update("INSERT INTO payments VALUES (?, ?)", order, run);
+        if (run == 1) {
+          jdbc.execute("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'could not serialize (test)'; END $$");
+        }
+        return "paid on run " + run;
+      }).value();
+      assertThat(value).isEqualTo("paid on run 2");
+      assertThat(transactions).hasSize(2).doesNotHaveDuplicates();
+      assertThat(seen).containsExactly("run1.beforeCompletion", "run1.afterCompletion(rolled back)",
+          "run2.beforeCommit", "run2.beforeCompletion", "run2.afterCommit", "run2.afterCompletion(committed)");
+      assertThat(db.count("SELECT count(*) FROM payments WHERE order_id = ? AND amount = 2", order)).isEqualTo(1);
+      assertThat(payments(order)).isEqualTo(1);
+      assertThat(keys("own", order)).isEqualTo(1);
+      nothingLeftBound();
+    });
+  }
+
+  @Test
+  void whenLendingFailsPartWayWhatSpringHadOnTheThreadIsLeftAsItWas() {
+    runner().run(ctx -> {
+      IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+      List<String> seen = new ArrayList<>();
+      TransactionSynchronization first = new TransactionSynchronization() {
+        @Override
+        public void suspend() {
+          seen.add("first.suspend");
+        }
+
+        @Override
+        public void resume() {
+          seen.add("first.resume");
+        }
+      };
+      TransactionSynchronization refusing = new TransactionSynchronization() {
+        @Override
+        public void suspend() {
+          throw new IllegalStateException("cannot suspend");
+        }
+      };
+      String order = "aside-" + UUID.randomUUID();
+      TransactionSynchronizationManager.initSynchronization(); // a non-transactional scope of Spring's
+      try {
+        TransactionSynchronizationManager.registerSynchronization(first);
+        TransactionSynchronizationManager.registerSynchronization(refusing);
+        assertThatThrownBy(() -> payments.execute(IdempotencyKey.of("own", order), Fingerprint.of(order), Codec.utf8(),
+            tx -> "paid")).hasMessage("cannot suspend");
+        assertThat(seen).containsExactly("first.suspend", "first.resume");
+        assertThat(TransactionSynchronizationManager.isSynchronizationActive()).isTrue();
+        assertThat(TransactionSynchronizationManager.getSynchronizations()).containsExactly(first, refusing);
+        assertThat(TransactionSynchronizationManager.getResourceMap()).isEmpty();
+      } finally {
+        TransactionSynchronizationManager.clearSynchronization();
+      }
+      assertThat(keys("own", order)).isZero();
+      nothingLeftBound();
     });
   }
 }

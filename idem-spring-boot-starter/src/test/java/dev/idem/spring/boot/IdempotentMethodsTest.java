@@ -21,10 +21,22 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.PropertyNamingStrategies;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+import java.util.Arrays;
+import org.springframework.aop.Advisor;
+import org.springframework.aop.framework.Advised;
 import org.springframework.aop.support.AopUtils;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.Ordered;
+import org.springframework.transaction.annotation.EnableTransactionManagement;
+import org.springframework.transaction.annotation.Isolation;
+import org.springframework.transaction.annotation.Propagation;
+import org.springframework.transaction.annotation.Transactional;
+import org.springframework.transaction.interceptor.BeanFactoryTransactionAttributeSourceAdvisor;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.support.TransactionTemplate;
 import org.springframework.web.bind.annotation.PostMapping;
@@ -42,6 +54,7 @@ class IdempotentMethodsTest {
   static void start() {
     db = TestPostgres.newDatabase("starter-aop");
     db.execute("CREATE TABLE charges (id text NOT NULL, amount int NOT NULL)");
+    db.execute("CREATE TABLE isolated (id text NOT NULL, isolation text NOT NULL)");
   }
 
   @AfterAll
@@ -114,6 +127,108 @@ class IdempotentMethodsTest {
     @Idempotent(key = "#order?.id")
     public String nullable(Order order) {
       return "ran";
+    }
+
+    @Idempotent(key = "#p0")
+    public String basket(String id, Basket basket) {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, ?)", id, basket.itemCount());
+      return "basket " + id;
+    }
+
+    @Idempotent(key = "#p0")
+    public String plain(Thing thing) {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, 0)", thing.getId());
+      return "plain";
+    }
+
+    @Idempotent(key = "#p0.id")
+    public String byId(Thing thing) {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, 0)", thing.getId());
+      return "by id";
+    }
+
+    @Idempotent(key = "#p0")
+    public String byRecord(OrderId id) {
+      runs.incrementAndGet();
+      jdbc.update("INSERT INTO charges VALUES (?, 0)", id.value());
+      return "by record";
+    }
+  }
+
+  /** Two words in a field: an application mapper in snake_case writes it otherwise. */
+  record Basket(String customerId, int itemCount) {}
+
+  /** A key whose text is Object's toString(): a new key every call. */
+  static class Thing {
+    private final String id;
+
+    Thing(String id) {
+      this.id = id;
+    }
+
+    public String getId() {
+      return id;
+    }
+  }
+
+  /** A one-field record: its toString() is a valid key ("OrderId[value=...]"). */
+  record OrderId(String value) {}
+
+  /** A generic base class whose {@code T} the bean's class names. */
+  abstract static class Maker<T> {
+    final JdbcTemplate jdbc;
+
+    Maker(JdbcTemplate jdbc) {
+      this.jdbc = jdbc;
+    }
+
+    @Idempotent(key = "#p0")
+    public T make(String id) {
+      jdbc.update("INSERT INTO charges VALUES (?, 1)", id);
+      return create(id);
+    }
+
+    abstract T create(String id);
+  }
+
+  static class ReceiptMaker extends Maker<Receipt> {
+    ReceiptMaker(JdbcTemplate jdbc) {
+      super(jdbc);
+    }
+
+    @Override
+    Receipt create(String id) {
+      return new Receipt(id, 1, UUID.randomUUID().toString());
+    }
+  }
+
+  static class OrderMaker extends Maker<List<Order>> {
+    OrderMaker(JdbcTemplate jdbc) {
+      super(jdbc);
+    }
+
+    @Override
+    List<Order> create(String id) {
+      return List.of(new Order(id, (int) (Math.random() * 1000)));
+    }
+  }
+
+  /** @Transactional and @Idempotent on one method: its isolation is the transaction's. */
+  static class Isolated {
+    final JdbcTemplate jdbc;
+
+    Isolated(JdbcTemplate jdbc) {
+      this.jdbc = jdbc;
+    }
+
+    @Transactional(isolation = Isolation.SERIALIZABLE)
+    @Idempotent(key = "#p0")
+    public String pay(String id) {
+      jdbc.update("INSERT INTO isolated VALUES (?, current_setting('transaction_isolation'))", id);
+      return "paid " + id;
     }
   }
 
@@ -330,6 +445,54 @@ class IdempotentMethodsTest {
     }
   }
 
+  static class PlainKeyParameter {
+    @Idempotent
+    public String pay(@IdempotencyKey Thing thing) {
+      return "x";
+    }
+  }
+
+  static class TypeInKey {
+    @Idempotent(key = "T(java.lang.System).getProperty('user.name')")
+    public String pay(String id) {
+      return id;
+    }
+  }
+
+  static class BeanInKey {
+    @Idempotent(key = "@payments.toString()")
+    public String pay(String id) {
+      return id;
+    }
+  }
+
+  static class OpenMaker<T> extends Maker<T> {
+    OpenMaker(JdbcTemplate jdbc) {
+      super(jdbc);
+    }
+
+    @Override
+    T create(String id) {
+      return null;
+    }
+  }
+
+  static class ReadOnly {
+    @Transactional(readOnly = true)
+    @Idempotent(key = "#p0")
+    public String pay(String id) {
+      return id;
+    }
+  }
+
+  static class RequiresNew {
+    @Transactional(propagation = Propagation.REQUIRES_NEW)
+    @Idempotent(key = "#p0")
+    public String pay(String id) {
+      return id;
+    }
+  }
+
   static class Async {
     @Idempotent(key = "#p0")
     public CompletableFuture<String> pay(String id) {
@@ -345,10 +508,146 @@ class IdempotentMethodsTest {
         {BadSpel.class, "@Idempotent on BadSpel.pay(Order): key = \"#order.(\" is not a valid SpEL expression"},
         {BadWindow.class, "@Idempotent on BadWindow.pay(String): window = \"${pay.window:soon}\" (\"soon\") is not a duration"},
         {Async.class, "@Idempotent on Async.pay(String): it returns a CompletableFuture"},
+        {PlainKeyParameter.class, "@Idempotent on PlainKeyParameter.pay(Thing): the @IdempotencyKey parameter 0 is a"
+            + " dev.idem.spring.boot.IdempotentMethodsTest$Thing, which does not declare toString()"},
+        {TypeInKey.class, "@Idempotent on TypeInKey.pay(String): key = \"T(java.lang.System).getProperty('user.name')\""
+            + " names a type (T(...))"},
+        {BeanInKey.class, "@Idempotent on BeanInKey.pay(String): key = \"@payments.toString()\" names a type"},
+        {OpenMaker.class, "@Idempotent on OpenMaker.make(String): its return type T leaves T unresolved"},
+        {ReadOnly.class, "@Idempotent on ReadOnly.pay(String): @Transactional(readOnly = true)"},
+        {RequiresNew.class, "@Idempotent on RequiresNew.pay(String): @Transactional(propagation = REQUIRES_NEW)"},
     };
     for (Object[] c : cases) {
-      IdemAutoConfigurationTest.runner(db).withBean((Class<?>) c[0])
+      @SuppressWarnings("unchecked")
+      Class<Object> type = (Class<Object>) c[0];
+      IdemAutoConfigurationTest.runner(db).withBean(type, () -> newBean(type))
           .run(ctx -> assertThat(ctx).hasFailed().getFailure().hasStackTraceContaining((String) c[1]));
     }
+  }
+
+  /** {@code type}, made with a JdbcTemplate if it takes one (nothing is called on it here). */
+  static Object newBean(Class<?> type) {
+    try {
+      var constructor = type.getDeclaredConstructors()[0];
+      constructor.setAccessible(true);
+      return constructor.getParameterCount() == 0 ? constructor.newInstance() : constructor.newInstance(new JdbcTemplate());
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  @Test
+  void aKeyWhoseTextIsObjectsToStringIsRefusedAtTheCallAndOthersRepeat() {
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      Ledger ledger = ctx.getBean(Ledger.class);
+      String id = "thing-" + UUID.randomUUID();
+      assertThatThrownBy(() -> payments.plain(new Thing(id))).isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("@Idempotent on Payments.plain(Thing): key = \"#p0\" is a")
+          .hasMessageContaining("does not declare toString()");
+      assertThat(charges(id)).isZero();
+      assertThat(ledger.runs).hasValue(0);
+
+      payments.byId(new Thing(id));
+      payments.byId(new Thing(id));
+      assertThat(charges(id)).isEqualTo(1);
+
+      String value = "rec-" + UUID.randomUUID();
+      payments.byRecord(new OrderId(value));
+      payments.byRecord(new OrderId(value));
+      assertThat(charges(value)).isEqualTo(1);
+      assertThat(keys(Payments.class.getName() + ".byRecord", "OrderId[value=" + value + "]")).isEqualTo(1);
+      assertThat(ledger.runs).hasValue(2);
+    });
+  }
+
+  @Test
+  void aGenericBaseClassesReturnTypeIsTheBeanClassesOnARepeat() {
+    IdemAutoConfigurationTest.runner(db)
+        .withBean(ReceiptMaker.class)
+        .withBean(OrderMaker.class)
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          ReceiptMaker receipts = ctx.getBean(ReceiptMaker.class);
+          OrderMaker orders = ctx.getBean(OrderMaker.class);
+          String id = "generic-" + UUID.randomUUID();
+          Receipt first = receipts.make(id);
+          Receipt again = receipts.make(id); // a LinkedHashMap here was a ClassCastException
+          assertThat(again).isInstanceOf(Receipt.class).isEqualTo(first);
+
+          // The same method on another subclass: its own type, and its own scope.
+          List<Order> made = orders.make(id);
+          List<Order> repeated = orders.make(id);
+          assertThat(repeated).isEqualTo(made);
+          assertThat(repeated.get(0)).isInstanceOf(Order.class);
+          assertThat(charges(id)).isEqualTo(2);
+          assertThat(keys(ReceiptMaker.class.getName() + ".make", id)).isEqualTo(1);
+          assertThat(keys(OrderMaker.class.getName() + ".make", id)).isEqualTo(1);
+        });
+  }
+
+  /** The application's ObjectMapper, with settings of its own. */
+  @Configuration(proxyBeanMethods = false)
+  static class SnakeCase {
+    @Bean
+    ObjectMapper objectMapper() {
+      return JsonMapper.builder().propertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE).build();
+    }
+  }
+
+  @Test
+  void theFingerprintDoesNotDependOnTheApplicationsObjectMapper() {
+    String id = "basket-" + UUID.randomUUID();
+    runner().withUserConfiguration(SnakeCase.class).run(ctx -> {
+      assertThat(ctx.getBean(ObjectMapper.class).getPropertyNamingStrategy()).isSameAs(PropertyNamingStrategies.SNAKE_CASE);
+      assertThat(ctx.getBean(Payments.class).basket(id, new Basket("c-1", 3))).isEqualTo("basket " + id);
+    });
+    // After a deploy whose mapper is configured otherwise: the same call is a repeat, not another request.
+    runner().run(ctx -> {
+      Payments payments = ctx.getBean(Payments.class);
+      assertThat(payments.basket(id, new Basket("c-1", 3))).isEqualTo("basket " + id);
+      assertThat(ctx.getBean(Ledger.class).runs).hasValue(0);
+      assertThatThrownBy(() -> payments.basket(id, new Basket("c-1", 4))).isInstanceOf(KeyReuseException.class);
+    });
+    assertThat(charges(id)).isEqualTo(1);
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  @EnableTransactionManagement(order = Ordered.HIGHEST_PRECEDENCE)
+  static class TransactionsOutside {}
+
+  /** Boot's own transaction management: its advisor ties with idem's (both lowest), registered after it. */
+  @Configuration(proxyBeanMethods = false)
+  static class BootsTransactions {}
+
+  /** Whether Spring's transaction advice runs outside (before) idem's on {@code bean}. */
+  static boolean transactionAdviceOutside(Object bean) {
+    List<Class<?>> chain = Arrays.stream(((Advised) bean).getAdvisors()).map(Advisor::getClass).<Class<?>>map(c -> c).toList();
+    assertThat(chain).contains(BeanFactoryTransactionAttributeSourceAdvisor.class, IdempotentMethods.class);
+    return chain.indexOf(BeanFactoryTransactionAttributeSourceAdvisor.class) < chain.indexOf(IdempotentMethods.class);
+  }
+
+  @Test
+  void transactionalAndIdempotentOnOneMethodMakeOneTransactionWithTheMethodsIsolationInEitherOrder() {
+    List<Boolean> orders = new java.util.ArrayList<>();
+    for (Class<?> config : List.of(TransactionsOutside.class, BootsTransactions.class)) {
+      IdemAutoConfigurationTest.runner(db).withUserConfiguration(config)
+          .withBean(Isolated.class)
+          .run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            Isolated isolated = ctx.getBean(Isolated.class);
+            orders.add(transactionAdviceOutside(isolated));
+            String id = "isolated-" + UUID.randomUUID();
+            assertThat(isolated.pay(id)).isEqualTo("paid " + id);
+            assertThat(isolated.pay(id)).isEqualTo("paid " + id);
+            assertThat(db.count("SELECT count(*) FROM isolated WHERE id = ?", id)).isEqualTo(1);
+            assertThat(db.count("SELECT count(*) FROM isolated WHERE id = ? AND isolation = 'serializable'", id))
+                .as("the method's own isolation").isEqualTo(1);
+            assertThat(db.count("SELECT count(*) FROM isolated i JOIN idem.idem_keys k ON k.xmin = i.xmin"
+                + " WHERE i.id = ? AND k.scope = ? AND k.key = ?", id, Isolated.class.getName() + ".pay", id))
+                .as("the effect and the key in one transaction").isEqualTo(1);
+          });
+    }
+    assertThat(orders).as("both orders of the advisors were run").containsExactlyInAnyOrder(true, false);
   }
 }
