@@ -7,7 +7,7 @@ import org.springframework.stereotype.Service;
 /**
  * The card provider's webhook events, applied once per event id however often the provider
  * delivers them (it retries for days). No {@code @Transactional} here: {@link Idempotent} runs the
- * method in idem's transaction, and JdbcTemplate writes on that transaction's connection, so an
+ * method in a Spring transaction that the event's key joins, and JdbcTemplate writes in it, so an
  * event that fails half-way leaves neither its row nor its key, and the provider's redelivery
  * applies it whole.
  */
