@@ -1,7 +1,7 @@
 package dev.idem.jdbc;
 
 import dev.idem.event.IdemListener;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.internal.Context;
