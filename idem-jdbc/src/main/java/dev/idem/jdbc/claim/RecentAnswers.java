@@ -3,8 +3,6 @@ package dev.idem.jdbc.claim;
 import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.key.IdempotencyKey;
 import java.time.Duration;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
@@ -28,19 +26,17 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * <p>Kept: the row of a key this guard applied in a transaction of its own, once committed (the
  * claim returns the time it wrote), and a completed row a read-first answered from. Never: a call
  * in the caller's transaction (the commit is the caller's), a row in flight, a result larger than
- * {@link #MAX_RESULT_BYTES}. A lossy table like {@link RecentKeys}: two candidate slots per key,
- * an older entry overwritten; a key not found is read from the database as before. Thread-safe
- * without locks: an entry is published whole (release, acquire), and a race may lose one, never
- * mix two.
+ * {@link #MAX_RESULT_BYTES}. A lossy, fixed-size table like {@link RecentKeys}: two candidate
+ * slots per key, an older entry overwritten; a key not found is read from the database as before.
+ * Thread-safe without locks: an entry is published whole (release, acquire), and a race may lose
+ * one, never mix two.
  *
  * <p><b>Memory, allocated as it is used:</b> no table until the first row is kept; then {@value
- * #MIN_SLOTS} slots, doubled each time {@code slots / }{@value #CROWDED_DIVISOR} rows still inside
- * their time were pushed out for want of room (a table too small for the rows this guard keeps),
- * up to {@value #MAX_SLOTS} slots (32 KiB of references with compressed pointers). A doubling
- * copies only the rows still inside their time; a row found past its time is let go. So a guard
- * holds at most {@value #MAX_SLOTS} rows, each its key, its fingerprint and a result of at most
- * {@value #MAX_RESULT_BYTES} bytes (about 1.3 KiB in all): <b>about 11 MiB per guard at the very
- * most</b>, and a guard whose kept rows are few and small holds little.
+ * #SLOTS} slots (32 KiB of references with compressed pointers). A guard so holds {@value #SLOTS}
+ * rows at most, each its key, its fingerprint and a result of at most {@value #MAX_RESULT_BYTES}
+ * bytes, about 1.4 KiB in all (measured by {@code RecentAnswersTest}): <b>about 11.5 MiB per guard at
+ * the very most</b>, for results near 1 KiB; a row is let go when a look-up finds it past its time,
+ * or when another takes its slot.
  */
 class RecentAnswers {
   /** Keeps nothing: every repeat goes to the database. */
@@ -54,23 +50,15 @@ class RecentAnswers {
     void remember(IdempotencyKey key, ClaimRow row, long agedAt, long sinceNanos) {
     }
   };
-  /** Rows with a larger stored result are not kept: at most {@link #MAX_SLOTS} rows of a guard, each with its key and a result up to this. */
+  /** Rows with a larger stored result are not kept: at most {@link #SLOTS} rows of a guard, each with its key and a result up to this. */
   static final int MAX_RESULT_BYTES = 1024;
-  /** The first table's slots. */
-  static final int MIN_SLOTS = 1 << 6;
-  /** The most slots a table grows to. */
-  static final int MAX_SLOTS = 1 << 13;
-  /** A table doubles once slots/CROWDED_DIVISOR rows inside their time were pushed out of it. */
-  static final int CROWDED_DIVISOR = 32;
+  /** The table's slots, and so the most rows a guard keeps. */
+  static final int SLOTS = 1 << 13;
 
   /** {@code row} as old as it says at {@code agedAt}; kept until {@code untilNanos}. */
   private record Entry(String scope, String key, ClaimRow row, long agedAt, long untilNanos) {
     boolean is(IdempotencyKey k) {
       return key.equals(k.value()) && scope.equals(k.scope());
-    }
-
-    boolean sameKey(Entry other) {
-      return key.equals(other.key) && scope.equals(other.scope);
     }
   }
 
@@ -78,9 +66,6 @@ class RecentAnswers {
   private final Duration kept;
   /** Null until the first row is kept. */
   private final AtomicReference<AtomicReferenceArray<Entry>> table = new AtomicReference<>();
-  /** Rows inside their time pushed out of the current table, while it may still grow. */
-  private final AtomicInteger crowded = new AtomicInteger();
-  private final AtomicBoolean growing = new AtomicBoolean();
 
   private RecentAnswers(Duration kept) {
     this.kept = kept;
@@ -98,10 +83,10 @@ class RecentAnswers {
       return null;
     }
     long h = RecentKeys.hash(key.scope(), key.value());
-    int slot = first(h, slots);
+    int slot = first(h);
     Entry e = slots.getAcquire(slot);
     if (e == null || !e.is(key)) {
-      slot = second(h, slots);
+      slot = second(h);
       e = slots.getAcquire(slot);
       if (e == null || !e.is(key)) {
         return null;
@@ -132,75 +117,48 @@ class RecentAnswers {
     Entry entry = new Entry(key.scope(), key.value(), row, agedAt, sinceNanos + left.toNanos());
     AtomicReferenceArray<Entry> slots = table.getAcquire();
     if (slots == null) {
-      table.compareAndExchange(null, new AtomicReferenceArray<>(MIN_SLOTS)); // a racing thread's table may win
+      table.compareAndExchange(null, new AtomicReferenceArray<>(SLOTS)); // a racing thread's table may win
       slots = table.getAcquire();
     }
-    if (!put(slots, entry, System.nanoTime()) && slots.length() < MAX_SLOTS
-        && crowded.incrementAndGet() >= Math.max(1, slots.length() / CROWDED_DIVISOR)) {
-      grow(slots);
+    long h = RecentKeys.hash(key.scope(), key.value());
+    int a = first(h);
+    int b = second(h);
+    Entry inA = slots.getAcquire(a);
+    Entry inB = slots.getAcquire(b);
+    long now = System.nanoTime();
+    int slot;
+    if (inA == null || inA.is(key) || now - inA.untilNanos >= 0) {
+      slot = a;
+    } else if (inB == null || inB.is(key) || now - inB.untilNanos >= 0) {
+      slot = b;
+    } else {
+      slot = (h & 1) == 0 ? a : b;
     }
+    slots.setRelease(slot, entry);
   }
 
-  /** The slots of the current table (0 before the first row is kept). */
+  /** The table's slots: 0 before the first row is kept. */
   int slots() {
     AtomicReferenceArray<Entry> slots = table.getAcquire();
     return slots == null ? 0 : slots.length();
   }
 
-  /**
-   * Puts {@code entry} in one of its key's two slots: one that is free, holds the same key or a row
-   * past its time, else one picked by the hash. False if that pushed out another key's row inside its time.
-   */
-  private static boolean put(AtomicReferenceArray<Entry> slots, Entry entry, long now) {
-    long h = RecentKeys.hash(entry.scope, entry.key);
-    int a = first(h, slots);
-    int b = second(h, slots);
-    Entry inA = slots.getAcquire(a);
-    Entry inB = slots.getAcquire(b);
-    boolean roomy = true;
-    int slot;
-    if (inA == null || inA.sameKey(entry) || now - inA.untilNanos >= 0) {
-      slot = a;
-    } else if (inB == null || inB.sameKey(entry) || now - inB.untilNanos >= 0) {
-      slot = b;
-    } else {
-      slot = (h & 1) == 0 ? a : b;
-      roomy = false;
+  /** The rows held now, past their time or not. */
+  int held() {
+    AtomicReferenceArray<Entry> slots = table.getAcquire();
+    int n = 0;
+    for (int i = 0; slots != null && i < slots.length(); i++) {
+      n += slots.getAcquire(i) == null ? 0 : 1;
     }
-    slots.setRelease(slot, entry);
-    return roomy;
+    return n;
   }
 
-  /** Replaces {@code full} by a table twice its size holding its rows still inside their time; one thread grows, the others go on. */
-  private void grow(AtomicReferenceArray<Entry> full) {
-    if (!growing.compareAndSet(false, true)) {
-      return;
-    }
-    try {
-      if (table.getAcquire() != full) {
-        return; // grown already
-      }
-      AtomicReferenceArray<Entry> bigger = new AtomicReferenceArray<>(full.length() * 2);
-      long now = System.nanoTime();
-      for (int i = 0; i < full.length(); i++) {
-        Entry e = full.getAcquire(i);
-        if (e != null && now - e.untilNanos < 0) {
-          put(bigger, e, now);
-        }
-      }
-      crowded.set(0);
-      table.setRelease(bigger);
-    } finally {
-      growing.set(false);
-    }
-  }
-
-  private static int first(long h, AtomicReferenceArray<Entry> slots) {
-    return (int) h & (slots.length() - 1);
+  private static int first(long h) {
+    return (int) h & (SLOTS - 1);
   }
 
   /** Another slot, never the same as {@link #first}. */
-  private static int second(long h, AtomicReferenceArray<Entry> slots) {
-    return first(h, slots) ^ (1 + (int) ((h >>> 40) & (slots.length() - 2)));
+  private static int second(long h) {
+    return first(h) ^ (1 + (int) ((h >>> 40) & (SLOTS - 2)));
   }
 }

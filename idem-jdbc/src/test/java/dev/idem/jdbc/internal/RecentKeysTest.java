@@ -2,7 +2,6 @@ package dev.idem.jdbc.internal;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.lang.reflect.Method;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 
@@ -94,10 +93,10 @@ class RecentKeysTest {
     }
     RecentKeys[] table = new RecentKeys[1];
     // once before measuring, so that the counts hold no first-use allocation (classes, lambdas)
-    allocated(() -> rememberAll(new RecentKeys(), keys, 0, 10));
-    long unused = allocated(() -> table[0] = new RecentKeys());
-    long tenKeys = allocated(() -> rememberAll(table[0], keys, 0, 10));
-    long manyKeys = allocated(() -> rememberAll(table[0], keys, 10, keys.length));
+    AllocatedBytes.of(() -> rememberAll(new RecentKeys(), keys, 0, 10));
+    long unused = AllocatedBytes.of(() -> table[0] = new RecentKeys());
+    long tenKeys = AllocatedBytes.of(() -> rememberAll(table[0], keys, 0, 10));
+    long manyKeys = AllocatedBytes.of(() -> rememberAll(table[0], keys, 10, keys.length));
     System.out.printf("RecentKeys: unused %d B, first 10 keys %d B, 200,000 keys %d B in all, retained table %d B%n",
         unused, tenKeys, tenKeys + manyKeys, table[0].slots() * 8L);
     assertThat(unused).as("a guard that never remembers a key").isLessThan(1_024);
@@ -110,23 +109,6 @@ class RecentKeysTest {
   private static void rememberAll(RecentKeys recent, String[] keys, int from, int to) {
     for (int i = from; i < to; i++) {
       recent.remember("orders", keys[i]);
-    }
-  }
-
-  /**
-   * Bytes allocated by this thread while {@code work} ran, by HotSpot's counter ({@code
-   * com.sun.management.ThreadMXBean}, called reflectively: the tests compile inside module
-   * dev.idem.jdbc, which does not read jdk.management).
-   */
-  public static long allocated(Runnable work) {
-    try {
-      Object threads = Class.forName("java.lang.management.ManagementFactory").getMethod("getThreadMXBean").invoke(null);
-      Method counter = Class.forName("com.sun.management.ThreadMXBean").getMethod("getCurrentThreadAllocatedBytes");
-      long before = (long) counter.invoke(threads);
-      work.run();
-      return (long) counter.invoke(threads) - before;
-    } catch (ReflectiveOperationException e) {
-      throw new IllegalStateException("a HotSpot JVM counts each thread's allocated bytes", e);
     }
   }
 }
