@@ -15,4 +15,5 @@ module dev.idem.core {
   exports dev.idem.event;
   // Helpers shared by idem's own modules; not an API.
   exports dev.idem.internal to dev.idem.jdbc, dev.idem.jackson, dev.idem.kafka, dev.idem.debezium;
+  exports dev.idem.internal.base to dev.idem.jdbc, dev.idem.jackson, dev.idem.kafka, dev.idem.debezium;
 }

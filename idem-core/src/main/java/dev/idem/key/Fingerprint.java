@@ -1,6 +1,6 @@
 package dev.idem.key;
 
-import dev.idem.internal.Sha256;
+import dev.idem.internal.base.Sha256;
 import java.lang.reflect.Array;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;

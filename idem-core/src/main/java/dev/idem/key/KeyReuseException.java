@@ -1,7 +1,7 @@
 package dev.idem.key;
 
 import dev.idem.IdemException;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 
 /**
  * A key came back with a request that differs from the one it was first used with. The stored

@@ -1,6 +1,6 @@
 package dev.idem.result;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import java.time.Duration;
 import java.time.Instant;
 

@@ -3,7 +3,7 @@ package dev.idem.key;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.internal.Sha256;
+import dev.idem.internal.base.Sha256;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Instant;

@@ -3,7 +3,7 @@ package dev.idem.key;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.internal.Sha256;
+import dev.idem.internal.base.Sha256;
 import java.time.Instant;
 import org.junit.jupiter.api.Test;
 

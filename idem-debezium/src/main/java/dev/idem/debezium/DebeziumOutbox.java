@@ -1,6 +1,6 @@
 package dev.idem.debezium;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.OutboxLayout;
 import java.util.Collections;

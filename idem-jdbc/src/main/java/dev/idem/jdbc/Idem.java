@@ -1,7 +1,7 @@
 package dev.idem.jdbc;
 
 import dev.idem.event.IdemListener;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.internal.Context;
@@ -78,6 +78,13 @@ import javax.sql.DataSource;
  * idem commits some statements by themselves (an external claim before the call goes out, reads
  * that must see other copies' commits, relay and expiry batches).
  *
+ * <h2>Global state</h2>
+ *
+ * None: idem sets no system property and no logger level. jOOQ, which idem renders its SQL with,
+ * logs a banner and a tip once per JVM at INFO through the logger {@code org.jooq.Constants};
+ * silence it in your logging configuration ({@code logging.level.org.jooq.Constants=warn} in
+ * Spring Boot) or with {@code -Dorg.jooq.no-logo=true -Dorg.jooq.no-tips=true} on your command line.
+ *
  * <p>Thread-safe. Holds no connection between calls.
  */
 public final class Idem {
@@ -104,16 +111,6 @@ public final class Idem {
   public static final Duration DEFAULT_ANSWERS_FROM_MEMORY = Duration.ofSeconds(30);
   /** The longest {@link Builder#answersFromMemory} accepts: a row changed by hand is seen again within it. */
   public static final Duration MAX_ANSWERS_FROM_MEMORY = Duration.ofMinutes(10);
-
-  static {
-    // jOOQ prints a banner and tips on first use unless told not to; a library must stay quiet.
-    if (System.getProperty("org.jooq.no-logo") == null) {
-      System.setProperty("org.jooq.no-logo", "true");
-    }
-    if (System.getProperty("org.jooq.no-tips") == null) {
-      System.setProperty("org.jooq.no-tips", "true");
-    }
-  }
 
   private final Context context;
   private final OutboxLayout outboxLayout;

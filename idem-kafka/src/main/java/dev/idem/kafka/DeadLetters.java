@@ -1,6 +1,6 @@
 package dev.idem.kafka;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.ExecutionException;

@@ -1,7 +1,7 @@
 package dev.idem.kafka;
 
 import dev.idem.internal.Failures;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.internal.Stopping;
 import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.jdbc.inbox.Inbox;

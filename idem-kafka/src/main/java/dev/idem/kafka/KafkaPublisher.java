@@ -1,7 +1,7 @@
 package dev.idem.kafka;
 
 import dev.idem.internal.Failures;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.outbox.OutboxMessage;
 import dev.idem.jdbc.outbox.Publisher;
 import java.nio.charset.StandardCharsets;

@@ -1,6 +1,6 @@
 package dev.idem.jdbc.claim;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.window.DedupeWindow;

@@ -3,6 +3,7 @@ package dev.idem.jdbc.claim;
 import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.key.IdempotencyKey;
 import java.time.Duration;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
@@ -29,6 +30,13 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * slots per key, an older entry overwritten; a key not found is read from the database as before.
  * Thread-safe without locks: an entry is published whole (release, acquire), and a race may lose
  * one, never mix two.
+ *
+ * <p><b>Memory, allocated as it is used:</b> no table until the first row is kept; then {@value
+ * #SLOTS} slots (32 KiB of references with compressed pointers). A guard so holds {@value #SLOTS}
+ * rows at most, each its key, its fingerprint and a result of at most {@value #MAX_RESULT_BYTES}
+ * bytes, about 1.4 KiB in all (measured by {@code RecentAnswersTest}): <b>about 11.5 MiB per guard at
+ * the very most</b>, for results near 1 KiB; a row is let go when a look-up finds it past its time,
+ * or when another takes its slot.
  */
 class RecentAnswers {
   /** Keeps nothing: every repeat goes to the database. */
@@ -42,9 +50,10 @@ class RecentAnswers {
     void remember(IdempotencyKey key, ClaimRow row, long agedAt, long sinceNanos) {
     }
   };
-  /** Rows with a larger stored result are not kept: at most 8,192 rows of a guard (its {@code SLOTS}), each with its key and a result up to this. */
+  /** Rows with a larger stored result are not kept: at most {@link #SLOTS} rows of a guard, each with its key and a result up to this. */
   static final int MAX_RESULT_BYTES = 1024;
-  private static final int SLOTS = 1 << 13;
+  /** The table's slots, and so the most rows a guard keeps. */
+  static final int SLOTS = 1 << 13;
 
   /** {@code row} as old as it says at {@code agedAt}; kept until {@code untilNanos}. */
   private record Entry(String scope, String key, ClaimRow row, long agedAt, long untilNanos) {
@@ -55,11 +64,11 @@ class RecentAnswers {
 
   /** The longest a row is answered from memory. */
   private final Duration kept;
-  private final AtomicReferenceArray<Entry> slots;
+  /** Null until the first row is kept. */
+  private final AtomicReference<AtomicReferenceArray<Entry>> table = new AtomicReference<>();
 
   private RecentAnswers(Duration kept) {
     this.kept = kept;
-    this.slots = kept.isZero() ? null : new AtomicReferenceArray<>(SLOTS);
   }
 
   /** A table that answers for {@code kept} at most; zero: one that keeps nothing. */
@@ -69,16 +78,23 @@ class RecentAnswers {
 
   /** The key's completed row as it is now, if kept and still inside its window; else null. */
   ClaimRow answer(IdempotencyKey key) {
+    AtomicReferenceArray<Entry> slots = table.getAcquire();
+    if (slots == null) {
+      return null;
+    }
     long h = RecentKeys.hash(key.scope(), key.value());
-    Entry e = slots.getAcquire(first(h));
+    int slot = first(h);
+    Entry e = slots.getAcquire(slot);
     if (e == null || !e.is(key)) {
-      e = slots.getAcquire(second(h));
+      slot = second(h);
+      e = slots.getAcquire(slot);
       if (e == null || !e.is(key)) {
         return null;
       }
     }
     long now = System.nanoTime();
     if (now - e.untilNanos >= 0) {
+      slots.compareAndExchangeRelease(slot, e, null); // past its time: let the row go
       return null;
     }
     return e.row.after(Duration.ofNanos(Math.max(0, now - e.agedAt)));
@@ -99,6 +115,11 @@ class RecentAnswers {
       return;
     }
     Entry entry = new Entry(key.scope(), key.value(), row, agedAt, sinceNanos + left.toNanos());
+    AtomicReferenceArray<Entry> slots = table.getAcquire();
+    if (slots == null) {
+      table.compareAndExchange(null, new AtomicReferenceArray<>(SLOTS)); // a racing thread's table may win
+      slots = table.getAcquire();
+    }
     long h = RecentKeys.hash(key.scope(), key.value());
     int a = first(h);
     int b = second(h);
@@ -114,6 +135,22 @@ class RecentAnswers {
       slot = (h & 1) == 0 ? a : b;
     }
     slots.setRelease(slot, entry);
+  }
+
+  /** The table's slots: 0 before the first row is kept. */
+  int slots() {
+    AtomicReferenceArray<Entry> slots = table.getAcquire();
+    return slots == null ? 0 : slots.length();
+  }
+
+  /** The rows held now, past their time or not. */
+  int held() {
+    AtomicReferenceArray<Entry> slots = table.getAcquire();
+    int n = 0;
+    for (int i = 0; slots != null && i < slots.length(); i++) {
+      n += slots.getAcquire(i) == null ? 0 : 1;
+    }
+    return n;
   }
 
   private static int first(long h) {

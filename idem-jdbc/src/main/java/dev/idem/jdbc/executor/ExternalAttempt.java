@@ -1,7 +1,7 @@
 package dev.idem.jdbc.executor;
 
 import dev.idem.fence.FencingToken;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.key.IdempotencyKey;
 
 /**

@@ -3,7 +3,7 @@ package dev.idem.jdbc.executor;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.claim.Binds;
 import dev.idem.jdbc.claim.ClaimSettings;
 import dev.idem.jdbc.claim.ClaimTable;

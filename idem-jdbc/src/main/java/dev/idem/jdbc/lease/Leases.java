@@ -3,7 +3,7 @@ package dev.idem.jdbc.lease;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxCallback;

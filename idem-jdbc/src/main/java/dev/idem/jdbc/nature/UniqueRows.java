@@ -1,6 +1,6 @@
 package dev.idem.jdbc.nature;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.Rendered;

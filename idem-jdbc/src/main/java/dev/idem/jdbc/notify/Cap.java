@@ -1,6 +1,6 @@
 package dev.idem.jdbc.notify;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.key.IdempotencyKey;
 import java.time.Duration;

@@ -1,7 +1,7 @@
 package dev.idem.jdbc.notify;
 
 import dev.idem.internal.Events;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.jdbc.claim.Binds;
 import dev.idem.jdbc.claim.ClaimRow;
 import dev.idem.jdbc.claim.ClaimTable;

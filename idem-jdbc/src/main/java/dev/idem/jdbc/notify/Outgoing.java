@@ -1,6 +1,6 @@
 package dev.idem.jdbc.notify;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 
 /**
  * What a {@link Sender} is handed: the notification, and the collapse id to give the provider.

@@ -1,6 +1,6 @@
 package dev.idem.jdbc.outbox;
 
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import java.nio.charset.StandardCharsets;
 import java.util.Collections;
 import java.util.LinkedHashMap;

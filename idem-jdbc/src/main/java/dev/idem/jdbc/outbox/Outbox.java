@@ -2,8 +2,8 @@ package dev.idem.jdbc.outbox;
 
 import static dev.idem.jdbc.internal.OutboxTable.*;
 
-import dev.idem.internal.Require;
-import dev.idem.internal.Sha256;
+import dev.idem.internal.base.Require;
+import dev.idem.internal.base.Sha256;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.internal.OutboxRedrive;

@@ -4,7 +4,7 @@ import static dev.idem.jdbc.internal.OutboxTable.*;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.Failures;
-import dev.idem.internal.Require;
+import dev.idem.internal.base.Require;
 import dev.idem.internal.Stopping;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;

@@ -1,4 +1,4 @@
-package dev.idem.internal;
+package dev.idem.internal.base;
 
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;

@@ -1,4 +1,4 @@
-package dev.idem.internal;
+package dev.idem.internal.base;
 
 import java.time.Duration;
 
