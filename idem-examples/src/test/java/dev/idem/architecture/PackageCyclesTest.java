@@ -31,10 +31,11 @@ import org.junit.jupiter.api.Test;
  * around a loop. idem-examples depends on every published module, so their classes are on this
  * test's class path (the reactor's target/classes, or their jars); idem-examples' own are checked
  * too. Not idem-benchmarks (a JMH harness, built after this module, never published), nor
- * idem-bom (no classes).
+ * idem-bom (no classes), nor the release build's bundle check (.ci/bundle-check, built last under
+ * -Prelease, a build step, never published).
  */
 class PackageCyclesTest {
-  private static final Set<String> NOT_HERE = Set.of("idem-bom", "idem-benchmarks");
+  private static final Set<String> NOT_HERE = Set.of("idem-bom", "idem-benchmarks", ".ci/bundle-check");
   private static final Pattern MODULE = Pattern.compile("<module>([^<]+)</module>");
   private static final Pattern EDGE = Pattern.compile("^\\s+(\\S+)\\s+->\\s+(\\S+)\\s");
 
