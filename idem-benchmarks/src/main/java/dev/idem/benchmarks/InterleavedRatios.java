@@ -1,7 +1,6 @@
 package dev.idem.benchmarks;
 
 import com.sun.management.OperatingSystemMXBean;
-import dev.idem.benchmarks.messaging.InboxBenchmark;
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;

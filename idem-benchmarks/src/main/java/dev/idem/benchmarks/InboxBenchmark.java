@@ -1,12 +1,9 @@
-package dev.idem.benchmarks.messaging;
+package dev.idem.benchmarks;
 
-import dev.idem.benchmarks.BareTransaction;
-import dev.idem.benchmarks.ThreadKeys;
 import dev.idem.flyway.IdemFlyway;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
-import dev.idem.benchmarks.Settle;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.result.Execution;
