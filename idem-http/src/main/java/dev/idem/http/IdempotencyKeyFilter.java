@@ -28,6 +28,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -68,7 +69,10 @@ import org.slf4j.LoggerFactory;
  *   <li>A key never crosses callers: its scope is the caller ({@link Builder#scope}, by default
  *       the authenticated principal). A guarded request whose caller is not known is refused (403,
  *       or 400 naming a missing {@link Builder#scopeHeader}) before anything is claimed or run;
- *       there is no shared space unless {@link Builder#sharedScope()} is set.
+ *       there is no shared space unless {@link Builder#sharedScope()} is set. The 403 tells the
+ *       client only that the request names no caller; the first one a filter refuses logs a WARN
+ *       for the service's operators saying whether no principal was found or the resolver
+ *       returned none, and which settings to check.
  *   <li>A response whose status the {@link StorePolicy} does not store, and an exception from the
  *       handler, roll everything back: the key is free and a retry runs the handler again. The
  *       response is still sent (the exception reaches the container as it was thrown).
@@ -124,6 +128,8 @@ public final class IdempotencyKeyFilter implements Filter {
   private final Duration retryAfter;
   private final FilterEvents events;
   private final InFlightRequests running = new InFlightRequests();
+  /** Set by the first request refused for naming no caller: the advice is logged once, not per request. */
+  private final AtomicBoolean noCallerLogged = new AtomicBoolean();
 
   private IdempotencyKeyFilter(Builder b, IdempotentExecutor executor) {
     this.executor = executor;
@@ -198,7 +204,12 @@ public final class IdempotencyKeyFilter implements Filter {
     String caller = scope.scopeOf(request);
     if (caller == null || caller.isBlank()) {
       // A blank scope is no caller: hashed, every such caller would share one key space.
-      (scopeHeader != null ? Problem.missingScopeHeader(scopeHeader) : Problem.noCaller()).send(response, problemTypeBase);
+      if (scopeHeader != null) {
+        Problem.missingScopeHeader(scopeHeader).send(response, problemTypeBase);
+      } else {
+        logNoCaller(request);
+        Problem.noCaller().send(response, problemTypeBase);
+      }
       return;
     }
     byte[] body = BufferedRequest.read(request, maxBodySize);
@@ -319,6 +330,25 @@ public final class IdempotencyKeyFilter implements Filter {
   /** Retry-After is whole seconds (RFC 9110); never 0, which would invite an immediate retry. */
   private static long seconds(Duration retryAfter) {
     return Math.max(1, (retryAfter.toMillis() + 999) / 1000);
+  }
+
+  /**
+   * Tells the service's operators, once per filter, why a request was refused for naming no caller
+   * and what may be wrong in the setup: the client's problem never names the server's settings.
+   */
+  private void logNoCaller(HttpServletRequest request) {
+    if (!noCallerLogged.compareAndSet(false, true)) {
+      return;
+    }
+    String why = scope == ScopeResolver.PRINCIPAL
+        ? "no principal was found (getUserPrincipal() is null), and keys are scoped by the authenticated principal"
+        : "the ScopeResolver returned no caller (null or blank)";
+    LOG.warn("{} {} with an {} was refused with 403 because {}. If that request was authenticated, the filter that"
+        + " authenticates it (or sets what the ScopeResolver reads) runs after this one: order it first (with Spring"
+        + " Boot: an order below idem.http.filter-order, or raise idem.http.filter-order). If callers are named"
+        + " otherwise, scope keys by a request header (idem.http.scope-header, IdempotencyKeyFilter.Builder.scopeHeader)"
+        + " or by a ScopeResolver. Logged once; later such requests are refused the same way.",
+        request.getMethod(), request.getRequestURI(), headerName, why);
   }
 
   /**

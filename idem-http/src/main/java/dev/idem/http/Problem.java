@@ -52,12 +52,10 @@ record Problem(int status, String slug, String title, String detail) {
   }
 
   static Problem noCaller() {
+    // Said to any client: nothing about the server's settings (the filter logs those for its operators).
     return new Problem(403, "idempotency-scope-unknown", "The caller of this request is not known",
         "Idempotency keys are kept per caller, so that no caller gets another's response, and this request"
-            + " names no caller: it is not authenticated. Authenticate the request; or the service scopes its keys"
-            + " by a request header (idem.http.scope-header, IdempotencyKeyFilter.Builder.scopeHeader) or by a"
-            + " ScopeResolver. If the service authenticates in a filter of its own, that filter must run before the"
-            + " idempotency filter (with Spring Boot: an order below idem.http.filter-order).");
+            + " does not say which caller it comes from. Send it with the credentials this service expects.");
   }
 
   static Problem tooLarge(long limit) {

@@ -47,8 +47,9 @@ class CallerScopeTest {
 
     assertThat(refused.statusCode()).isEqualTo(403);
     assertThat(refused.headers().firstValue("Content-Type")).hasValue("application/problem+json");
-    assertThat(json(refused).get("detail").asText())
-        .contains("not authenticated", "scope-header", "ScopeResolver");
+    // Said to any client: that the request names no caller, and nothing about the server's settings.
+    assertThat(json(refused).get("detail").asText()).contains("does not say which caller it comes from")
+        .doesNotContain("scope-header", "scopeHeader", "ScopeResolver", "filter-order", "authenticated");
     assertThat(f.runs.get(order)).isNull();
     assertThat(f.payments(order)).isZero();
     assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key)).isZero();

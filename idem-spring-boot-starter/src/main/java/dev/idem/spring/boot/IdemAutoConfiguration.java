@@ -109,10 +109,10 @@ public class IdemAutoConfiguration {
     } catch (SQLException e) {
       throw new IllegalStateException("could not check for idem's tables in schema " + schema + ": " + e.getMessage(), e);
     }
-    throw new IllegalStateException("idem's tables are not in schema " + schema + " (no " + table + "): to create them at"
+    throw new IdemSetupException("idem's tables are not in schema " + schema + " (no " + table + ")", "To create them at"
         + " start-up, put Flyway on the class path (org.flywaydb:flyway-database-postgresql) with idem's migrations (the"
         + " starter brings dev.idem:idem-flyway without Flyway; if you excluded it, add the dependency dev.idem:idem-flyway),"
-        + " or run idem's migrations (" + Idem.MIGRATIONS + ") with your own tool and set idem.migrate.enabled=false");
+        + " or run idem's migrations (" + Idem.MIGRATIONS + ") with your own tool and set idem.migrate.enabled=false.");
   }
 
   /**

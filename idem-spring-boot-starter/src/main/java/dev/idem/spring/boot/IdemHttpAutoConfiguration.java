@@ -24,6 +24,8 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
+import org.springframework.boot.context.properties.bind.Bindable;
+import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.ApplicationContext;
 import org.springframework.context.annotation.Bean;
@@ -61,14 +63,20 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
  * IdemHttpGuards}); or, deliberately and dangerously, {@code idem.http.shared-scope=true}. Two of
  * them at once is refused at start-up.
  *
- * <p>{@link Idempotent} handlers that would not be guarded are never silent: with {@code
- * idem.http.enabled=false} start-up logs a WARN naming them; in a WebFlux application, or a servlet
+ * <p>{@link Idempotent} handlers and {@code idem.http.url-patterns} that would not be guarded are
+ * never silent: with {@code idem.http.enabled=false} start-up logs a WARN naming them; in a WebFlux application, or a servlet
  * one without an {@code Idem} or a {@code PlatformTransactionManager} bean, start-up fails naming
  * them (set {@code idem.http.enabled=false} to run them unguarded on purpose).
  */
 @AutoConfiguration(after = IdemAutoConfiguration.class)
 @ConditionalOnClass(name = "org.springframework.web.bind.annotation.RequestMapping")
 public class IdemHttpAutoConfiguration {
+  /**
+   * The name of the {@code IdempotencyKeyFilter} bean's disabled registration, as Boot's INFO line
+   * shows it: "Filter NAME was not registered (disabled)".
+   */
+  static final String URL_FILTER_NAME = "IdempotencyKeyFilter of idem.http.url-patterns (run inside idem's guard,"
+      + " the filter idempotencyKeyFilter, so never mapped on its own)";
 
   /** Tells of {@link Idempotent} handlers that no guard covers (see the class comment). */
   @Bean
@@ -101,11 +109,16 @@ public class IdemHttpAutoConfiguration {
       return b.build();
     }
 
-    /** Keeps the servlet container from mapping the filter bean to every path: the guard decides. */
+    /**
+     * Keeps the servlet container from mapping the filter bean to every path: the guard decides.
+     * Boot logs a disabled registration at INFO as "Filter NAME was not registered (disabled)";
+     * the name says that only this bean is, and why, so the line does not read as "idem is off".
+     */
     @Bean
     @ConditionalOnMissingBean(name = "idempotencyKeyFilterRegistration")
     public FilterRegistrationBean<IdempotencyKeyFilter> idempotencyKeyFilterRegistration(IdempotencyKeyFilter filter) {
       FilterRegistrationBean<IdempotencyKeyFilter> registration = new FilterRegistrationBean<>(filter);
+      registration.setName(URL_FILTER_NAME);
       registration.setEnabled(false);
       return registration;
     }
@@ -193,8 +206,8 @@ public class IdemHttpAutoConfiguration {
       }
       List<ScopeResolver> beans = resolvers.orderedStream().toList();
       if (beans.size() > 1) {
-        throw new IllegalStateException("idem.http: " + beans.size() + " ScopeResolver beans; keys are scoped in one way,"
-            + " keep one");
+        throw new IdemSetupException("idem.http: there are " + beans.size() + " ScopeResolver beans, and keys are scoped"
+            + " in one way", "Keep one ScopeResolver bean.");
       }
       ScopeResolver resolver = beans.isEmpty() ? null : beans.get(0);
       if (resolver != null) {
@@ -206,8 +219,9 @@ public class IdemHttpAutoConfiguration {
         scope = IdempotencyKeyFilter.Builder::sharedScope;
       }
       if (set.size() > 1) {
-        throw new IllegalStateException("idem.http: keys are scoped in one way, and " + String.join(", ", set)
-            + " are all set; keep one");
+        String listed = set.size() == 2 ? set.get(0) + " and " + set.get(1) + " are both set"
+            : String.join(", ", set.subList(0, set.size() - 1)) + " and " + set.get(set.size() - 1) + " are all set";
+        throw new IdemSetupException("idem.http: keys are scoped in one way, and " + listed, "Keep one of them.");
       }
       return scope;
     }
@@ -215,8 +229,9 @@ public class IdemHttpAutoConfiguration {
 
   /**
    * At start-up, finds {@link Idempotent} handler methods (of {@code @Controller} beans, mapped by
-   * {@code @RequestMapping}) when no guard was configured for them: a WARN when HTTP guards are
-   * off on purpose ({@code idem.http.enabled=false}), else a failed start-up naming them and why.
+   * {@code @RequestMapping}) and {@code idem.http.url-patterns} when no guard was configured for
+   * them: a WARN when HTTP guards are off on purpose ({@code idem.http.enabled=false}), else a
+   * failed start-up naming them and why.
    * Knows the guards only by bean name, so it loads no servlet class in a WebFlux application.
    */
   static final class UnguardedHandlers implements SmartInitializingSingleton {
@@ -237,14 +252,19 @@ public class IdemHttpAutoConfiguration {
       if (!servlet && !reactive) {
         return; // no web server: no handler is reached
       }
-      List<String> handlers = handlers();
-      if (handlers.isEmpty()) {
+      List<String> unguarded = handlers();
+      List<String> urlPatterns = Binder.get(context.getEnvironment())
+          .bind("idem.http.url-patterns", Bindable.listOf(String.class)).orElse(List.of());
+      if (!urlPatterns.isEmpty()) {
+        unguarded.add("idem.http.url-patterns=" + urlPatterns);
+      }
+      if (unguarded.isEmpty()) {
         return;
       }
-      String which = String.join(", ", handlers);
+      String which = String.join(", ", unguarded);
       if (!context.getEnvironment().getProperty("idem.http.enabled", Boolean.class, true)) {
-        LOG.warn("idem.http.enabled=false: these @Idempotent handlers are NOT guarded, every request runs them as"
-            + " sent, repeats included: {}", which);
+        LOG.warn("idem.http.enabled=false: these @Idempotent handlers and url patterns are NOT guarded, every request"
+            + " is run as sent, repeats included: {}", which);
         return;
       }
       String why = reactive ? "this is a WebFlux application, and @Idempotent guards Spring MVC handlers only"
@@ -252,8 +272,10 @@ public class IdemHttpAutoConfiguration {
           : context.getBeanNamesForType(PlatformTransactionManager.class).length == 0
               ? "there is no PlatformTransactionManager bean (each guarded request runs in Spring's transaction)"
           : "the starter's HTTP guard is not configured (a class it needs is missing from the class path)";
-      throw new IllegalStateException("@Idempotent handlers would run unguarded, because " + why + ": " + which
-          + ". Fix that, or set idem.http.enabled=false to run them unguarded on purpose.");
+      String what = urlPatterns.isEmpty() ? "@Idempotent handlers" : unguarded.size() == 1 ? "idem.http.url-patterns"
+          : "@Idempotent handlers and idem.http.url-patterns";
+      throw new IdemSetupException(what + " would run unguarded, because " + why + ": " + which,
+          "Fix that, or set idem.http.enabled=false to run them unguarded on purpose.");
     }
 
     private List<String> handlers() {

@@ -144,13 +144,13 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
     }
     if ((!found.isEmpty() || !urlPatterns.isEmpty()) && !callerKnown
         && !ClassUtils.isPresent(SPRING_SECURITY, getClass().getClassLoader())) {
-      throw new IllegalStateException(noCallerScope(found.keySet()));
+      throw noCallerScope(found.keySet());
     }
     handlerMethods = anyMethod ? null : Set.copyOf(httpMethods);
     byHandler = Map.copyOf(found);
   }
 
-  private String noCallerScope(Iterable<Method> handlers) {
+  private IdemSetupException noCallerScope(Iterable<Method> handlers) {
     StringBuilder what = new StringBuilder();
     for (Method m : handlers) {
       what.append(what.length() == 0 ? "" : ", ").append("@Idempotent ").append(m.getDeclaringClass().getSimpleName())
@@ -159,12 +159,13 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
     if (!urlPatterns.isEmpty()) {
       what.append(what.length() == 0 ? "" : ", ").append("idem.http.url-patterns=").append(urlPatterns);
     }
-    return "idem guards HTTP requests here (" + what + ") but cannot tell callers apart, and an idempotency key"
-        + " must never cross callers (a caller would get another's stored response). Scope keys in one of three ways:"
+    return new IdemSetupException("idem guards HTTP requests here (" + what + ") but cannot tell callers apart, and an"
+        + " idempotency key must never cross callers (a caller would get another's stored response)",
+        "Scope keys in one of three ways:"
         + " (1) idem.http.scope-header=<a request header naming the caller, e.g. X-Tenant-Id, set by your gateway>;"
         + " (2) a bean implementing dev.idem.http.ScopeResolver (ScopeResolver.PRINCIPAL takes a principal your own"
         + " filter or the container sets); (3) Spring Security on the class path: the authenticated principal."
-        + " idem.http.shared-scope=true puts every caller in one key space instead: dangerous, see docs/http.md.";
+        + " idem.http.shared-scope=true puts every caller in one key space instead: dangerous, see docs/http.md.");
   }
 
   /** The settings of an annotation; {@code where} names it in an error. */
@@ -174,8 +175,8 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
       try {
         window = DurationStyle.detectAndParse(environment.resolveRequiredPlaceholders(idempotent.window()));
       } catch (IllegalArgumentException e) {
-        throw new IllegalStateException(where + ": window \"" + idempotent.window() + "\" is not a duration"
-            + " (e.g. \"24h\", \"7d\", \"${payments.window}\"): " + e.getMessage(), e);
+        throw new IdemSetupException(where + ": window \"" + idempotent.window() + "\" is not a duration: " + e.getMessage(),
+            "Write the window as a duration, such as \"24h\", \"7d\" or \"${payments.window}\".", e);
       }
     }
     return new Route(window, idempotent.keyRequired(), IntStream.of(idempotent.storedStatuses()).sorted().distinct().boxed().toList());
@@ -186,7 +187,7 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
     try {
       return filters.apply(route);
     } catch (IllegalArgumentException e) {
-      throw new IllegalStateException(where + ": " + e.getMessage(), e);
+      throw new IdemSetupException(where + ": " + e.getMessage(), "Fix that attribute of the annotation.", e);
     }
   }
 

@@ -79,7 +79,7 @@ final class IdempotentMethod {
         + String.join(", ", java.util.Arrays.stream(method.getParameterTypes()).map(Class::getSimpleName).toList()) + ")";
     if (!a.keyRequired() || a.storedStatuses().length > 0) {
       throw refused("keyRequired and storedStatuses apply to HTTP handler methods only; a service method always"
-          + " needs its key and stores its return value");
+          + " needs its key and stores its return value", "Remove keyRequired and storedStatuses from this annotation.");
     }
     int marked = -1;
     AnnotatedMethod annotated = new AnnotatedMethod(method);
@@ -87,19 +87,19 @@ final class IdempotentMethod {
     for (MethodParameter p : parameters) {
       if (p.hasParameterAnnotation(dev.idem.spring.IdempotencyKey.class)) {
         if (marked >= 0) {
-          throw refused("parameters " + marked + " and " + p.getParameterIndex() + " are both marked @IdempotencyKey;"
-              + " mark one, or set key = \"...\" (a SpEL expression over the arguments) instead");
+          throw refused("parameters " + marked + " and " + p.getParameterIndex() + " are both marked @IdempotencyKey",
+              "Mark one, or set key = \"...\" (a SpEL expression over the arguments) instead.");
         }
         marked = p.getParameterIndex();
       }
     }
     if (!a.key().isEmpty() && marked >= 0) {
-      throw refused("key = \"" + a.key() + "\" and the @IdempotencyKey parameter " + marked + " both name the key:"
-          + " keep one");
+      throw refused("key = \"" + a.key() + "\" and the @IdempotencyKey parameter " + marked + " both name the key",
+          "Keep one.");
     }
     if (a.key().isEmpty() && marked < 0) {
-      throw refused("no key: set key = \"#order.id\" (a SpEL expression over the arguments, by name or as #p0) or"
-          + " mark the parameter that holds it @IdempotencyKey");
+      throw refused("no key", "Set key = \"#order.id\" (a SpEL expression over the arguments, by name or as #p0),"
+          + " or mark the parameter that holds it @IdempotencyKey.");
     }
     this.keyParameter = marked;
     this.keySource = a.key();
@@ -107,14 +107,16 @@ final class IdempotentMethod {
     try {
       this.key = a.key().isEmpty() ? null : PARSER.parseExpression(a.key());
     } catch (ParseException e) {
-      throw refused("key = \"" + a.key() + "\" is not a valid SpEL expression: " + e.getMessage(), e);
+      throw refused("key = \"" + a.key() + "\" is not a valid SpEL expression: " + e.getMessage(),
+          "Write a SpEL expression over the arguments, such as #order.id or #p0.", e);
     }
     if (key instanceof SpelExpression spel && reachesBeyondArguments(spel.getAST())) {
-      throw refused("key = \"" + a.key() + "\" names a type (T(...)), a constructor (new ...) or a bean (@...): a key"
-          + " expression reads the arguments only, such as #order.id or #p0");
+      throw refused("key = \"" + a.key() + "\" names a type (T(...)), a constructor (new ...) or a bean (@...)",
+          "A key expression reads the arguments only: write one such as #order.id or #p0.");
     }
     if (marked >= 0 && !keyTypeMayBe(ClassUtils.resolvePrimitiveIfNecessary(parameters[marked].getParameterType()))) {
-      throw refused(keyTypeRefused("the @IdempotencyKey parameter " + marked, parameters[marked].getParameterType()));
+      throw refused(keyTypeRefused("the @IdempotencyKey parameter " + marked, parameters[marked].getParameterType()),
+          KEY_TYPES + ".");
     }
     List<Integer> rest = new ArrayList<>();
     for (int i = 0; i < parameters.length; i++) {
@@ -128,22 +130,22 @@ final class IdempotentMethod {
       IdempotencyKey.check("scope", scope);
     } catch (IllegalArgumentException e) {
       throw refused(a.scope().isEmpty() ? "the default scope (bean class and method name) is not a valid scope: " + e.getMessage()
-          + "; set scope = \"...\"" : "scope = \"" + a.scope() + "\": " + e.getMessage(), e);
+          : "scope = \"" + a.scope() + "\": " + e.getMessage(), "Set scope = \"...\" to a valid scope.", e);
     }
     this.window = window(a.window(), environment);
     Class<?> type = method.getReturnType();
     if (Future.class.isAssignableFrom(type) || CompletionStage.class.isAssignableFrom(type)
         || type.getName().equals("org.reactivestreams.Publisher") || hasInterface(type, "org.reactivestreams.Publisher")) {
       throw refused("it returns a " + type.getSimpleName() + ", which completes after the call returns, apart from the"
-          + " key's transaction: return the value itself");
+          + " key's transaction", "Return the value itself.");
     }
     this.returned = type == void.class ? null : ResolvableType.forMethodReturnType(method, bean);
     if (returned != null) {
       String unresolved = unresolved(returned);
       if (unresolved != null) {
         throw refused("its return type " + method.getGenericReturnType().getTypeName() + " leaves " + unresolved
-            + " unresolved on " + bean.getName() + ", so a repeat could not decode the stored value: declare the"
-            + " type in the class (class " + bean.getSimpleName() + " extends Base<Receipt>) or return a concrete type");
+            + " unresolved on " + bean.getName() + ", so a repeat could not decode the stored value", "Declare the"
+            + " type in the class (class " + bean.getSimpleName() + " extends Base<Receipt>), or return a concrete type.");
       }
     }
     this.transaction = transaction(TRANSACTIONAL.getTransactionAttribute(method, bean));
@@ -170,11 +172,11 @@ final class IdempotentMethod {
     if (propagation != TransactionDefinition.PROPAGATION_REQUIRED && propagation != TransactionDefinition.PROPAGATION_SUPPORTS
         && propagation != TransactionDefinition.PROPAGATION_MANDATORY) {
       throw refused("@Transactional(propagation = " + propagationName(propagation) + ") would run the method apart from"
-          + " the transaction of its key (committing its writes apart, or without one): use REQUIRED (the default), or"
-          + " put @Idempotent on a method that calls this one");
+          + " the transaction of its key (committing its writes apart, or without one)", "Use REQUIRED (the default),"
+          + " or put @Idempotent on a method that calls this one.");
     }
     if (declared.isReadOnly()) {
-      throw refused("@Transactional(readOnly = true): idem writes the key in the method's transaction; drop readOnly");
+      throw refused("@Transactional(readOnly = true): idem writes the key in the method's transaction", "Drop readOnly.");
     }
     if (propagation == TransactionDefinition.PROPAGATION_SUPPORTS) {
       // SUPPORTS runs without a transaction when none is open, and the key needs one.
@@ -273,10 +275,14 @@ final class IdempotentMethod {
     return false;
   }
 
+  /** What to give as a key instead of a type {@link #keyTypeRefused} names. */
+  private static final String KEY_TYPES = "Use a String, Number, UUID, enum or record, or a class with its own"
+      + " toString() (or set key = \"#order.id\" to a field that is one)";
+
+  /** Why {@code source}, of {@code type}, cannot be a key (without the fix, {@link #KEY_TYPES}). */
   private static String keyTypeRefused(String source, Class<?> type) {
     return source + " is a " + type.getName() + ", which does not declare toString(): Object's names the instance,"
-        + " so every call would get a new key; use a String, Number, UUID, enum or record, or a class with its own"
-        + " toString() (or set key = \"#order.id\" to a field that is one)";
+        + " so every call would get a new key";
   }
 
   private Duration window(String text, Environment environment) {
@@ -287,17 +293,18 @@ final class IdempotentMethod {
     try {
       resolved = environment.resolveRequiredPlaceholders(text);
     } catch (IllegalArgumentException e) {
-      throw refused("window = \"" + text + "\": " + e.getMessage(), e);
+      throw refused("window = \"" + text + "\": " + e.getMessage(), "Define the property, or write the window as 24h,"
+          + " 7d or PT24H.", e);
     }
     Duration d;
     try {
       d = DurationStyle.detectAndParse(resolved.trim());
     } catch (IllegalArgumentException e) {
       throw refused("window = \"" + text + "\"" + (resolved.equals(text) ? "" : " (\"" + resolved + "\")")
-          + " is not a duration: write it as 24h, 7d or PT24H", e);
+          + " is not a duration", "Write it as 24h, 7d or PT24H.", e);
     }
     if (d.isNegative() || d.isZero()) {
-      throw refused("window = \"" + text + "\" must be positive");
+      throw refused("window = \"" + text + "\" is not positive", "Write a positive duration, such as 24h.");
     }
     return d;
   }
@@ -330,7 +337,8 @@ final class IdempotentMethod {
       throw new IllegalArgumentException("@Idempotent on " + name + ": " + source + " gave null; a call needs its key");
     }
     if (!isKeyType(value.getClass())) {
-      throw new IllegalArgumentException("@Idempotent on " + name + ": " + keyTypeRefused(source, value.getClass()));
+      throw new IllegalArgumentException("@Idempotent on " + name + ": " + keyTypeRefused(source, value.getClass())
+          + ". " + KEY_TYPES);
     }
     try {
       return IdempotencyKey.of(scope, value.toString());
@@ -407,11 +415,12 @@ final class IdempotentMethod {
     return mapper == null ? JacksonCodec.of(type) : JacksonCodec.of(mapper, type);
   }
 
-  private IllegalStateException refused(String why) {
-    return refused(why, null);
+  private IdemSetupException refused(String why, String fix) {
+    return refused(why, fix, null);
   }
 
-  private IllegalStateException refused(String why, Exception cause) {
-    return new IllegalStateException("@Idempotent on " + (name == null ? method.toString() : name) + ": " + why, cause);
+  /** A bad annotation: {@code why} names the attribute, {@code fix} says what to write instead. */
+  private IdemSetupException refused(String why, String fix, Exception cause) {
+    return new IdemSetupException("@Idempotent on " + (name == null ? method.toString() : name) + ": " + why, fix, cause);
   }
 }

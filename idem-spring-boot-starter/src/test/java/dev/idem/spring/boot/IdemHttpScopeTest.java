@@ -2,6 +2,7 @@ package dev.idem.spring.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
 
 import dev.idem.http.ScopeResolver;
 import dev.idem.spring.Idempotent;
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.diagnostics.FailureAnalysis;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
@@ -36,6 +38,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.context.WebApplicationContext;
 
 /**
  * Whose key it is, as the starter decides it, in real applications on a real Tomcat and the local
@@ -167,16 +170,26 @@ class IdemHttpScopeTest {
 
   /**
    * An authentication filter ordered after the guard is too late: its requests are refused (403,
-   * failing closed, the problem naming idem.http.filter-order). With the guard placed after it
-   * ({@code idem.http.filter-order}) the same request is guarded under the account.
+   * failing closed). The client is told only that the request names no caller; the server logs,
+   * once, that the resolver returned none and that idem.http.filter-order may be the cause. With
+   * the guard placed after it ({@code idem.http.filter-order}) the same request is guarded under
+   * the account.
    */
   @Test
-  void theGuardsFilterOrderPlacesItAfterAnAuthenticationFilter() throws Exception {
+  void theGuardsFilterOrderPlacesItAfterAnAuthenticationFilter(CapturedOutput output) throws Exception {
     try (ConfigurableApplicationContext app = app(ApiKeys.class).run()) {
       HttpResponse<String> early = post(app, "/orders", "k-order", "carol", "{\"order\":\"o-order-early\"}");
+      HttpResponse<String> again = post(app, "/orders", "k-order-2", "carol", "{\"order\":\"o-order-early\"}");
       assertThat(early.statusCode()).isEqualTo(403);
-      assertThat(early.body()).contains("idem.http.filter-order");
+      assertThat(again.statusCode()).isEqualTo(403);
+      assertThat(early.body()).contains("does not say which caller it comes from")
+          .doesNotContain("idem.http", "ScopeResolver", "authenticated");
+      String log = output.getOut() + output.getErr();
+      String warned = "the ScopeResolver returned no caller (null or blank)";
+      assertThat(log).contains("WARN").contains("POST /orders").contains(warned).contains("idem.http.filter-order");
+      assertThat(log.split(java.util.regex.Pattern.quote(warned), -1)).hasSize(2); // once, not per request
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-order-early'")).isZero();
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key IN ('k-order', 'k-order-2')")).isZero();
     }
     try (ConfigurableApplicationContext app = app(ApiKeys.class)
         .properties("idem.http.filter-order=" + Ordered.LOWEST_PRECEDENCE).run()) {
@@ -189,11 +202,13 @@ class IdemHttpScopeTest {
     }
   }
 
-  /** Guards switched off on purpose: the handler runs unguarded, and start-up says so, naming it. */
+  /** Guards switched off on purpose: the handler runs unguarded, and start-up says so, naming it and the url patterns. */
   @Test
   void withHttpGuardsDisabledAnIdempotentHandlerRunsUnguardedAndStartUpWarns(CapturedOutput output) throws Exception {
-    try (ConfigurableApplicationContext app = app(NoScope.class).properties("idem.http.enabled=false").run()) {
-      assertThat(output.getOut() + output.getErr()).contains("WARN").contains("NOT guarded").contains("Guarded.place");
+    try (ConfigurableApplicationContext app = app(NoScope.class)
+        .properties("idem.http.enabled=false", "idem.http.url-patterns=/payments/*").run()) {
+      assertThat(output.getOut() + output.getErr()).contains("WARN").contains("NOT guarded").contains("Guarded.place")
+          .contains("idem.http.url-patterns=[/payments/*]");
       HttpResponse<String> noKey = post(app, "/orders", null, null, "{\"order\":\"o-disabled\"}");
       HttpResponse<String> again = post(app, "/orders", "k-disabled", null, "{\"order\":\"o-disabled\"}");
       assertThat(noKey.statusCode()).isEqualTo(200);
@@ -211,17 +226,99 @@ class IdemHttpScopeTest {
         + "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration").run())
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("Guarded.place").hasMessageContaining("PlatformTransactionManager")
-        .hasMessageContaining("idem.http.enabled=false");
+        .hasMessageContaining("idem.http.enabled=false")
+        .satisfies(thrown -> assertThat(analysis(thrown).getAction()).contains("idem.http.enabled=false"));
   }
 
+  /**
+   * The refusal reads as Boot's failure report, not a stack trace: what idem found, then the three
+   * ways to fix it.
+   */
   @Test
-  void aGuardedApplicationWithNothingToTellCallersApartDoesNotStart() {
-    assertThatThrownBy(() -> app(NoScope.class).run())
+  void aGuardedApplicationWithNothingToTellCallersApartDoesNotStart(CapturedOutput output) {
+    Throwable thrown = catchThrowable(() -> app(NoScope.class).run());
+    assertThat(thrown)
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("@Idempotent Guarded.place")
         .hasMessageContaining("idem.http.scope-header")
         .hasMessageContaining("dev.idem.http.ScopeResolver")
         .hasMessageContaining("Spring Security");
+    FailureAnalysis analysis = analysis(thrown);
+    assertThat(analysis.getDescription()).contains("@Idempotent Guarded.place").contains("cannot tell callers apart")
+        .doesNotContain("idem.http.scope-header");
+    assertThat(analysis.getAction()).startsWith("Scope keys in one of three ways").contains("idem.http.scope-header")
+        .contains("dev.idem.http.ScopeResolver").contains("Spring Security");
+    assertThat(output.getOut() + output.getErr()).contains("APPLICATION FAILED TO START")
+        .contains("Description:" + System.lineSeparator() + System.lineSeparator() + analysis.getDescription())
+        .contains("Action:" + System.lineSeparator() + System.lineSeparator() + analysis.getAction());
+  }
+
+  /** Two ways of naming the caller: refused at start-up, in Boot's report, and in English for two. */
+  @Test
+  void twoWaysOfScopingKeysStopStartUpNamingBoth(CapturedOutput output) {
+    Throwable thrown = catchThrowable(() -> app(Principals.class).properties("idem.http.scope-header=X-Tenant-Id").run());
+    FailureAnalysis analysis = analysis(thrown);
+    assertThat(analysis.getDescription()).isEqualTo("idem.http: keys are scoped in one way, and"
+        + " idem.http.scope-header=X-Tenant-Id and a ScopeResolver bean are both set.");
+    assertThat(analysis.getAction()).isEqualTo("Keep one of them.");
+    assertThat(output.getOut() + output.getErr()).contains("APPLICATION FAILED TO START")
+        .contains(analysis.getDescription());
+  }
+
+  @RestController
+  static class BadWindow {
+    @Idempotent(window = "soon")
+    @PostMapping("/orders")
+    Map<String, Object> place(@RequestBody Order o) {
+      return Map.of();
+    }
+  }
+
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  @Import(BadWindow.class)
+  static class BadWindowApp {}
+
+  @Test
+  void aBadAttributeOnAnIdempotentHandlerStopsStartUpNamingIt() {
+    FailureAnalysis analysis = analysis(catchThrowable(() -> app(BadWindowApp.class).run()));
+    assertThat(analysis.getDescription())
+        .startsWith("@Idempotent on dev.idem.spring.boot.IdemHttpScopeTest$BadWindow.place: window \"soon\" is not a duration");
+    assertThat(analysis.getAction()).contains("\"24h\"");
+  }
+
+  /** The analysis Boot prints for a failed start-up: idem's, found anywhere in the cause chain. */
+  static FailureAnalysis analysis(Throwable startUpFailure) {
+    assertThat(startUpFailure).isNotNull();
+    FailureAnalysis analysis = new IdemSetupFailureAnalyzer().analyze(startUpFailure);
+    assertThat(analysis).as("idem's analysis of %s", startUpFailure).isNotNull();
+    assertThat(analysis.getCause()).isInstanceOf(IdemSetupException.class);
+    return analysis;
+  }
+
+  /**
+   * The IdempotencyKeyFilter bean is run by the guard only: the container maps the guard alone,
+   * and Boot's line about the bean's disabled registration says what it is, not that idem is off.
+   */
+  @Test
+  void onlyTheGuardIsMappedAndTheDisabledRegistrationSaysWhatItIs(CapturedOutput output) throws Exception {
+    try (ConfigurableApplicationContext app = app(Principals.class).run()) {
+      jakarta.servlet.ServletContext servlet = ((WebApplicationContext) app).getServletContext();
+      assertThat(servlet.getFilterRegistrations().values())
+          .noneMatch(r -> r.getClassName().equals(dev.idem.http.IdempotencyKeyFilter.class.getName()));
+      assertThat(servlet.getFilterRegistration("idempotencyKeyFilter").getClassName())
+          .isEqualTo(IdemHttpGuards.class.getName());
+      String log = output.getOut() + output.getErr();
+      assertThat(log).doesNotContain("idempotencyKeyFilterRegistration was not registered")
+          .contains("Filter " + IdemHttpAutoConfiguration.URL_FILTER_NAME + " was not registered (disabled)");
+
+      HttpResponse<String> first = post(app, "/orders", "k-mapped", "dave", "{\"order\":\"o-mapped\"}");
+      HttpResponse<String> again = post(app, "/orders", "k-mapped", "dave", "{\"order\":\"o-mapped\"}");
+      assertThat(first.statusCode()).isEqualTo(200);
+      assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+      assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-mapped'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-mapped' AND scope = 'dave'")).isEqualTo(1);
+    }
   }
 
   @Test
@@ -236,7 +333,7 @@ class IdemHttpScopeTest {
   }
 
   @Test
-  void oneKeyFromTwoPrincipalsIsTwoKeysAndARequestWithoutOneIsRefused() throws Exception {
+  void oneKeyFromTwoPrincipalsIsTwoKeysAndARequestWithoutOneIsRefused(CapturedOutput output) throws Exception {
     try (ConfigurableApplicationContext app = app(Principals.class).run()) {
       HttpResponse<String> anonymous = post(app, "/orders", "k-users", null, "{\"order\":\"o-users\"}");
       HttpResponse<String> alice = post(app, "/orders", "k-users", "alice", "{\"order\":\"o-users\"}");
@@ -244,7 +341,8 @@ class IdemHttpScopeTest {
       HttpResponse<String> aliceAgain = post(app, "/orders", "k-users", "alice", "{\"order\":\"o-users\"}");
 
       assertThat(anonymous.statusCode()).isEqualTo(403);
-      assertThat(anonymous.body()).contains("not authenticated");
+      assertThat(anonymous.body()).contains("does not say which caller it comes from");
+      assertThat(output.getOut() + output.getErr()).contains("WARN").contains("no principal was found");
       assertThat(alice.statusCode()).isEqualTo(200);
       assertThat(bob.statusCode()).isEqualTo(200);
       assertThat(bob.body()).isNotEqualTo(alice.body());

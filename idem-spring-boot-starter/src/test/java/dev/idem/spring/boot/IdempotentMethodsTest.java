@@ -21,6 +21,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.springframework.boot.diagnostics.FailureAnalysis;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.PropertyNamingStrategies;
 import com.fasterxml.jackson.databind.json.JsonMapper;
@@ -521,7 +522,13 @@ class IdempotentMethodsTest {
       @SuppressWarnings("unchecked")
       Class<Object> type = (Class<Object>) c[0];
       IdemAutoConfigurationTest.runner(db).withBean(type, () -> newBean(type))
-          .run(ctx -> assertThat(ctx).hasFailed().getFailure().hasStackTraceContaining((String) c[1]));
+          .run(ctx -> {
+            assertThat(ctx).hasFailed().getFailure().hasStackTraceContaining((String) c[1]);
+            // What Boot prints instead of the stack trace: the finding, then the fix.
+            FailureAnalysis analysis = IdemHttpScopeTest.analysis(ctx.getStartupFailure());
+            assertThat(analysis.getDescription()).contains((String) c[1]);
+            assertThat(analysis.getAction()).isNotBlank();
+          });
     }
   }
 
