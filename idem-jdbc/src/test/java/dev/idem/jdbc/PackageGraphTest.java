@@ -86,7 +86,7 @@ class PackageGraphTest {
     Set<String> exported = Idem.class.getModule().getDescriptor() == null ? Set.of()
         : Idem.class.getModule().getDescriptor().exports().stream().map(e -> e.source()).collect(Collectors.toSet());
     if (!exported.isEmpty()) { // on the module path
-      assertThat(exported).doesNotContain("dev.idem.jdbc.internal", "dev.idem.jdbc.claim");
+      assertThat(exported).doesNotContain("dev.idem.jdbc.internal", "dev.idem.jdbc.internal.claim");
     }
   }
 

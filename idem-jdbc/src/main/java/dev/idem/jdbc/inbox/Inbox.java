@@ -2,11 +2,11 @@ package dev.idem.jdbc.inbox;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.base.Require;
-import dev.idem.jdbc.claim.BatchClaims;
-import dev.idem.jdbc.claim.Binds;
-import dev.idem.jdbc.claim.ClaimSettings;
-import dev.idem.jdbc.claim.ClaimTable;
-import dev.idem.jdbc.claim.Claims;
+import dev.idem.jdbc.internal.claim.BatchClaims;
+import dev.idem.jdbc.internal.claim.Binds;
+import dev.idem.jdbc.internal.claim.ClaimSettings;
+import dev.idem.jdbc.internal.claim.ClaimTable;
+import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.tx.TxConsumer;

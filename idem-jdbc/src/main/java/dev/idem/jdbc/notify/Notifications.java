@@ -2,12 +2,12 @@ package dev.idem.jdbc.notify;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.base.Require;
-import dev.idem.jdbc.claim.Binds;
-import dev.idem.jdbc.claim.ClaimRow;
-import dev.idem.jdbc.claim.ClaimTable;
-import dev.idem.jdbc.claim.Claims;
-import dev.idem.jdbc.claim.ExternalClaims;
-import dev.idem.jdbc.claim.Sql;
+import dev.idem.jdbc.internal.claim.Binds;
+import dev.idem.jdbc.internal.claim.ClaimRow;
+import dev.idem.jdbc.internal.claim.ClaimTable;
+import dev.idem.jdbc.internal.claim.Claims;
+import dev.idem.jdbc.internal.claim.ExternalClaims;
+import dev.idem.jdbc.internal.claim.Sql;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.key.Fingerprint;

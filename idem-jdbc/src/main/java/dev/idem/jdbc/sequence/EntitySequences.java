@@ -2,9 +2,9 @@ package dev.idem.jdbc.sequence;
 
 import dev.idem.internal.Events;
 import dev.idem.internal.base.Require;
-import dev.idem.jdbc.claim.Binds;
-import dev.idem.jdbc.claim.ClaimTable;
-import dev.idem.jdbc.claim.Claims;
+import dev.idem.jdbc.internal.claim.Binds;
+import dev.idem.jdbc.internal.claim.ClaimTable;
+import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxConsumer;

@@ -1,4 +1,4 @@
-package dev.idem.jdbc.claim;
+package dev.idem.jdbc.internal.claim;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

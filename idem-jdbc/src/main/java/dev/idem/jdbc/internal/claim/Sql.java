@@ -1,4 +1,4 @@
-package dev.idem.jdbc.claim;
+package dev.idem.jdbc.internal.claim;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;

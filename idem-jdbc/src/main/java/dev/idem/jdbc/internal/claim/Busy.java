@@ -1,4 +1,4 @@
-package dev.idem.jdbc.claim;
+package dev.idem.jdbc.internal.claim;
 
 import dev.idem.jdbc.internal.ClaimSignal;
 import java.time.Duration;
