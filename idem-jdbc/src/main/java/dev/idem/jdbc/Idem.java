@@ -5,6 +5,7 @@ import dev.idem.internal.base.Require;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.lease.Leases;
 import dev.idem.jdbc.nature.Totals;
@@ -128,12 +129,12 @@ public final class Idem {
 
   /** The idempotent executor: a key table guarding local and external effects. */
   public IdempotentExecutor.Builder executor() {
-    return IdempotentExecutor.builder(context);
+    return Factories.make(IdempotentExecutor.class, Void.class, IdempotentExecutor.Builder.class, context, null);
   }
 
   /** The inbox of one consumer: each message id applied once. */
   public Inbox.Builder inbox(String consumer) {
-    return Inbox.builder(context, consumer);
+    return Factories.make(Inbox.class, String.class, Inbox.Builder.class, context, consumer);
   }
 
   /**
@@ -144,19 +145,19 @@ public final class Idem {
   public Outbox outbox() {
     Outbox o = outbox;
     if (o == null) {
-      outbox = o = Outbox.of(context, outboxLayout); // a race makes two equal outboxes, harmless
+      outbox = o = Factories.make(Outbox.class, OutboxLayout.class, Outbox.class, context, outboxLayout); // a race makes two equal outboxes, harmless
     }
     return o;
   }
 
   /** A relay that moves outbox messages to {@code publisher}, at least once. */
   public Relay.Builder relay(Publisher publisher) {
-    return Relay.builder(context, publisher);
+    return Factories.make(Relay.class, Publisher.class, Relay.Builder.class, context, publisher);
   }
 
   /** Conditional state transitions on one of your own tables. */
   public Transitions.Builder transitions(String table) {
-    return Transitions.builder(context, table);
+    return Factories.make(Transitions.class, String.class, Transitions.Builder.class, context, table);
   }
 
   /**
@@ -164,7 +165,7 @@ public final class Idem {
    * the larger of what the row holds and what arrives.
    */
   public Totals.Builder totals(String table) {
-    return Totals.builder(context, table);
+    return Factories.make(Totals.class, String.class, Totals.Builder.class, context, table);
   }
 
   /**
@@ -172,7 +173,7 @@ public final class Idem {
    * business key such as {@code (order_id, step)} as the guard of an effect.
    */
   public UniqueRows.Builder uniqueRows(String table) {
-    return UniqueRows.builder(context, table);
+    return Factories.make(UniqueRows.class, String.class, UniqueRows.Builder.class, context, table);
   }
 
   /**
@@ -180,17 +181,17 @@ public final class Idem {
    * of failure, a leased claim per notification and channel, a cap per recipient, a collapse id.
    */
   public Notifications.Builder notifications(String type) {
-    return Notifications.builder(context, type);
+    return Factories.make(Notifications.class, String.class, Notifications.Builder.class, context, type);
   }
 
   /** Leases on named resources, with fencing tokens. */
   public Leases leases() {
-    return Leases.of(context);
+    return Factories.make(Leases.class, Void.class, Leases.class, context, null);
   }
 
   /** Per-entity sequence numbers for one stream of events. */
   public EntitySequences sequences(String stream) {
-    return EntitySequences.of(context, stream);
+    return Factories.make(EntitySequences.class, String.class, EntitySequences.class, context, stream);
   }
 
   /**
@@ -198,7 +199,7 @@ public final class Idem {
    * outbox messages to re-drive, and the gauges' counts.
    */
   public Operations operations() {
-    return Operations.of(context);
+    return Factories.make(Operations.class, Void.class, Operations.class, context, null);
   }
 
   /**
@@ -206,7 +207,7 @@ public final class Idem {
    * key, keys with no effect, unknown outcomes; and a record of the breaks found.
    */
   public Reconciliation reconciliation() {
-    return Reconciliation.of(context);
+    return Factories.make(Reconciliation.class, Void.class, Reconciliation.class, context, null);
   }
 
   /**

@@ -11,6 +11,7 @@ import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.claim.ExternalClaims;
 import dev.idem.jdbc.internal.claim.RunningKeys;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.tx.TxCallback;
@@ -87,9 +88,8 @@ public final class IdempotentExecutor {
     this.external = new ExternalClaims(claims, settings.inFlightWait());
   }
 
-  /** For {@code Idem.executor()}: the way to build an executor. Not an API. */
-  public static Builder builder(Context context) {
-    return new Builder(context);
+  static {
+    Factories.register(IdempotentExecutor.class, Void.class, Builder.class, (context, none) -> new Builder(context));
   }
 
   // ---------------------------------------------------------------------------------------------

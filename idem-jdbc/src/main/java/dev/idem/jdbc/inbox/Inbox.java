@@ -8,6 +8,7 @@ import dev.idem.jdbc.internal.claim.ClaimSettings;
 import dev.idem.jdbc.internal.claim.ClaimTable;
 import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.key.IdempotencyKey;
@@ -68,9 +69,8 @@ public final class Inbox {
         settings.retryAfter(), "inbox " + consumer);
   }
 
-  /** For {@code Idem.inbox(consumer)}: the way to build an inbox. Not an API. */
-  public static Builder builder(Context context, String consumer) {
-    return new Builder(context, consumer);
+  static {
+    Factories.register(Inbox.class, String.class, Builder.class, Builder::new);
   }
 
   /** The consumer this inbox deduplicates for. */

@@ -5,6 +5,7 @@ import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.jdbc.internal.OwnTransaction;
@@ -104,9 +105,8 @@ public final class Leases {
     this.events = Events.to(idem.listener(), "leases");
   }
 
-  /** For {@code Idem.leases()}: the way to get the leases. Not an API. */
-  public static Leases of(Context idem) {
-    return new Leases(idem);
+  static {
+    Factories.register(Leases.class, Void.class, Leases.class, (context, none) -> new Leases(context));
   }
 
   /**

@@ -1,6 +1,7 @@
 package dev.idem.jdbc.nature;
 
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.Rendered;
 import dev.idem.transition.Outcome;
@@ -83,9 +84,8 @@ public final class Totals {
     this.read = Rendered.render(dsl, dsl.select(column).from(DSL.table(name)).where(key.match()));
   }
 
-  /** For {@code Idem.totals(table)}. Not an API. */
-  public static Builder builder(Context idem, String table) {
-    return new Builder(idem, table);
+  static {
+    Factories.register(Totals.class, String.class, Builder.class, Builder::new);
   }
 
   /**

@@ -2,6 +2,7 @@ package dev.idem.jdbc.nature;
 
 import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.Rendered;
 import dev.idem.jdbc.tx.Tx;
@@ -80,9 +81,8 @@ public final class UniqueRows {
     this.key = key;
   }
 
-  /** For {@code Idem.uniqueRows(table)}. Not an API. */
-  public static Builder builder(Context idem, String table) {
-    return new Builder(idem, table);
+  static {
+    Factories.register(UniqueRows.class, String.class, Builder.class, Builder::new);
   }
 
   /**

@@ -9,6 +9,7 @@ import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.claim.ExternalClaims;
 import dev.idem.jdbc.internal.claim.Sql;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -124,9 +125,8 @@ public final class Notifications {
         DSL.param("cap", String.class), DSL.param("recipient", String.class), since, DSL.inline(cap.limit())));
   }
 
-  /** For {@code Idem.notifications(type)}. Not an API. */
-  public static Builder builder(Context context, String type) {
-    return new Builder(context, type);
+  static {
+    Factories.register(Notifications.class, String.class, Builder.class, Builder::new);
   }
 
   /** The message type, as configured. */

@@ -2,6 +2,7 @@ package dev.idem.jdbc.ops;
 
 import dev.idem.internal.Events;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.internal.OutboxRedrive;
 import dev.idem.jdbc.internal.OutboxTable;
@@ -122,12 +123,8 @@ public final class Operations {
         .from(OutboxTable.T).where(OutboxTable.STATUS.in(DSL.inline(OutboxTable.PENDING), DSL.inline(OutboxTable.PARKED))));
   }
 
-  /** For {@code Idem.operations()}: the way to get the operator's view. Not an API. */
-  public static Operations of(Context context) {
-    if (context == null) {
-      throw new IllegalArgumentException("context must not be null");
-    }
-    return new Operations(context);
+  static {
+    Factories.register(Operations.class, Void.class, Operations.class, (context, none) -> new Operations(context));
   }
 
   private static Field<Long> microsSince(Field<OffsetDateTime> t) {

@@ -5,6 +5,7 @@ import static dev.idem.jdbc.internal.OutboxTable.*;
 import dev.idem.internal.base.Require;
 import dev.idem.internal.base.Sha256;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.internal.OutboxRedrive;
 import java.sql.Connection;
@@ -130,14 +131,9 @@ public final class Outbox {
     return "idem_outbox." + Sha256.hex(schema).substring(0, 32);
   }
 
-  /** For {@code Idem.outbox()}: the way to get the outbox. Not an API. */
-  public static Outbox of(Context idem) {
-    return of(idem, OutboxLayout.POLLED);
-  }
-
-  /** For {@code Idem.outbox()}: the outbox writing in {@code layout}. Not an API. */
-  public static Outbox of(Context idem, OutboxLayout layout) {
-    return new Outbox(Require.notNull(idem, "idem"), Require.notNull(layout, "layout"), false);
+  static {
+    Factories.register(Outbox.class, OutboxLayout.class, Outbox.class,
+        (context, layout) -> new Outbox(context, Require.notNull(layout, "layout"), false));
   }
 
   /** Where this outbox writes its messages. */

@@ -7,6 +7,7 @@ import dev.idem.internal.Failures;
 import dev.idem.internal.base.Require;
 import dev.idem.internal.Stopping;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.OwnTransaction;
@@ -174,9 +175,8 @@ public final class Relay implements AutoCloseable {
         .where(ID.eq(DSL.val((UUID) null, ID))));
   }
 
-  /** For {@code Idem.relay(publisher)}: the way to build a relay. Not an API. */
-  public static Builder builder(Context idem, Publisher publisher) {
-    return new Builder(idem, publisher);
+  static {
+    Factories.register(Relay.class, Publisher.class, Builder.class, Builder::new);
   }
 
   /**

@@ -85,7 +85,7 @@ public final class ReconcileCommand {
       PGSimpleDataSource ds = new PGSimpleDataSource();
       ds.setUrl(url);
       // Built over the context directly: this package must not depend on the entry point (a cycle).
-      Reconciliation reconciliation = Reconciliation.of(
+      Reconciliation reconciliation = new Reconciliation(
           new Context(ds, schema, IdemListener.NONE, TransactionBinding.NONE, RetryBudget.DEFAULT, Duration.ZERO));
       Findings f = reconciliation.check(target);
       print(f, out);

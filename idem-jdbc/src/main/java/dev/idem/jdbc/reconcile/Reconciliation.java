@@ -1,6 +1,7 @@
 package dev.idem.jdbc.reconcile;
 
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.ops.Operations;
 import dev.idem.jdbc.ops.StuckKey;
@@ -49,9 +50,9 @@ public final class Reconciliation {
   private final Operations operations;
   private final String insertBreak;
 
-  private Reconciliation(Context context) {
+  Reconciliation(Context context) {
     this.context = context;
-    this.operations = Operations.of(context);
+    this.operations = Factories.make(Operations.class, Void.class, Operations.class, context, null);
     DSLContext d = context.dsl();
     this.insertBreak = d.render(d.insertInto(BREAKS,
             DSL.field(DSL.name("found_at")), DSL.field(DSL.name("kind")), DSL.field(DSL.name("effect_table")),
@@ -60,12 +61,8 @@ public final class Reconciliation {
             DSL.val((String) null)));
   }
 
-  /** For {@code Idem.reconciliation()}. Not an API. */
-  public static Reconciliation of(Context context) {
-    if (context == null) {
-      throw new IllegalArgumentException("context must not be null");
-    }
-    return new Reconciliation(context);
+  static {
+    Factories.register(Reconciliation.class, Void.class, Reconciliation.class, (context, none) -> new Reconciliation(context));
   }
 
   /**

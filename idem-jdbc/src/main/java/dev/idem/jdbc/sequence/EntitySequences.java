@@ -6,6 +6,7 @@ import dev.idem.jdbc.internal.claim.Binds;
 import dev.idem.jdbc.internal.claim.ClaimTable;
 import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.key.IdempotencyKey;
@@ -102,9 +103,8 @@ public final class EntitySequences {
         null, RETRY_AFTER, "sequences:" + stream);
   }
 
-  /** For {@code Idem.sequences(stream)}: the way to get them. Not an API. */
-  public static EntitySequences of(Context idem, String stream) {
-    return new EntitySequences(idem, stream);
+  static {
+    Factories.register(EntitySequences.class, String.class, EntitySequences.class, EntitySequences::new);
   }
 
   /** The stream these sequences number events of. */

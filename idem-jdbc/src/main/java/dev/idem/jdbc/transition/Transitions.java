@@ -5,6 +5,7 @@ import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.Rendered;
 import dev.idem.transition.Outcome;
@@ -133,9 +134,8 @@ public final class Transitions {
     this.read = Rendered.render(RENDER, RENDER.select(columns).from(table).where(id.eq(DSL.param("id"))));
   }
 
-  /** Starts the configuration of transitions on {@code table} ({@code "orders"} or {@code "shop.orders"}). */
-  public static Builder builder(Context idem, String table) {
-    return new Builder(idem, table);
+  static {
+    Factories.register(Transitions.class, String.class, Builder.class, Builder::new);
   }
 
   /** The table, as configured. */
