@@ -133,7 +133,7 @@ public final class Lab {
       int published = relay.runOnce();
       int taken = worker.drain();
       if (published == 0 && taken == 0) {
-        if (queue.isEmpty() && idem.outbox().countPending() == 0) {
+        if (queue.isEmpty() && idem.operations().outboxStats().pending() == 0) {
           return;
         }
         Thread.sleep(20); // a failed publish is retried after the relay's backoff

@@ -20,28 +20,27 @@ import org.flywaydb.core.Flyway;
  * {@code Idem} whose schema holds no idem tables refuses its first call with a data-access error
  * (SQLSTATE 42P01) naming the schema and this call, before it writes anything.
  *
- * <p>The migrations are SQL files in idem-jdbc, at {@link #MIGRATIONS}; they create the schema if it
- * is missing and record themselves in their own history table ({@link #HISTORY_TABLE}), so they
+ * <p>The migrations are SQL files in idem-jdbc, at {@code Idem.MIGRATIONS}; they create the schema if it
+ * is missing and record themselves in their own history table ({@code Idem.HISTORY_TABLE}), so they
  * never mix with your service's migrations. Safe to call on every start and from several processes
  * at once: Flyway takes a lock. To run them with your own Flyway instead, configure it with these
- * location, table and schema.
+ * location, table and schema: {@code Idem.MIGRATIONS}, {@code Idem.HISTORY_TABLE} and {@code
+ * Idem.DEFAULT_SCHEMA} (idem-jdbc's entry point, the one place these constants are published).
  *
  * <p>The key table and the inbox come in two layouts, chosen at the first migration: {@link
  * Layout#DEFAULT}, or {@link Layout#PARTITIONED} by the time of UUIDv7 keys, which also needs
- * {@link #PARTITIONED_MIGRATIONS} among your own Flyway's locations.
+ * {@code Idem.PARTITIONED_MIGRATIONS} among your own Flyway's locations.
  *
  * <p>Idem's schema name is used unquoted by the migrations: lower-case letters, digits and
  * underscores, not starting with a digit, at most 63, and not a word PostgreSQL reserves.
  */
 public final class IdemFlyway {
-  /** Where idem's migrations live on the class path (in idem-jdbc's jar). */
-  public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
+  // Copies of Idem's public constants (MIGRATIONS, PARTITIONED_MIGRATIONS, HISTORY_TABLE,
+  // DEFAULT_SCHEMA), kept private: this module cannot depend on idem-jdbc, whose tests migrate with
+  // it (a reactor cycle). IdemTest checks that a Flyway configured with Idem's finds these applied.
+  private static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
 
-  /**
-   * Where the partitioned layout's migration lives ({@link Layout#PARTITIONED}): added to {@link
-   * #MIGRATIONS} to choose it, at the first migration.
-   */
-  public static final String PARTITIONED_MIGRATIONS = "classpath:dev/idem/jdbc/migration-partitioned";
+  private static final String PARTITIONED_MIGRATIONS = "classpath:dev/idem/jdbc/migration-partitioned";
 
   /**
    * How idem keeps its key table and inbox, chosen at the first migration (docs/scale.md). The code
@@ -60,17 +59,15 @@ public final class IdemFlyway {
     PARTITIONED
   }
 
-  /** idem's own Flyway history table, in idem's schema. */
-  public static final String HISTORY_TABLE = "idem_schema_history";
+  private static final String HISTORY_TABLE = "idem_schema_history";
 
-  /** The schema idem's tables are in unless you choose another. */
-  public static final String DEFAULT_SCHEMA = "idem";
+  private static final String DEFAULT_SCHEMA = "idem";
 
   private static final Pattern NAME = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
 
   private IdemFlyway() {}
 
-  /** Applies idem's migrations to the schema {@value #DEFAULT_SCHEMA}. */
+  /** Applies idem's migrations to the schema {@code idem} ({@code Idem.DEFAULT_SCHEMA}). */
   public static void migrate(DataSource dataSource) {
     migrate(dataSource, DEFAULT_SCHEMA);
   }

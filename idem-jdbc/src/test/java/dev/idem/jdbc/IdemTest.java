@@ -207,12 +207,23 @@ class IdemTest {
     idem.useTransaction(tx -> tx.dsl().execute("DELETE FROM notes"));
   }
 
-  /** idem-flyway's constants are the ones idem-jdbc documents for users of their own Flyway. */
+  /**
+   * IdemFlyway runs the migrations Idem's constants name: a user's own Flyway configured with them
+   * (location, history table, default schema) finds every migration applied, in that table.
+   */
   @Test
   void idemFlywayRunsTheMigrationsIdemJdbcShips() {
-    assertThat(IdemFlyway.MIGRATIONS).isEqualTo(Idem.MIGRATIONS);
-    assertThat(IdemFlyway.HISTORY_TABLE).isEqualTo(Idem.HISTORY_TABLE);
-    assertThat(IdemFlyway.DEFAULT_SCHEMA).isEqualTo(Idem.DEFAULT_SCHEMA);
+    try (TestDatabase own = TestPostgres.newDatabase("idem_flyway_constants")) {
+      DataSource ownDs = own.dataSource(2);
+      IdemFlyway.migrate(ownDs);
+      org.flywaydb.core.Flyway yours = org.flywaydb.core.Flyway.configure().dataSource(ownDs)
+          .schemas(Idem.DEFAULT_SCHEMA).table(Idem.HISTORY_TABLE).locations(Idem.MIGRATIONS).load();
+      assertThat(yours.info().pending()).isEmpty();
+      assertThat(yours.info().applied()).isNotEmpty();
+      assertThat(yours.validateWithResult().validationSuccessful).isTrue();
+      assertThat(own.count("SELECT count(*) FROM " + Idem.DEFAULT_SCHEMA + "." + Idem.HISTORY_TABLE
+          + " WHERE success AND version IS NOT NULL")).isPositive();
+    }
   }
 
 }

@@ -12,8 +12,8 @@ import org.jooq.UpdateSetMoreStep;
 import org.jooq.impl.DSL;
 
 /**
- * The one re-drive of parked outbox messages, shared by the outbox ({@code Outbox.redrive}) and the
- * operator's view ({@code Operations.redrive*}), which must not depend on each other: a parked row
+ * The re-drive of parked outbox messages, the operator's view's ({@code Operations.redrive*}), the one
+ * way to administer the outbox: a parked row
  * becomes pending again, due now (database clock), attempts reset, id unchanged. Rendered once per
  * context. Not an API.
  */

@@ -42,8 +42,8 @@ import org.slf4j.LoggerFactory;
  * never overruled.
  *
  * <p><b>Parked messages.</b> {@link #parked}, {@link #redrive(UUID)}, {@link #redriveTopic}, {@link
- * #redriveAll} and {@link #outboxStats}: the outbox's re-drive, the same statement {@code
- * Outbox.redrive} runs.
+ * #redriveAll} and {@link #outboxStats}: the one way to administer the outbox (the {@code Outbox}
+ * only writes messages).
  *
  * <p><b>Partitions.</b> {@link #maintainPartitions()}: the partitioned layout's days (docs/scale.md),
  * created ahead and dropped whole once their rows are past their window; nothing to do in the

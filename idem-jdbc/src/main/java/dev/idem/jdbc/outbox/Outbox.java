@@ -7,7 +7,6 @@ import dev.idem.internal.base.Sha256;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.tx.Tx;
-import dev.idem.jdbc.internal.OutboxRedrive;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
@@ -30,8 +29,8 @@ import org.jooq.impl.DSL;
  *
  * <p>Guarantees: the id is minted at enqueue (a time-ordered UUIDv7), never at send time, so every
  * send of the message carries the same id. A message is never dropped: it stays pending, sent (kept
- * for the relay's retention) or parked after too many failed attempts, where {@link #redrive} sends
- * it again.
+ * for the relay's retention) or parked after too many failed attempts, where {@link
+ * dev.idem.jdbc.ops.Operations#redrive(UUID) Operations.redrive} sends it again.
  *
  * <p>Does not guarantee: exactly-once delivery. The relay is at least once; receivers must absorb
  * copies by the message id (an {@link dev.idem.jdbc.inbox.Inbox} does).
@@ -59,7 +58,6 @@ public final class Outbox {
   /** The {@code INSERT} of n messages at index n, rendered on first use; enqueue sits on the caller's hot path. */
   private final AtomicReferenceArray<String> insertByRows = new AtomicReferenceArray<>(MAX_ROWS_PER_INSERT + 1);
   /** The re-drive the operator's view shares (dev.idem.jdbc.ops must not depend on this package). */
-  private final OutboxRedrive redrive;
   private volatile Outbox notifyingTwin;
 
   private Outbox(Context idem, OutboxLayout layout, boolean notifying) {
@@ -67,7 +65,6 @@ public final class Outbox {
     this.layout = layout;
     this.notifying = notifying;
     insertByRows.set(1, renderInsert(1));
-    this.redrive = new OutboxRedrive(idem);
   }
 
   /** {@code INSERT} of {@code rows} messages, each bound by {@link #bind}. */
@@ -298,69 +295,5 @@ public final class Outbox {
           + " transaction (with its TransactionBinding), or pass the transaction's connection");
     }
     return tx.connection();
-  }
-
-  /**
-   * How many messages are pending: committed and not yet marked sent, whether due now, backing off
-   * after a failed publish, or in a batch a relay is publishing right now (until that batch
-   * commits). Parked ones are not counted: see {@link #countParked()}.
-   *
-   * <p>A snapshot, counted by the database in one statement: the rows committed when it started
-   * (inside an idem transaction open on this thread, which it joins, also that transaction's own
-   * messages). Transactions still open elsewhere are not counted, so zero means nothing was pending
-   * at that moment, not that nothing will be. Pending rows have an index of their own, so this
-   * stays cheap however many sent rows the table keeps.
-   */
-  public long countPending() {
-    return count(PENDING);
-  }
-
-  /**
-   * How many messages are parked: failed {@code maxAttempts} times and waiting for {@link
-   * #redrive}. A snapshot, as {@link #countPending()}. There is no index on parked rows: this scans
-   * the table (sent rows included, kept for the retention), so call it for monitoring now and then,
-   * not in a tight loop.
-   */
-  public long countParked() {
-    return count(PARKED);
-  }
-
-  private long count(String status) {
-    return idem.inTransaction(tx -> tx.dsl().selectCount().from(T).where(STATUS.eq(DSL.inline(status))).fetchOne(0, Long.class));
-  }
-
-  /**
-   * Sends a parked message again: it becomes pending, due now, with its attempts reset. Its id is
-   * unchanged.
-   *
-   * @return true if {@code id} was parked and is now pending; false if no parked message has it
-   */
-  public boolean redrive(UUID id) {
-    if (id == null) {
-      throw new IllegalArgumentException("id must not be null");
-    }
-    return idem.inTransaction(tx -> {
-      try {
-        return redrive.byId(tx.connection(), id) == 1;
-      } catch (SQLException e) {
-        throw new DataAccessException("could not re-drive " + id + ": " + e.getMessage(), e);
-      }
-    });
-  }
-
-  /**
-   * {@link #redrive(UUID)} for every parked message, in one statement (fix the cause first: they
-   * are tried again at once).
-   *
-   * @return how many were parked and are now pending
-   */
-  public int redriveAll() {
-    return idem.inTransaction(tx -> {
-      try {
-        return redrive.all(tx.connection());
-      } catch (SQLException e) {
-        throw new DataAccessException("could not re-drive the parked messages: " + e.getMessage(), e);
-      }
-    });
   }
 }

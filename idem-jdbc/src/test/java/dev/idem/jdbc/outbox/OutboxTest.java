@@ -366,7 +366,7 @@ class OutboxTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message");
     assertThatThrownBy(() -> idem.outbox().enqueue((Connection) null, NewMessage.of("t", new byte[0])))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("callerTx");
-    assertThatThrownBy(() -> idem.outbox().redrive(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
+    assertThatThrownBy(() -> idem.operations().redrive(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
     assertThatThrownBy(() -> idem.relay(m -> {}).batchSize(0).build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("batchSize");
     assertThatThrownBy(() -> idem.relay(m -> {}).maxAttempts(0).build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxAttempts");
     assertThatThrownBy(() -> idem.relay(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("publisher");

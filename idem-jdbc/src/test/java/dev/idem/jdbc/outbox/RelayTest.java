@@ -295,45 +295,45 @@ class RelayTest {
   }
 
   @Test
-  void countPendingAndCountParkedAreWhatTheTableHolds() throws Exception {
-    assertThat(outbox.countPending()).isZero();
-    assertThat(outbox.countParked()).isZero();
+  void outboxStatsCountWhatTheTableHolds() throws Exception {
+    assertThat(idem.operations().outboxStats().pending()).isZero();
+    assertThat(idem.operations().outboxStats().parked()).isZero();
     List<UUID> ids = idem.inTransaction(tx -> outbox.enqueueAll(tx.connection(), List.of(msg("x"), msg("y"), msg("z"))));
-    assertThat(outbox.countPending()).isEqualTo(3);
+    assertThat(idem.operations().outboxStats().pending()).isEqualTo(3);
     Relay failing = idem.relay(m -> {
       throw new IOException("down");
     }).maxAttempts(1).build();
     failing.runOnce();
-    assertThat(outbox.countPending()).isZero();
-    assertThat(outbox.countParked()).isEqualTo(3).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'"));
-    assertThat(outbox.redrive(ids.get(0))).isTrue();
-    assertThat(outbox.countPending()).isEqualTo(1);
-    assertThat(outbox.countParked()).isEqualTo(2);
+    assertThat(idem.operations().outboxStats().pending()).isZero();
+    assertThat(idem.operations().outboxStats().parked()).isEqualTo(3).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'"));
+    assertThat(idem.operations().redrive(ids.get(0))).isEqualTo(1);
+    assertThat(idem.operations().outboxStats().pending()).isEqualTo(1);
+    assertThat(idem.operations().outboxStats().parked()).isEqualTo(2);
     // backing off after a failed publish is still pending
     Relay backingOff = idem.relay(m -> {
       throw new IOException("still down");
     }).backoff(Duration.ofMinutes(1), Duration.ofMinutes(2)).build();
     assertThat(backingOff.runOnce()).isZero();
-    assertThat(outbox.countPending()).isEqualTo(1);
+    assertThat(idem.operations().outboxStats().pending()).isEqualTo(1);
     // a snapshot: an open transaction's messages count only inside it
     CountDownLatch enqueuedNotCommitted = new CountDownLatch(1);
     CountDownLatch counted = new CountDownLatch(1);
     ExecutorService other = Executors.newSingleThreadExecutor();
     Future<Long> inside = other.submit(() -> idem.inTransaction(tx -> {
       outbox.enqueue(tx.connection(), msg("open"));
-      long seen = outbox.countPending();
+      long seen = idem.operations().outboxStats().pending();
       enqueuedNotCommitted.countDown();
       counted.await();
       return seen;
     }));
     assertThat(enqueuedNotCommitted.await(20, TimeUnit.SECONDS)).isTrue();
-    assertThat(outbox.countPending()).isEqualTo(1);
+    assertThat(idem.operations().outboxStats().pending()).isEqualTo(1);
     counted.countDown();
     assertThat(inside.get(20, TimeUnit.SECONDS)).isEqualTo(2);
     other.shutdown();
-    assertThat(outbox.countPending()).isEqualTo(2).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'"));
+    assertThat(idem.operations().outboxStats().pending()).isEqualTo(2).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'"));
     idem.relay(m -> {}).build().runOnce();
-    assertThat(outbox.countPending()).isEqualTo(1); // the one backing off
+    assertThat(idem.operations().outboxStats().pending()).isEqualTo(1); // the one backing off
   }
 
   @Test
@@ -371,13 +371,13 @@ class RelayTest {
     assertThat(attempts).hasSize(3); // parked: not tried again
 
     brokerUp.set(true);
-    assertThat(outbox.redrive(id)).isTrue();
-    assertThat(outbox.redrive(id)).isFalse(); // no longer parked
+    assertThat(idem.operations().redrive(id)).isEqualTo(1);
+    assertThat(idem.operations().redrive(id)).isZero(); // no longer parked
     assertThat(relay.runOnce()).isEqualTo(1);
     assertThat(attempts).containsExactly(1, 2, 3, 1);
     assertThat(status(id)).isEqualTo("S");
-    assertThat(outbox.redrive(UUID.randomUUID())).isFalse();
-    assertThatThrownBy(() -> outbox.redrive(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
+    assertThat(idem.operations().redrive(UUID.randomUUID())).isZero();
+    assertThatThrownBy(() -> idem.operations().redrive(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
   }
 
   @Test
@@ -634,8 +634,8 @@ class RelayTest {
     failing.runOnce();
     assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND attempts = 1 AND last_error = 'java.io.IOException: down'")).isEqualTo(2);
     UUID c = enqueue(msg("c"));
-    assertThat(outbox.redriveAll()).isEqualTo(2);
-    assertThat(outbox.redriveAll()).isZero();
+    assertThat(idem.operations().redriveAll()).isEqualTo(2);
+    assertThat(idem.operations().redriveAll()).isZero();
     List<UUID> sent = new CopyOnWriteArrayList<>();
     assertThat(idem.relay(m -> sent.add(m.id())).build().runOnce()).isEqualTo(3);
     assertThat(sent).containsExactlyInAnyOrder(a, b, c);

@@ -2,6 +2,7 @@ package dev.idem.spring.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.Publisher;
@@ -36,7 +37,7 @@ class IdemHealthTest {
         .run(ctx -> {
           Outbox outbox = ctx.getBean(Outbox.class);
           ctx.getBean(TransactionTemplate.class).executeWithoutResult(s -> outbox.enqueue(NewMessage.of("orders", new byte[] {1})));
-          Poll.until("the message parked", () -> outbox.countParked() == 1);
+          Poll.until("the message parked", () -> ctx.getBean(Idem.class).operations().outboxStats().parked() == 1);
           HealthIndicator health = ctx.getBean("idemHealthIndicator", HealthIndicator.class);
           assertThat(health.health().getStatus()).isEqualTo(Status.UP);
           assertThat(health.health().getDetails()).containsEntry("relay", "running").containsEntry("outboxParked", 1L)
