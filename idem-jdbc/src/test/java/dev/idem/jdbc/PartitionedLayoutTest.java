@@ -315,7 +315,8 @@ class PartitionedLayoutTest {
     try (TestDatabase plain = TestPostgres.newDatabase("default_layout")) {
       DataSource pds = plain.dataSource(2);
       IdemFlyway.migrate(pds);
-      assertThat(Idem.builder(pds).build().operations().maintainPartitions()).isEqualTo(new PartitionMaintenance(0, 0));
+      PartitionMaintenance none = Idem.builder(pds).build().operations().maintainPartitions();
+      assertThat(List.of(none.created(), none.dropped())).containsExactly(0, 0);
     }
   }
 

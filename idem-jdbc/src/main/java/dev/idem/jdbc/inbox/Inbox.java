@@ -205,7 +205,7 @@ public final class Inbox {
     Require.notNull(effect, "effect");
     List<M> batch = new ArrayList<>(messages); // one snapshot of the list, checked and run
     if (batch.isEmpty()) {
-      return new Received<>(List.of(), List.of(), List.of(), List.of());
+      return new ReceivedValue<>(List.of(), List.of(), List.of(), List.of());
     }
     // The distinct ids, in order of first occurrence; slot[i] is message i's id among them, and
     // first.get(k) the message where id k first occurs (the one whose effect runs).
@@ -237,11 +237,11 @@ public final class Inbox {
       switch (o.fate()) {
         case APPLIED -> (repeat ? duplicates : applied).add(message);
         case REPEAT -> duplicates.add(message);
-        case FAILED -> failed.add(new Received.Failure<>(message, o.error()));
+        case FAILED -> failed.add(new ReceivedValue.FailureValue<>(message, o.error()));
         case IN_FLIGHT -> inFlight.add(message);
       }
     }
-    return new Received<>(applied, duplicates, failed, inFlight);
+    return new ReceivedValue<>(applied, duplicates, failed, inFlight);
   }
 
   /**

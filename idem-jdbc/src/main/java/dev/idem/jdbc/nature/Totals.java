@@ -104,13 +104,13 @@ public final class Totals {
       for (int round = 1; ; round++) {
         try (PreparedStatement ps = upsert.prepare(tx, binds); ResultSet rs = ps.executeQuery()) {
           if (rs.next()) {
-            return new TotalWrite(Outcome.APPLIED, rs.getLong(1));
+            return new TotalWriteValue(Outcome.APPLIED, rs.getLong(1));
           }
         }
         // Zero rows: the row exists and holds as much or more. Read what it holds.
         try (PreparedStatement ps = read.prepare(tx, binds); ResultSet rs = ps.executeQuery()) {
           if (rs.next()) {
-            return new TotalWrite(Outcome.ALREADY_DONE, rs.getLong(1));
+            return new TotalWriteValue(Outcome.ALREADY_DONE, rs.getLong(1));
           }
         }
         if (round == 3) { // deleted between the two statements, three times over

@@ -136,9 +136,9 @@ public final class UniqueRows {
 
   private <T, X extends Exception> UniqueWrite<T> guarded(Tx tx, Map<String, ?> row, TxCallback<T, X> effect) throws X {
     if (insertRow(tx.connection(), row) == Outcome.ALREADY_DONE) {
-      return new UniqueWrite<>(Outcome.ALREADY_DONE, null);
+      return new UniqueWriteValue<>(Outcome.ALREADY_DONE, null);
     }
-    return new UniqueWrite<>(Outcome.APPLIED, effect.apply(tx));
+    return new UniqueWriteValue<>(Outcome.APPLIED, effect.apply(tx));
   }
 
   private void check(Map<String, ?> row) {

@@ -167,7 +167,7 @@ public final class Notifications {
       return answered(key, completed.row(), notification);
     }
     if (claim instanceof ExternalClaims.InFlight inFlight) {
-      return new SendResult.InFlight(inFlight.retryAfter());
+      return new SendResultValue.InFlightValue(inFlight.retryAfter());
     }
     ExternalClaims.Held held = (ExternalClaims.Held) claim;
     return attempt(new Outgoing(notification, collapseId, held.takeover()), binds, held.fence(), sender);
@@ -177,13 +177,13 @@ public final class Notifications {
   private <X extends Exception> SendResult attempt(Outgoing out, Binds binds, long token, Sender<X> sender) throws X {
     if (cap != null && !placeTaken(out.notification())) {
       record(binds, token, CAPPED);
-      return new SendResult.Capped(out.notification().recipient(), cap);
+      return new SendResultValue.CappedValue(out.notification().recipient(), cap);
     }
     if (delivery == Delivery.AT_MOST_ONCE_MAY_LOSE) {
       if (!record(binds, token, SENT)) {
         // The lease ended before the record and another sender took over: it sends, not this one,
         // under a lease of its own, at most this type's lease long.
-        return new SendResult.InFlight(external.inFlight(binds.key(), null).retryAfter());
+        return new SendResultValue.InFlightValue(external.inFlight(binds.key(), null).retryAfter());
       }
       sender.send(out);
       return sent(out, binds);
@@ -202,7 +202,7 @@ public final class Notifications {
 
   private SendResult sent(Outgoing out, Binds binds) {
     claims.reported(binds.key(), new Execution.Applied<>(null));
-    return new SendResult.Sent(out.collapseId(), out.takeover());
+    return new SendResultValue.SentValue(out.collapseId(), out.takeover());
   }
 
   /** A completed claim: sent (or claimed for sending) before, or refused by the cap before. */
@@ -210,8 +210,8 @@ public final class Notifications {
     claims.reported(key, claims.replay(key, Codec.none(), row));
     String outcome = row.result() == null ? SENT : new String(row.result(), StandardCharsets.UTF_8);
     return outcome.equals(CAPPED) && cap != null
-        ? new SendResult.Capped(n.recipient(), cap)
-        : new SendResult.Duplicate(row.completedAt());
+        ? new SendResultValue.CappedValue(n.recipient(), cap)
+        : new SendResultValue.DuplicateValue(row.completedAt());
   }
 
   private boolean placeTaken(Notification n) {

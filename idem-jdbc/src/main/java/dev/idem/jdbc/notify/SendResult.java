@@ -1,6 +1,5 @@
 package dev.idem.jdbc.notify;
 
-import dev.idem.internal.base.Require;
 import java.time.Duration;
 import java.time.Instant;
 
@@ -21,10 +20,12 @@ public sealed interface SendResult {
    * @param collapseId the collapse id the sender was given
    * @param takeover whether the claim was taken over from a sender whose lease ended
    */
-  record Sent(String collapseId, boolean takeover) implements SendResult {
-    public Sent {
-      Require.notNull(collapseId, "collapseId");
-    }
+  sealed interface Sent extends SendResult permits SendResultValue.SentValue {
+    /** The collapse id the sender was given. */
+    String collapseId();
+
+    /** Whether the claim was taken over from a sender whose lease ended. */
+    boolean takeover();
   }
 
   /**
@@ -33,20 +34,18 @@ public sealed interface SendResult {
    * Delivery#AT_MOST_ONCE_MAY_LOSE}, where it may have been lost) at {@code firstAt}, database clock.
    * Not sent again: acknowledge the redelivery.
    */
-  record Duplicate(Instant firstAt) implements SendResult {
-    public Duplicate {
-      Require.notNull(firstAt, "firstAt");
-    }
+  sealed interface Duplicate extends SendResult permits SendResultValue.DuplicateValue {
+    /** When the earlier copy was sent or claimed, by the database clock. */
+    Instant firstAt();
   }
 
   /**
    * Another sender holds the claim and its lease is live: not sent. Redeliver after {@code
    * retryAfter}; if that sender died, its lease will have ended and the redelivery sends.
    */
-  record InFlight(Duration retryAfter) implements SendResult {
-    public InFlight {
-      Require.notNull(retryAfter, "retryAfter");
-    }
+  sealed interface InFlight extends SendResult permits SendResultValue.InFlightValue {
+    /** When to redeliver. */
+    Duration retryAfter();
   }
 
   /**
@@ -54,10 +53,11 @@ public sealed interface SendResult {
    * sent, and recorded so: a redelivery of this notification is answered {@code Capped} again,
    * never sent later.
    */
-  record Capped(String recipient, Cap cap) implements SendResult {
-    public Capped {
-      Require.notNull(recipient, "recipient");
-      Require.notNull(cap, "cap");
-    }
+  sealed interface Capped extends SendResult permits SendResultValue.CappedValue {
+    /** The recipient whose cap refused the send. */
+    String recipient();
+
+    /** The cap that refused it. */
+    Cap cap();
   }
 }

@@ -147,7 +147,7 @@ public final class Operations {
         ps.setInt(1, limit);
         try (ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
-            out.add(new StuckKey(IdempotencyKey.of(rs.getString(1), rs.getString(2)), rs.getLong(3), rs.getString(4),
+            out.add(new StuckKeyValue(IdempotencyKey.of(rs.getString(1), rs.getString(2)), rs.getLong(3), rs.getString(4),
                 Duration.ofNanos(rs.getLong(5) * 1000), rs.getObject(6, OffsetDateTime.class)));
           }
         }
@@ -161,7 +161,7 @@ public final class Operations {
     return read("count the unknown outcomes", c -> {
       try (PreparedStatement ps = c.prepareStatement(unknownSql); ResultSet rs = ps.executeQuery()) {
         rs.next();
-        return new UnknownOutcomes(rs.getLong(1), Duration.ofNanos(rs.getLong(2) * 1000));
+        return new UnknownOutcomesValue(rs.getLong(1), Duration.ofNanos(rs.getLong(2) * 1000));
       }
     });
   }
@@ -253,7 +253,7 @@ public final class Operations {
         ps.setInt(1, limit);
         try (ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
-            out.add(new ParkedMessage(rs.getObject(1, UUID.class), rs.getString(2), rs.getString(3), rs.getInt(4),
+            out.add(new ParkedMessageValue(rs.getObject(1, UUID.class), rs.getString(2), rs.getString(3), rs.getInt(4),
                 rs.getString(5), rs.getObject(6, OffsetDateTime.class)));
           }
         }
@@ -298,7 +298,7 @@ public final class Operations {
     return read("read the outbox's stats", c -> {
       try (PreparedStatement ps = c.prepareStatement(statsSql); ResultSet rs = ps.executeQuery()) {
         rs.next();
-        return new OutboxStats(rs.getLong(1), rs.getLong(2), Duration.ofNanos(rs.getLong(3) * 1000));
+        return new OutboxStatsValue(rs.getLong(1), rs.getLong(2), Duration.ofNanos(rs.getLong(3) * 1000));
       }
     });
   }
@@ -347,13 +347,13 @@ public final class Operations {
       throw new IllegalArgumentException("keep must not be null or negative, was " + keep);
     }
     // the default layout has nothing to create or drop (its SQL function is a stub for own-Flyway users)
-    PartitionMaintenance done = !context.partitioned() ? new PartitionMaintenance(0, 0) : context.autoCommitOnce("idem partition maintenance", c -> {
+    PartitionMaintenance done = !context.partitioned() ? new PartitionMaintenanceValue(0, 0) : context.autoCommitOnce("idem partition maintenance", c -> {
       try (PreparedStatement ps = c.prepareStatement(maintainSql)) {
         ps.setString(1, ahead.toString());
         ps.setString(2, keep.toString());
         try (ResultSet rs = ps.executeQuery()) {
           rs.next();
-          return new PartitionMaintenance(rs.getInt(1), rs.getInt(2));
+          return new PartitionMaintenanceValue(rs.getInt(1), rs.getInt(2));
         }
       }
     });

@@ -7,4 +7,10 @@ import java.time.Duration;
  * parked, and the age of the oldest pending message by the database clock ({@link Duration#ZERO}
  * when none is pending). Messages of transactions not yet committed are not seen.
  */
-public record OutboxStats(long pending, long parked, Duration oldestPending) {}
+public sealed interface OutboxStats permits OutboxStatsValue {
+  long pending();
+
+  long parked();
+
+  Duration oldestPending();
+}

@@ -5,9 +5,20 @@ import java.util.UUID;
 
 /**
  * An outbox message the relay gave up on after its max attempts; it stays until re-driven.
- *
- * @param aggregateKey null if the message has none
- * @param lastError the last publish failure the relay recorded, or null
- * @param parkedSince when the relay parked it, by the database clock
  */
-public record ParkedMessage(UUID id, String topic, String aggregateKey, int attempts, String lastError, OffsetDateTime parkedSince) {}
+public sealed interface ParkedMessage permits ParkedMessageValue {
+  UUID id();
+
+  String topic();
+
+  /** Null if the message has none. */
+  String aggregateKey();
+
+  int attempts();
+
+  /** The last publish failure the relay recorded, or null. */
+  String lastError();
+
+  /** When the relay parked it, by the database clock. */
+  OffsetDateTime parkedSince();
+}

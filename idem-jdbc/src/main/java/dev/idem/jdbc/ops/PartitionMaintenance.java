@@ -5,4 +5,8 @@ package dev.idem.jdbc.ops;
  * and the inbox created ahead, and old ones dropped whole. Both are 0 in the default layout,
  * which has no partitions.
  */
-public record PartitionMaintenance(int created, int dropped) {}
+public sealed interface PartitionMaintenance permits PartitionMaintenanceValue {
+  int created();
+
+  int dropped();
+}

@@ -8,11 +8,20 @@ import java.time.OffsetDateTime;
  * An external effect whose outcome is unknown: its key is in flight and its lease ran out, so the
  * call may or may not have reached the provider. Look it up there by {@code callKey}, then {@link
  * Operations#resolve} (it did) or {@link Operations#release} (it did not), passing {@code fence}.
- *
- * @param key the intent's key (scope and value)
- * @param fence the fencing token of the last attempt: what resolve and release must be given
- * @param callKey the key the call sent to the provider (the same for every attempt)
- * @param leaseEndedAgo how long ago the lease ran out, by the database clock
- * @param createdAt when the key was claimed, by the database clock
  */
-public record StuckKey(IdempotencyKey key, long fence, String callKey, Duration leaseEndedAgo, OffsetDateTime createdAt) {}
+public sealed interface StuckKey permits StuckKeyValue {
+  /** The intent's key (scope and value). */
+  IdempotencyKey key();
+
+  /** The fencing token of the last attempt: what resolve and release must be given. */
+  long fence();
+
+  /** The key the call sent to the provider (the same for every attempt). */
+  String callKey();
+
+  /** How long ago the lease ran out, by the database clock. */
+  Duration leaseEndedAgo();
+
+  /** When the key was claimed, by the database clock. */
+  OffsetDateTime createdAt();
+}

@@ -7,4 +7,8 @@ import java.time.Duration;
  * many, and how long ago the oldest one's lease ran out ({@link Duration#ZERO} when there are none).
  * Counted by the database in one statement, by its clock.
  */
-public record UnknownOutcomes(long count, Duration oldest) {}
+public sealed interface UnknownOutcomes permits UnknownOutcomesValue {
+  long count();
+
+  Duration oldest();
+}

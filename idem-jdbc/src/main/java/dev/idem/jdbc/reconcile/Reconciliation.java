@@ -104,7 +104,7 @@ public final class Reconciliation {
         List<Findings.Duplicate> dup = new ArrayList<>();
         try (PreparedStatement ps = c.prepareStatement(duplicates); ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
-            dup.add(new Findings.Duplicate(rs.getString(1), rs.getLong(2)));
+            dup.add(new FindingsValue.DuplicateValue(rs.getString(1), rs.getLong(2)));
           }
         }
         long without = strings(c, withoutKeyCount, null).stream().mapToLong(Long::parseLong).sum();
@@ -113,7 +113,7 @@ public final class Reconciliation {
         // The operator's queries, joining this transaction (open on this thread): the same snapshot.
         UnknownOutcomes unknown = operations.unknownOutcomes();
         List<StuckKey> stuck = unknown.count() == 0 ? List.of() : operations.stuckKeys(n);
-        return new Findings(target, at, dup, without, withoutSample, orphanKeys, unknown, stuck);
+        return new FindingsValue(target, at, dup, without, withoutSample, orphanKeys, unknown, stuck);
       } catch (SQLException e) {
         throw new DataAccessException("could not reconcile " + target.describe() + ": " + e.getMessage(), e);
       }

@@ -12,25 +12,20 @@ import java.util.OptionalLong;
  *
  * <p>Does not guarantee that the row is still there: another transaction may move it right after
  * the statement or the read that produced this result.
- *
- * @param outcome what the write did
- * @param rowFound whether a row with the id exists (false only for a {@link Outcome#CONFLICT})
- * @param state the row's status, empty if there is no row or its status is SQL NULL
- * @param version the row's version, empty if there is no row or the table has no version column
  */
-public record TransitionResult(Outcome outcome, boolean rowFound, Optional<String> state, OptionalLong version) {
+public sealed interface TransitionResult permits TransitionResultValue {
+  /** What the write did. */
+  Outcome outcome();
 
-  public TransitionResult {
-    if (outcome == null || state == null || version == null) {
-      throw new IllegalArgumentException("outcome, state and version must not be null (use Optional.empty())");
-    }
-    if (!rowFound && (outcome != Outcome.CONFLICT || state.isPresent() || version.isPresent())) {
-      throw new IllegalArgumentException("without a row the outcome is CONFLICT with no state or version");
-    }
-  }
+  /** Whether a row with the id exists (false only for a {@link Outcome#CONFLICT}). */
+  boolean rowFound();
+
+  /** The row's status, empty if there is no row or its status is SQL NULL. */
+  Optional<String> state();
+
+  /** The row's version, empty if there is no row or the table has no version column. */
+  OptionalLong version();
 
   /** Shorthand for {@code outcome().isSuccess()}: APPLIED or ALREADY_DONE. */
-  public boolean isSuccess() {
-    return outcome.isSuccess();
-  }
+  boolean isSuccess();
 }

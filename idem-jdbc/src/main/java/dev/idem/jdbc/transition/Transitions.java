@@ -364,7 +364,7 @@ public final class Transitions {
     try {
       try (PreparedStatement ps = update.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
         if (rs.next()) {
-          TransitionResult applied = new TransitionResult(Outcome.APPLIED, true,
+          TransitionResult applied = new TransitionResultValue(Outcome.APPLIED, true,
               Optional.ofNullable(rs.getString(1)), versionOf(rs, 2));
           if (rs.next()) {
             throw new IllegalStateException("the write matched more than one row of " + tableName + " with "
@@ -375,7 +375,7 @@ public final class Transitions {
       }
       try (PreparedStatement ps = read.prepare(c, Map.of("id", rowId)); ResultSet rs = ps.executeQuery()) {
         if (!rs.next()) {
-          return new TransitionResult(Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty());
+          return new TransitionResultValue(Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty());
         }
         Optional<String> current = Optional.ofNullable(rs.getString(1));
         OptionalLong currentVersion = versionOf(rs, 2);
@@ -386,7 +386,7 @@ public final class Transitions {
           }
         }
         Outcome outcome = target == null ? Outcome.CONFLICT : path.classify(current.orElse(null), target);
-        return new TransitionResult(outcome, true, current, currentVersion);
+        return new TransitionResultValue(outcome, true, current, currentVersion);
       }
     } catch (SQLException e) {
       throw new DataAccessException("conditional write on " + tableName + " failed: " + e.getMessage(), e);

@@ -366,7 +366,7 @@ class InboxBatchTest {
   void badInputIsRefusedNamingItsPositionAndWritesNothing() {
     List<Msg> good = batch("b-", 0, 3);
     assertThat(billing.receiveAll(List.<Msg>of(), Msg::id, InboxBatchTest::charge))
-        .isEqualTo(new Received<Msg>(List.of(), List.of(), List.of(), List.of()));
+        .isEqualTo(new ReceivedValue<Msg>(List.of(), List.of(), List.of(), List.of()));
     assertThatThrownBy(() -> billing.receiveAll(null, Msg::id, InboxBatchTest::charge)).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("messages");
     assertThatThrownBy(() -> billing.receiveAll(good, null, InboxBatchTest::charge)).isInstanceOf(IllegalArgumentException.class)

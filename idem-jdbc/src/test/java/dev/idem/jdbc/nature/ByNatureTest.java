@@ -52,11 +52,11 @@ class ByNatureTest {
   void aTotalKeepsTheLargerValue() {
     Totals clicks = idem.totals("ads.clicks").key("ad_id", "minute").total("clicks").build();
     Map<String, String> key = Map.of("ad_id", "ad7", "minute", "14:31");
-    assertThat(clicks.record(key, 400)).isEqualTo(new TotalWrite(Outcome.APPLIED, 400));
-    assertThat(clicks.record(key, 413)).isEqualTo(new TotalWrite(Outcome.APPLIED, 413));
-    assertThat(clicks.record(key, 413)).isEqualTo(new TotalWrite(Outcome.ALREADY_DONE, 413));
+    assertThat(clicks.record(key, 400)).isEqualTo(new TotalWriteValue(Outcome.APPLIED, 400));
+    assertThat(clicks.record(key, 413)).isEqualTo(new TotalWriteValue(Outcome.APPLIED, 413));
+    assertThat(clicks.record(key, 413)).isEqualTo(new TotalWriteValue(Outcome.ALREADY_DONE, 413));
     // An older total replayed late does not move the number backwards.
-    assertThat(clicks.record(key, 400)).isEqualTo(new TotalWrite(Outcome.ALREADY_DONE, 413));
+    assertThat(clicks.record(key, 400)).isEqualTo(new TotalWriteValue(Outcome.ALREADY_DONE, 413));
     assertThat(db.count("SELECT clicks FROM ads.clicks WHERE ad_id = 'ad7' AND minute = '14:31'")).isEqualTo(413);
     assertThat(db.count("SELECT count(*) FROM ads.clicks WHERE ad_id = 'ad7'")).isEqualTo(1);
   }

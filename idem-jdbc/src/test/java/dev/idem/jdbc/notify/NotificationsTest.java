@@ -126,7 +126,7 @@ class NotificationsTest {
       // The lease ends by the database clock: the redelivery takes the claim over and sends again.
       db.execute("SELECT pg_sleep(2.2)");
       SendResult afterDeath = codes.send(n, NotificationsTest::record);
-      assertThat(afterDeath).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-7"), true));
+      assertThat(afterDeath).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-7"), true));
       assertThat(sends("otp-7")).isEqualTo(2);
       assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'otp-7' AND takeover")).isEqualTo(1);
       assertThat(db.count("SELECT fence FROM idem.idem_keys WHERE key = 'otp-7'")).isEqualTo(2);
@@ -148,7 +148,7 @@ class NotificationsTest {
       throw new java.io.IOException("SMTP timeout");
     })).hasMessage("SMTP timeout");
     assertThat(receipts.send(n, NotificationsTest::record)).isEqualTo(
-        new SendResult.Sent(Notifications.collapseId("fail-repeat"), true));
+        new SendResultValue.SentValue(Notifications.collapseId("fail-repeat"), true));
     assertThat(sends("fail-repeat")).isEqualTo(1);
 
     Notifications digest = idem.notifications("weekly-digest").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).build();
@@ -172,7 +172,7 @@ class NotificationsTest {
         .send(Notification.of("capped-" + i, "email", "order-77"), NotificationsTest::record));
     assertThat(results.stream().filter(SendResult::sent)).hasSize(3);
     assertThat(results.stream().filter(r -> r instanceof SendResult.Capped)).hasSize(13)
-        .allSatisfy(r -> assertThat(r).isEqualTo(new SendResult.Capped("order-77", cap)));
+        .allSatisfy(r -> assertThat(r).isEqualTo(new SendResultValue.CappedValue("order-77", cap)));
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
     assertThat(db.count("SELECT cardinality(sent_at) FROM idem.idem_notification_caps"
         + " WHERE cap = 'transactional-email' AND recipient = 'order-77'")).isEqualTo(3);
@@ -255,7 +255,7 @@ class NotificationsTest {
     db.execute("SELECT pg_sleep(1.1)"); // past the window, by the database clock
 
     SendResult other = shortLived.send(Notification.of("new-life", "email", "order-6"), NotificationsTest::record);
-    assertThat(other).isEqualTo(new SendResult.Sent(Notifications.collapseId("new-life"), false));
+    assertThat(other).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("new-life"), false));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'new-life' AND recipient = 'order-6'"
         + " AND NOT takeover")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = 'new-life'"
@@ -263,7 +263,7 @@ class NotificationsTest {
     assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "new-life"))).isEmpty();
 
     SendResult same = shortLived.send(Notification.of("same-life", "email", "order-5"), NotificationsTest::record);
-    assertThat(same).isEqualTo(new SendResult.Sent(Notifications.collapseId("same-life"), true));
+    assertThat(same).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("same-life"), true));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'same-life' AND takeover")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = 'same-life'"
         + " AND state = 'C' AND fence = 2")).isEqualTo(1);
@@ -292,7 +292,7 @@ class NotificationsTest {
           Thread.sleep(5);
         }
       });
-      assertThat(first).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-terminated"), false));
+      assertThat(first).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-terminated"), false));
       assertThat(sends("otp-terminated")).isEqualTo(1);
       assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-terminated' AND state = 'C'"
           + " AND fence = 1")).as("recorded under the attempt's own token").isEqualTo(1);
@@ -325,7 +325,7 @@ class NotificationsTest {
         + " AND fence = 1 AND lease_expires_at <= clock_timestamp()")).as("the lease was ended").isEqualTo(1);
 
     SendResult redelivered = codes.send(n, NotificationsTest::record);
-    assertThat(redelivered).isEqualTo(new SendResult.Sent(Notifications.collapseId("otp-refused"), true));
+    assertThat(redelivered).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-refused"), true));
     assertThat(sends("otp-refused")).isEqualTo(2);
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-refused' AND state = 'C'"
         + " AND fence = 2")).isEqualTo(1);
@@ -384,7 +384,7 @@ class NotificationsTest {
     SendResult redelivered = codes.send(n, Sends.into(ds));
     if (delivery == Delivery.AT_LEAST_ONCE_MAY_REPEAT) {
       // Sent, then died before "sent" was recorded: the redelivery takes over and sends again.
-      assertThat(redelivered).isEqualTo(new SendResult.Sent(Notifications.collapseId(id), true));
+      assertThat(redelivered).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId(id), true));
       assertThat(sends(id)).isEqualTo(2);
       assertThat(db.count("SELECT fence FROM idem.idem_keys WHERE key = ?", id)).isEqualTo(2);
     } else {

@@ -111,7 +111,7 @@ class ReconciliationTest {
 
     Findings f = reconciliation.check(EffectTable.of("refunds", "order_key").withScope("refund"));
     assertThat(f.clean()).isFalse();
-    assertThat(f.duplicates()).containsExactly(new Findings.Duplicate("r1", 2));
+    assertThat(f.duplicates()).containsExactly(new FindingsValue.DuplicateValue("r1", 2));
     assertThat(f.effectsWithoutKey()).isEqualTo(1);
     assertThat(f.effectsWithoutKeySample()).hasSize(1);
     assertThat(f.keysWithoutEffect()).containsExactly("r2");

@@ -177,7 +177,7 @@ class TransitionsTest {
     insert("o3", "CANCELLED");
     try (Connection c = ds.getConnection()) {
       TransitionResult r = orders.step(c, "o3", "PLACED", "PACKED");
-      assertThat(r).isEqualTo(new TransitionResult(CONFLICT, true, Optional.of("CANCELLED"), OptionalLong.of(1)));
+      assertThat(r).isEqualTo(new TransitionResultValue(CONFLICT, true, Optional.of("CANCELLED"), OptionalLong.of(1)));
       assertThat(r.isSuccess()).isFalse();
     }
     assertThat(row("o3")).isEqualTo("CANCELLED v1 fence=null note=null");
@@ -195,7 +195,7 @@ class TransitionsTest {
     long before = count("shop.orders");
     try (Connection c = ds.getConnection()) {
       TransitionResult r = orders.step(c, "no-such-order", "PLACED", "PACKED");
-      assertThat(r).isEqualTo(new TransitionResult(CONFLICT, false, Optional.empty(), OptionalLong.empty()));
+      assertThat(r).isEqualTo(new TransitionResultValue(CONFLICT, false, Optional.empty(), OptionalLong.empty()));
     }
     assertThat(count("shop.orders")).isEqualTo(before);
   }
@@ -205,9 +205,9 @@ class TransitionsTest {
     insert("o7", "PLACED");
     try (Connection c = ds.getConnection()) {
       assertThat(orders.step(c, "o7", "PLACED", "PACKED"))
-          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PACKED"), OptionalLong.of(2)));
+          .isEqualTo(new TransitionResultValue(APPLIED, true, Optional.of("PACKED"), OptionalLong.of(2)));
       assertThat(orders.step(c, "o7", "PLACED", "PACKED"))
-          .isEqualTo(new TransitionResult(ALREADY_DONE, true, Optional.of("PACKED"), OptionalLong.of(2)));
+          .isEqualTo(new TransitionResultValue(ALREADY_DONE, true, Optional.of("PACKED"), OptionalLong.of(2)));
     }
   }
 
@@ -294,12 +294,12 @@ class TransitionsTest {
     insert("o12", "PLACED");
     try (Connection c = ds.getConnection()) {
       assertThat(orders.updateAtVersion(c, "o12", 1, Map.of("note", "gift wrap")))
-          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PLACED"), OptionalLong.of(2)));
+          .isEqualTo(new TransitionResultValue(APPLIED, true, Optional.of("PLACED"), OptionalLong.of(2)));
       // A second editor that read version 1 too: refused, told the row is at version 2.
       assertThat(orders.updateAtVersion(c, "o12", 1, Map.of("note", "no wrap")))
-          .isEqualTo(new TransitionResult(CONFLICT, true, Optional.of("PLACED"), OptionalLong.of(2)));
+          .isEqualTo(new TransitionResultValue(CONFLICT, true, Optional.of("PLACED"), OptionalLong.of(2)));
       assertThat(orders.updateAtVersion(c, "missing", 1, Map.of("note", "x")))
-          .isEqualTo(new TransitionResult(CONFLICT, false, Optional.empty(), OptionalLong.empty()));
+          .isEqualTo(new TransitionResultValue(CONFLICT, false, Optional.empty(), OptionalLong.empty()));
       assertThatThrownBy(() -> orders.updateAtVersion(c, "o12", 2, Map.of("status", "DELIVERED")))
           .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("advance");
       assertThatThrownBy(() -> orders.updateAtVersion(c, "o12", 2, Map.of("version", 9)))
@@ -375,7 +375,7 @@ class TransitionsTest {
           .isInstanceOf(IllegalStateException.class).hasMessageContaining("fenceColumn");
       // Without a version column a step moves the status and leaves the version alone.
       assertThat(plain.step(c, "o15", "PLACED", "PACKED"))
-          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PACKED"), OptionalLong.empty()));
+          .isEqualTo(new TransitionResultValue(APPLIED, true, Optional.of("PACKED"), OptionalLong.empty()));
     }
     assertThat(row("o15")).isEqualTo("PACKED v1 fence=null note=null");
   }
@@ -411,9 +411,9 @@ class TransitionsTest {
     Transitions crates = idem.transitions("crates").path(SHIPMENT).build();
     try (Connection c = ds.getConnection()) {
       assertThat(crates.step(c, "c1", "PLACED", "PACKED"))
-          .isEqualTo(new TransitionResult(APPLIED, true, Optional.of("PACKED"), OptionalLong.empty()));
+          .isEqualTo(new TransitionResultValue(APPLIED, true, Optional.of("PACKED"), OptionalLong.empty()));
       assertThat(crates.step(c, "c1", "PLACED", "PACKED"))
-          .isEqualTo(new TransitionResult(ALREADY_DONE, true, Optional.of("PACKED"), OptionalLong.empty()));
+          .isEqualTo(new TransitionResultValue(ALREADY_DONE, true, Optional.of("PACKED"), OptionalLong.empty()));
       assertThat(crates.step(c, "c1", "SHIPPED", "DELIVERED").outcome()).isEqualTo(CONFLICT);
     }
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();

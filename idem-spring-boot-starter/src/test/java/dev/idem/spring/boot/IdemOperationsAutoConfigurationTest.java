@@ -50,8 +50,10 @@ class IdemOperationsAutoConfigurationTest {
       db.execute("INSERT INTO idem.idem_outbox (id, topic, payload, status, attempts, last_error)"
           + " VALUES ('00000000-0000-7000-8000-000000000001', 'orders', '\\x01', 'X', 5, 'broker down')");
       Map<String, Object> view = endpoint.view();
-      assertThat(view.get("unknownOutcomes")).isEqualTo(new UnknownOutcomes(0, Duration.ZERO));
-      assertThat(view.get("outbox")).isEqualTo(new OutboxStats(0, 1, Duration.ZERO));
+      UnknownOutcomes unknown = (UnknownOutcomes) view.get("unknownOutcomes");
+      assertThat(List.of(unknown.count(), unknown.oldest())).containsExactly(0L, Duration.ZERO);
+      OutboxStats outbox = (OutboxStats) view.get("outbox");
+      assertThat(List.of(outbox.pending(), outbox.parked(), outbox.oldestPending())).containsExactly(0L, 1L, Duration.ZERO);
       assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'")).isEqualTo(1);
       assertThat((List<Object>) view.get("parked")).hasSize(1);
       assertThat((List<Object>) view.get("recentMismatches")).isEmpty();
