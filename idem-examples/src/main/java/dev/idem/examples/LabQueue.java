@@ -93,7 +93,7 @@ final class LabQueue implements AutoCloseable {
   /** Publishes; over Kafka, returns once the broker acknowledged the record. */
   void publish(String messageId, String topic, byte[] payload, Map<String, String> headers) throws Exception {
     if (kafka != null) {
-      kafka.publish(new OutboxMessage(UUID.fromString(messageId), topic, null, payload, headers, Instant.now(), 1));
+      kafka.publish(new Message(UUID.fromString(messageId), topic, null, payload, headers, Instant.now(), 1));
     } else {
       synchronized (this) {
         ready.addLast(new Delivery(messageId, topic, payload.clone(), Map.copyOf(headers), 1));
@@ -152,4 +152,8 @@ final class LabQueue implements AutoCloseable {
       kafka.close();
     }
   }
+
+  /** A message handed to the publisher directly, as the relay would hand it (OutboxMessage is built by idem's relay). */
+  private record Message(java.util.UUID id, String topic, String aggregateKey, byte[] payload,
+      java.util.Map<String, String> headers, java.time.Instant createdAt, int attempt) implements OutboxMessage {}
 }

@@ -180,11 +180,11 @@ class PartitionedLayoutTest {
     IdempotencyKey order = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(today()).minusMillis(1)));
     String id = Keys.timedChild(order, "email/receipt").value();
     List<dev.idem.jdbc.notify.SendResult> copies = Race.together(4, copy -> receipts.send(
-        dev.idem.jdbc.notify.Notification.of(id, "email", "order-1"), out -> db.execute("INSERT INTO sends (id) VALUES ('" + id + "')")));
+        new dev.idem.jdbc.notify.Notification(id, "email", "order-1"), out -> db.execute("INSERT INTO sends (id) VALUES ('" + id + "')")));
     assertThat(copies).filteredOn(r -> r instanceof dev.idem.jdbc.notify.SendResult.Sent).hasSize(1);
     assertThat(db.count("SELECT count(*) FROM sends WHERE id = ?", id)).isEqualTo(1);
     String plain = Keys.child(order, "email/receipt").value();
-    assertThatThrownBy(() -> receipts.send(dev.idem.jdbc.notify.Notification.of(plain, "email", "order-1"),
+    assertThatThrownBy(() -> receipts.send(new dev.idem.jdbc.notify.Notification(plain, "email", "order-1"),
         out -> db.execute("INSERT INTO sends (id) VALUES ('" + plain + "')")))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7");
     assertThat(db.count("SELECT count(*) FROM sends WHERE id = ?", plain)).isZero();

@@ -131,7 +131,7 @@ public final class KafkaThroughput {
   double publishAlone(String topic, int n) throws Exception {
     List<OutboxMessage> batch = new ArrayList<>(BATCH);
     for (int i = 0; i < BATCH; i++) {
-      batch.add(new OutboxMessage(java.util.UUID.randomUUID(), topic, "k" + (i % 64), PAYLOAD, Map.of("type", "Bench"), java.time.Instant.now(), 1));
+      batch.add(new Message(java.util.UUID.randomUUID(), topic, "k" + (i % 64), PAYLOAD, Map.of("type", "Bench"), java.time.Instant.now(), 1));
     }
     try (KafkaPublisher kafkaPublisher = publisher(true)) {
       long start = System.nanoTime();
@@ -250,4 +250,8 @@ public final class KafkaThroughput {
       throw new IllegalStateException(what);
     }
   }
+
+  /** A message handed to the publisher directly, as the relay would hand it (OutboxMessage is built by idem's relay). */
+  private record Message(java.util.UUID id, String topic, String aggregateKey, byte[] payload,
+      java.util.Map<String, String> headers, java.time.Instant createdAt, int attempt) implements OutboxMessage {}
 }

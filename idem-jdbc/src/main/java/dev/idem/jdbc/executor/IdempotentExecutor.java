@@ -272,7 +272,7 @@ public final class IdempotentExecutor {
     }
     ExternalClaims.Held held = (ExternalClaims.Held) claim;
     // Only a takeover asks the resolver: the attempt taken over may have reached the provider.
-    return callOut(new ExternalAttempt(key, callKey, new FencingToken(held.fence()), held.takeover()), codec, call,
+    return callOut(new ExternalAttemptValue(key, callKey, new FencingToken(held.fence()), held.takeover()), codec, call,
         held.takeover() ? resolver : null, binds);
   }
 

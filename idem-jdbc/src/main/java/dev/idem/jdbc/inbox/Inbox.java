@@ -74,12 +74,12 @@ public final class Inbox {
   }
 
   /** The consumer this inbox deduplicates for. */
-  public String consumer() {
+  String consumer() {
     return consumer;
   }
 
   /** How long a message id is remembered. */
-  public DedupeWindow window() {
+  DedupeWindow window() {
     return settings.window();
   }
 

@@ -8,6 +8,7 @@ import dev.idem.jdbc.tx.TxCallback;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.BooleanSupplier;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -372,7 +373,7 @@ public final class Context {
    * interrupt is kept). For retries that the budget bounds differently, such as a claim's lost race.
    */
   public boolean pause(int attempt) {
-    Duration wait = retries.backoff(attempt);
+    Duration wait = backoff(retries, attempt);
     if (!wait.isZero()) {
       try {
         Thread.sleep(wait.toMillis(), wait.toNanosPart() % 1_000_000);
@@ -384,4 +385,17 @@ public final class Context {
     return true;
   }
 
+  /**
+   * The wait before run {@code run + 1}, after {@code run} runs failed (1 or more): a uniform
+   * random time between zero and {@code min(maxBackoff, firstBackoff * 2^(run - 1))} of {@code budget}.
+   */
+  static Duration backoff(RetryBudget budget, int run) {
+    long first = budget.firstBackoff().toNanos();
+    if (first == 0) {
+      return Duration.ZERO;
+    }
+    long cap = budget.maxBackoff().toNanos();
+    long ceiling = run - 1 >= 62 || first > (cap >> Math.min(62, run - 1)) ? cap : Math.min(cap, first << (run - 1));
+    return Duration.ofNanos(ThreadLocalRandom.current().nextLong(ceiling + 1));
+  }
 }

@@ -16,9 +16,9 @@ import java.util.Optional;
  * While this lease has not ended (by the database clock) no one else is granted the resource.
  *
  * <p>Does not guarantee that you still hold it: a lease ends when its time runs out, whether or not
- * your process noticed (a long GC pause, a slow call). Do not trust {@link #expiresAt()} against
- * your own clock; protect writes with the token instead ({@link #fenced}, {@link
- * Leases#checkFence}), which the store checks.
+ * your process noticed (a long GC pause, a slow call). So its expiry (database clock) is not
+ * offered to compare with your own clock; protect writes with the token instead ({@link #fenced},
+ * {@link Leases#checkFence}), which the store checks.
  *
  * <p>Thread-safe.
  */
@@ -40,12 +40,12 @@ public final class Lease {
   }
 
   /** The resource this grant is on. */
-  public String resource() {
+  String resource() {
     return resource;
   }
 
   /** Who was granted it. */
-  public String holder() {
+  String holder() {
     return holder;
   }
 
@@ -55,7 +55,7 @@ public final class Lease {
   }
 
   /** When the lease ends by the database clock, as of the grant or the last successful renewal. */
-  public Instant expiresAt() {
+  Instant expiresAt() {
     return expiresAt;
   }
 

@@ -7,7 +7,7 @@ import java.time.Duration;
 
 /**
  * At most {@code limit} sends per recipient within any {@code per} (a sliding window, database
- * clock): "at most 3 transactional emails per order per hour" is {@code Cap.of("transactional-email",
+ * clock): "at most 3 transactional emails per order per hour" is {@code new Cap("transactional-email",
  * 3, Duration.ofHours(1))}. It bounds a retry storm; it does not dedupe (the claim does).
  *
  * <p>Message types that name the same cap count together (every transactional email of an order);
@@ -23,10 +23,5 @@ public record Cap(String name, int limit, Duration per) {
     IdempotencyKey.check("cap name", name);
     Require.positive(limit, "limit");
     DbTime.bounded(Require.positive(per, "per"), "per");
-  }
-
-  /** Same as the constructor. */
-  public static Cap of(String name, int limit, Duration per) {
-    return new Cap(name, limit, per);
   }
 }

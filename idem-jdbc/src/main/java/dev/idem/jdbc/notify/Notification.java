@@ -24,9 +24,4 @@ public record Notification(String id, String channel, String recipient) {
           + (IdempotencyKey.MAX_LENGTH - "notify/".length()) + " are allowed");
     }
   }
-
-  /** Same as the constructor. */
-  public static Notification of(String id, String channel, String recipient) {
-    return new Notification(id, channel, recipient);
-  }
 }

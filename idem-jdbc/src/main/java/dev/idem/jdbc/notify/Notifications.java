@@ -31,9 +31,9 @@ import org.jooq.impl.SQLDataType;
  * <pre>{@code
  * Notifications receipts = idem.notifications("receipt-email")
  *     .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT)            // a receipt may repeat, never be lost
- *     .cap(Cap.of("transactional-email", 3, Duration.ofHours(1)))
+ *     .cap(new Cap("transactional-email", 3, Duration.ofHours(1)))
  *     .build();
- * SendResult r = receipts.send(Notification.of(receiptId, "email", orderId), out -> mailer.send(out));
+ * SendResult r = receipts.send(new Notification(receiptId, "email", orderId), out -> mailer.send(out));
  * }</pre>
  *
  * <h2>Guarantees</h2>
@@ -130,12 +130,12 @@ public final class Notifications {
   }
 
   /** The message type, as configured. */
-  public String type() {
+  String type() {
     return type;
   }
 
   /** The direction of failure this type chose. */
-  public Delivery delivery() {
+  Delivery delivery() {
     return delivery;
   }
 
@@ -143,7 +143,7 @@ public final class Notifications {
    * The collapse id of a notification: {@code Keys.child} of its id, the same on every attempt,
    * channel and machine.
    */
-  public static String collapseId(String notificationId) {
+  static String collapseId(String notificationId) {
     return Keys.child(IdempotencyKey.of("notify", notificationId), "collapse").value();
   }
 
@@ -170,7 +170,7 @@ public final class Notifications {
       return new SendResultValue.InFlightValue(inFlight.retryAfter());
     }
     ExternalClaims.Held held = (ExternalClaims.Held) claim;
-    return attempt(new Outgoing(notification, collapseId, held.takeover()), binds, held.fence(), sender);
+    return attempt(new OutgoingValue(notification, collapseId, held.takeover()), binds, held.fence(), sender);
   }
 
   /** A claim held under {@code token}: the cap, then record and send in this type's order. */

@@ -9,11 +9,6 @@ import java.time.Instant;
  */
 public sealed interface SendResult {
 
-  /** Whether this call handed the message to the sender. */
-  default boolean sent() {
-    return this instanceof Sent;
-  }
-
   /**
    * This call handed the message to the sender.
    *

@@ -106,12 +106,12 @@ public final class NewMessage {
   }
 
   /** Where the message goes. */
-  public String topic() {
+  String topic() {
     return topic;
   }
 
   /** A copy of the payload. */
-  public byte[] payload() {
+  byte[] payload() {
     return payload.clone();
   }
 
@@ -120,12 +120,12 @@ public final class NewMessage {
   }
 
   /** The aggregate key, or null. */
-  public String aggregateKey() {
+  String aggregateKey() {
     return aggregateKey;
   }
 
   /** The headers, in the order added; unmodifiable. */
-  public Map<String, String> headers() {
+  Map<String, String> headers() {
     return headers;
   }
 

@@ -134,7 +134,7 @@ public final class Outbox {
   }
 
   /** Where this outbox writes its messages. */
-  public OutboxLayout layout() {
+  OutboxLayout layout() {
     return layout;
   }
 

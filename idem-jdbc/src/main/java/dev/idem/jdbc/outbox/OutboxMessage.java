@@ -9,27 +9,30 @@ import java.util.UUID;
 /**
  * One message as the relay hands it to a {@link Publisher}.
  *
- * @param id the id minted when the message was enqueued (a UUIDv7); the same on every attempt and
- *     every republish after a crash, so receivers deduplicate on it
- * @param topic where the message goes
- * @param aggregateKey the key messages are ordered by when the relay keeps order, or null
- * @param payload the bytes enqueued
- * @param headers the headers enqueued, in the order they were added; unmodifiable
- * @param createdAt when the enqueuing transaction wrote it (database clock)
- * @param attempt 1 on the first try, 2 on the first retry, and so on
+ * <p>Built by idem; implement it only to hand a fake to your own code in a test.
  */
-public record OutboxMessage(
-    UUID id, String topic, String aggregateKey, byte[] payload, Map<String, String> headers, Instant createdAt, int attempt) {
+public interface OutboxMessage {
+  /**
+   * The id minted when the message was enqueued (a UUIDv7); the same on every attempt and every
+   * republish after a crash, so receivers deduplicate on it.
+   */
+  UUID id();
 
-  /** Copies {@code payload} and {@code headers} (keeping their order), so the message cannot change under anyone. */
-  public OutboxMessage {
-    payload = payload == null ? null : payload.clone();
-    headers = headers == null || headers.isEmpty() ? Map.of() : Collections.unmodifiableMap(new LinkedHashMap<>(headers));
-  }
+  /** Where the message goes. */
+  String topic();
 
-  /** A copy of the payload: a publisher may change what it is given without changing the message. */
-  @Override
-  public byte[] payload() {
-    return payload == null ? null : payload.clone();
-  }
+  /** The key messages are ordered by when the relay keeps order, or null. */
+  String aggregateKey();
+
+  /** The bytes enqueued. */
+  byte[] payload();
+
+  /** The headers enqueued, in the order they were added; unmodifiable. */
+  Map<String, String> headers();
+
+  /** When the enqueuing transaction wrote it (database clock). */
+  Instant createdAt();
+
+  /** 1 on the first try, 2 on the first retry, and so on. */
+  int attempt();
 }

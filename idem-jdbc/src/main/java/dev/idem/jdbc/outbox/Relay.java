@@ -57,7 +57,7 @@ import org.slf4j.LoggerFactory;
  * with {@code FOR UPDATE SKIP LOCKED}, so each pending message is in at most one running batch.
  * A message whose publish fails is tried again after an exponential back-off with jitter (from the
  * database clock); after {@code maxAttempts} failures it is parked (status {@code 'X'}, {@code
- * last_error} set) until {@link Outbox#redrive(UUID)}.
+ * last_error} set) until {@code idem.operations().redrive(id)}.
  *
  * <p>Does not guarantee: exactly once. A crash, a lost connection, or a failed commit after a
  * successful publish sends the message again, with the same id: delivery is <b>at least once</b>
@@ -341,7 +341,7 @@ public final class Relay implements AutoCloseable {
       ps.setInt(1, batchSize);
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
-          batch.add(new OutboxMessage(
+          batch.add(new OutboxMessageValue(
               rs.getObject(1, UUID.class),
               rs.getString(2),
               rs.getString(3),

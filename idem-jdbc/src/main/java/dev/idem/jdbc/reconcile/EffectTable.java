@@ -5,19 +5,22 @@ import dev.idem.jdbc.internal.Identifiers;
 /**
  * Where a service's effects live, for {@link Reconciliation#check}: the table, the column that
  * carries each effect's intent key (the value of the {@code IdempotencyKey}), and optionally the
- * scope of idem's keys to compare with. Names are checked to be plain identifiers (letters, digits,
- * underscores, 1 to 63) and are rendered quoted, so they are case-sensitive as written.
- *
- * @param schema the table's schema, or null for the connection's search path
- * @param scope the scope of idem's keys these effects answer; null skips "keys with no effect"
- * @param sample how many examples each finding lists at most (1 to 10,000)
+ * schema, the scope of idem's keys to compare with and how many examples each finding lists. Start
+ * with {@link #of}. Names are checked to be plain identifiers (letters, digits, underscores, 1 to
+ * 63) and are rendered quoted, so they are case-sensitive as written. Immutable.
  */
-public record EffectTable(String schema, String table, String keyColumn, String scope, int sample) {
+public final class EffectTable {
   /** The examples each finding lists by default. */
   public static final int DEFAULT_SAMPLE = 20;
 
+  private final String schema;
+  private final String table;
+  private final String keyColumn;
+  private final String scope;
+  private final int sample;
+
   /** @throws IllegalArgumentException naming the bad argument */
-  public EffectTable {
+  EffectTable(String schema, String table, String keyColumn, String scope, int sample) {
     if (schema != null) {
       Identifiers.check("schema", schema);
     }
@@ -29,6 +32,11 @@ public record EffectTable(String schema, String table, String keyColumn, String 
     if (sample < 1 || sample > 10_000) {
       throw new IllegalArgumentException("sample must be within 1 and 10000, was " + sample);
     }
+    this.schema = schema;
+    this.table = table;
+    this.keyColumn = keyColumn;
+    this.scope = scope;
+    this.sample = sample;
   }
 
   /** {@code table} on the search path, keyed by {@code keyColumn}, no scope, {@value #DEFAULT_SAMPLE} examples. */
@@ -36,16 +44,39 @@ public record EffectTable(String schema, String table, String keyColumn, String 
     return new EffectTable(null, table, keyColumn, null, DEFAULT_SAMPLE);
   }
 
+  /** The same table in {@code schema} (null for the connection's search path). */
   public EffectTable inSchema(String schema) {
     return new EffectTable(schema, table, keyColumn, scope, sample);
   }
 
+  /** Compared with idem's keys of {@code scope} too ("keys with no effect"); null skips that. */
   public EffectTable withScope(String scope) {
     return new EffectTable(schema, table, keyColumn, scope, sample);
   }
 
+  /** Each finding lists at most {@code sample} examples (1 to 10,000). */
   public EffectTable withSample(int sample) {
     return new EffectTable(schema, table, keyColumn, scope, sample);
+  }
+
+  String schema() {
+    return schema;
+  }
+
+  String table() {
+    return table;
+  }
+
+  String keyColumn() {
+    return keyColumn;
+  }
+
+  String scope() {
+    return scope;
+  }
+
+  int sample() {
+    return sample;
   }
 
   /** {@code schema.table.keyColumn}, as the breaks table records it. */

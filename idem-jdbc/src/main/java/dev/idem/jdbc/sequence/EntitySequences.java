@@ -108,7 +108,7 @@ public final class EntitySequences {
   }
 
   /** The stream these sequences number events of. */
-  public String stream() {
+  String stream() {
     return stream;
   }
 

@@ -25,7 +25,4 @@ public sealed interface TransitionResult permits TransitionResultValue {
 
   /** The row's version, empty if there is no row or the table has no version column. */
   OptionalLong version();
-
-  /** Shorthand for {@code outcome().isSuccess()}: APPLIED or ALREADY_DONE. */
-  boolean isSuccess();
 }

@@ -15,9 +15,4 @@ record TransitionResultValue(Outcome outcome, boolean rowFound, Optional<String>
       throw new IllegalArgumentException("without a row the outcome is CONFLICT with no state or version");
     }
   }
-
-  /** Shorthand for {@code outcome().isSuccess()}: APPLIED or ALREADY_DONE. */
-  public boolean isSuccess() {
-    return outcome.isSuccess();
-  }
 }

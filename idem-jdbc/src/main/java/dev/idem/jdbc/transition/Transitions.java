@@ -139,12 +139,12 @@ public final class Transitions {
   }
 
   /** The table, as configured. */
-  public String table() {
+  String table() {
     return tableName;
   }
 
   /** The forward path that classifies zero rows. */
-  public StatePath path() {
+  StatePath path() {
     return path;
   }
 

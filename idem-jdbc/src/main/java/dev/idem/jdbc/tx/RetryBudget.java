@@ -2,7 +2,6 @@ package dev.idem.jdbc.tx;
 
 import dev.idem.internal.base.Require;
 import java.time.Duration;
-import java.util.concurrent.ThreadLocalRandom;
 
 /**
  * The one budget for running a transaction again after PostgreSQL refused it for a reason that a
@@ -43,19 +42,5 @@ public record RetryBudget(int maxRuns, Duration firstBackoff, Duration maxBackof
       throw new IllegalArgumentException("maxBackoff (" + maxBackoff + ") must be at least firstBackoff (" + firstBackoff + ")");
     }
     Require.atMost(maxBackoff, Duration.ofMinutes(1), "maxBackoff", "a retry waits while holding the caller's thread");
-  }
-
-  /**
-   * The wait before run {@code run + 1}, after {@code run} runs failed (1 or more): a uniform
-   * random time between zero and {@code min(maxBackoff, firstBackoff * 2^(run - 1))}.
-   */
-  public Duration backoff(int run) {
-    long first = firstBackoff.toNanos();
-    if (first == 0) {
-      return Duration.ZERO;
-    }
-    long cap = maxBackoff.toNanos();
-    long ceiling = run - 1 >= 62 || first > (cap >> Math.min(62, run - 1)) ? cap : Math.min(cap, first << (run - 1));
-    return Duration.ofNanos(ThreadLocalRandom.current().nextLong(ceiling + 1));
   }
 }

@@ -76,9 +76,9 @@ class NotificationsTest {
     for (Delivery delivery : Delivery.values()) {
       Notifications receipts = receipts(delivery);
       String id = "race-" + delivery;
-      Notification n = Notification.of(id, "email", "order-1");
+      Notification n = new Notification(id, "email", "order-1");
       List<SendResult> results = Race.together(12, i -> receipts.send(n, NotificationsTest::record));
-      assertThat(results.stream().filter(SendResult::sent)).as(delivery.name()).hasSize(1);
+      assertThat(results.stream().filter(r -> r instanceof SendResult.Sent)).as(delivery.name()).hasSize(1);
       assertThat(results).allSatisfy(r -> assertThat(r).isInstanceOfAny(SendResult.Sent.class,
           SendResult.Duplicate.class, SendResult.InFlight.class));
       assertThat(sends(id)).as(delivery.name()).isEqualTo(1);
@@ -92,9 +92,9 @@ class NotificationsTest {
   @Test
   void theSameIdOnAnotherChannelIsAnotherMessage() throws Exception {
     Notifications shipped = idem.notifications("shipped").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
-    assertThat(shipped.send(Notification.of("shipped-42", "push", "u1"), NotificationsTest::record).sent()).isTrue();
-    assertThat(shipped.send(Notification.of("shipped-42", "sms", "u1"), NotificationsTest::record).sent()).isTrue();
-    assertThat(shipped.send(Notification.of("shipped-42", "push", "u1"), NotificationsTest::record).sent()).isFalse();
+    assertThat(shipped.send(new Notification("shipped-42", "push", "u1"), NotificationsTest::record)).isInstanceOf(SendResult.Sent.class);
+    assertThat(shipped.send(new Notification("shipped-42", "sms", "u1"), NotificationsTest::record)).isInstanceOf(SendResult.Sent.class);
+    assertThat(shipped.send(new Notification("shipped-42", "push", "u1"), NotificationsTest::record)).isNotInstanceOf(SendResult.Sent.class);
     assertThat(sends("shipped-42")).isEqualTo(2);
     // One collapse id for the intent, derived with idem-core's key derivation, on every channel.
     String expected = Keys.child(IdempotencyKey.of("notify", "shipped-42"), "collapse").value();
@@ -107,7 +107,7 @@ class NotificationsTest {
   void aLiveSenderStopsARedeliveryAndADeadOneLetsItThrough() throws Exception {
     Notifications codes = idem.notifications("login-code").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT)
         .lease(Duration.ofSeconds(2)).build();
-    Notification n = Notification.of("otp-7", "sms", "+15550001");
+    Notification n = new Notification("otp-7", "sms", "+15550001");
     CountDownLatch sending = new CountDownLatch(1);
     CountDownLatch release = new CountDownLatch(1);
     ExecutorService pool = Executors.newSingleThreadExecutor();
@@ -143,7 +143,7 @@ class NotificationsTest {
   @Test
   void aFailedSendIsRetriedAtOnceWhenItMayRepeatAndLostWhenItMayLose() throws Exception {
     Notifications receipts = receipts(Delivery.AT_LEAST_ONCE_MAY_REPEAT);
-    Notification n = Notification.of("fail-repeat", "email", "order-2");
+    Notification n = new Notification("fail-repeat", "email", "order-2");
     assertThatThrownBy(() -> receipts.send(n, out -> {
       throw new java.io.IOException("SMTP timeout");
     })).hasMessage("SMTP timeout");
@@ -152,7 +152,7 @@ class NotificationsTest {
     assertThat(sends("fail-repeat")).isEqualTo(1);
 
     Notifications digest = idem.notifications("weekly-digest").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).build();
-    Notification d = Notification.of("digest-w40", "email", "u9");
+    Notification d = new Notification("digest-w40", "email", "u9");
     assertThatThrownBy(() -> digest.send(d, out -> {
       throw new java.io.IOException("SMTP timeout");
     })).hasMessage("SMTP timeout");
@@ -164,45 +164,45 @@ class NotificationsTest {
 
   @Test
   void theCapHoldsUnderRacingSenders() throws Exception {
-    Cap cap = Cap.of("transactional-email", 3, Duration.ofHours(1));
+    Cap cap = new Cap("transactional-email", 3, Duration.ofHours(1));
     Notifications receipts = idem.notifications("receipt-email").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).cap(cap).build();
     Notifications shipped = idem.notifications("shipped-email").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).cap(cap).build();
     // Sixteen different emails about one order, from two message types sharing the cap, all at once.
     List<SendResult> results = Race.together(16, i -> (i % 2 == 0 ? receipts : shipped)
-        .send(Notification.of("capped-" + i, "email", "order-77"), NotificationsTest::record));
-    assertThat(results.stream().filter(SendResult::sent)).hasSize(3);
+        .send(new Notification("capped-" + i, "email", "order-77"), NotificationsTest::record));
+    assertThat(results.stream().filter(r -> r instanceof SendResult.Sent)).hasSize(3);
     assertThat(results.stream().filter(r -> r instanceof SendResult.Capped)).hasSize(13)
         .allSatisfy(r -> assertThat(r).isEqualTo(new SendResultValue.CappedValue("order-77", cap)));
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
     assertThat(db.count("SELECT cardinality(sent_at) FROM idem.idem_notification_caps"
         + " WHERE cap = 'transactional-email' AND recipient = 'order-77'")).isEqualTo(3);
     // A refused notification stays refused: its redelivery is answered Capped, not sent later.
-    int refused = results.indexOf(results.stream().filter(r -> !r.sent()).findFirst().orElseThrow());
+    int refused = results.indexOf(results.stream().filter(r -> !(r instanceof SendResult.Sent)).findFirst().orElseThrow());
     SendResult again = (refused % 2 == 0 ? receipts : shipped)
-        .send(Notification.of("capped-" + refused, "email", "order-77"), NotificationsTest::record);
+        .send(new Notification("capped-" + refused, "email", "order-77"), NotificationsTest::record);
     assertThat(again).isInstanceOf(SendResult.Capped.class);
     // Another order has its own count.
-    assertThat(receipts.send(Notification.of("capped-other", "email", "order-78"), NotificationsTest::record).sent()).isTrue();
+    assertThat(receipts.send(new Notification("capped-other", "email", "order-78"), NotificationsTest::record)).isInstanceOf(SendResult.Sent.class);
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
   }
 
   @Test
   void theCapWindowSlidesOnTheDatabaseClock() throws Exception {
     Notifications nudges = idem.notifications("nudge").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE)
-        .cap(Cap.of("nudges", 1, Duration.ofSeconds(1))).build();
-    assertThat(nudges.send(Notification.of("nudge-1", "push", "u5"), NotificationsTest::record).sent()).isTrue();
-    assertThat(nudges.send(Notification.of("nudge-2", "push", "u5"), NotificationsTest::record))
+        .cap(new Cap("nudges", 1, Duration.ofSeconds(1))).build();
+    assertThat(nudges.send(new Notification("nudge-1", "push", "u5"), NotificationsTest::record)).isInstanceOf(SendResult.Sent.class);
+    assertThat(nudges.send(new Notification("nudge-2", "push", "u5"), NotificationsTest::record))
         .isInstanceOf(SendResult.Capped.class);
     db.execute("SELECT pg_sleep(1.1)");
-    assertThat(nudges.send(Notification.of("nudge-3", "push", "u5"), NotificationsTest::record).sent()).isTrue();
+    assertThat(nudges.send(new Notification("nudge-3", "push", "u5"), NotificationsTest::record)).isInstanceOf(SendResult.Sent.class);
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'u5'")).isEqualTo(2);
   }
 
   @Test
   void anIdReusedForAnotherRecipientIsRefused() throws Exception {
     Notifications receipts = receipts(Delivery.AT_LEAST_ONCE_MAY_REPEAT);
-    receipts.send(Notification.of("reused", "email", "order-3"), NotificationsTest::record);
-    assertThatThrownBy(() -> receipts.send(Notification.of("reused", "email", "order-4"), NotificationsTest::record))
+    receipts.send(new Notification("reused", "email", "order-3"), NotificationsTest::record);
+    assertThatThrownBy(() -> receipts.send(new Notification("reused", "email", "order-4"), NotificationsTest::record))
         .isInstanceOf(KeyReuseException.class);
     assertThat(sends("reused")).isEqualTo(1);
   }
@@ -220,10 +220,10 @@ class NotificationsTest {
       Notifications receipts = Idem.builder(serializable).build().notifications("receipt-email").delivery(delivery).build();
       for (int round = 0; round < 5; round++) {
         String id = "serializable-" + delivery + "-" + round;
-        Notification n = Notification.of(id, "email", "order-9");
+        Notification n = new Notification(id, "email", "order-9");
         // Race.together throws if any copy threw (a 40001 that escaped)
         List<SendResult> results = Race.together(12, i -> receipts.send(n, NotificationsTest::record));
-        assertThat(results.stream().filter(SendResult::sent)).as(id).hasSize(1);
+        assertThat(results.stream().filter(r -> r instanceof SendResult.Sent)).as(id).hasSize(1);
         assertThat(results).allSatisfy(r -> assertThat(r).isInstanceOfAny(SendResult.Sent.class,
             SendResult.Duplicate.class, SendResult.InFlight.class));
         assertThat(sends(id)).as(id).isEqualTo(1);
@@ -246,7 +246,7 @@ class NotificationsTest {
         .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).lease(Duration.ofMillis(500))
         .window(new DedupeWindow(Duration.ofSeconds(1))).build();
     for (String id : List.of("new-life", "same-life")) {
-      assertThatThrownBy(() -> shortLived.send(Notification.of(id, "email", "order-5"), out -> {
+      assertThatThrownBy(() -> shortLived.send(new Notification(id, "email", "order-5"), out -> {
         throw new java.io.IOException("SMTP timeout");
       })).hasMessage("SMTP timeout");
     }
@@ -254,7 +254,7 @@ class NotificationsTest {
         + " AND state = 'I' AND fence = 1 AND lease_expires_at <= clock_timestamp()")).isEqualTo(2);
     db.execute("SELECT pg_sleep(1.1)"); // past the window, by the database clock
 
-    SendResult other = shortLived.send(Notification.of("new-life", "email", "order-6"), NotificationsTest::record);
+    SendResult other = shortLived.send(new Notification("new-life", "email", "order-6"), NotificationsTest::record);
     assertThat(other).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("new-life"), false));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'new-life' AND recipient = 'order-6'"
         + " AND NOT takeover")).isEqualTo(1);
@@ -262,7 +262,7 @@ class NotificationsTest {
         + " AND state = 'C' AND fence = 2")).isEqualTo(1);
     assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "new-life"))).isEmpty();
 
-    SendResult same = shortLived.send(Notification.of("same-life", "email", "order-5"), NotificationsTest::record);
+    SendResult same = shortLived.send(new Notification("same-life", "email", "order-5"), NotificationsTest::record);
     assertThat(same).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("same-life"), true));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'same-life' AND takeover")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = 'same-life'"
@@ -281,7 +281,7 @@ class NotificationsTest {
     try (HikariDataSource victim = db.dataSourceWithDriverParams(1, "ApplicationName=notify-victim")) {
       Notifications codes = Idem.builder(victim).build().notifications("login-code")
           .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
-      Notification n = Notification.of("otp-terminated", "sms", "+15550003");
+      Notification n = new Notification("otp-terminated", "sms", "+15550003");
       assertThat(sends("otp-terminated")).isZero(); // warms the pools the sender uses: it must be quick
       // The pool hands its one connection out again unchecked when it was used within 500 ms: the
       // record gets the terminated one.
@@ -310,7 +310,7 @@ class NotificationsTest {
   @Test
   void aRecordThatFailsForGoodEndsTheLeaseSoTheRedeliverySendsAtOnce() throws Exception {
     Notifications codes = idem.notifications("login-code").delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
-    Notification n = Notification.of("otp-refused", "sms", "+15550004");
+    Notification n = new Notification("otp-refused", "sms", "+15550004");
     try {
       assertThatThrownBy(() -> codes.send(n, out -> {
         record(out);
@@ -337,9 +337,9 @@ class NotificationsTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("delivery");
     assertThatThrownBy(() -> idem.notifications("bad type").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).build())
         .hasMessageContaining("message type contains a space");
-    assertThatThrownBy(() -> Cap.of("c", 0, Duration.ofHours(1))).hasMessageContaining("limit");
-    assertThatThrownBy(() -> Cap.of("c", 3, Duration.ZERO)).hasMessageContaining("per");
-    assertThatThrownBy(() -> Notification.of("id", "e mail", "r")).hasMessageContaining("channel contains a space");
+    assertThatThrownBy(() -> new Cap("c", 0, Duration.ofHours(1))).hasMessageContaining("limit");
+    assertThatThrownBy(() -> new Cap("c", 3, Duration.ZERO)).hasMessageContaining("per");
+    assertThatThrownBy(() -> new Notification("id", "e mail", "r")).hasMessageContaining("channel contains a space");
     assertThatThrownBy(() -> idem.notifications("r").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE).lease(Duration.ZERO).build())
         .hasMessageContaining("lease");
   }
@@ -362,7 +362,7 @@ class NotificationsTest {
         .redirectError(ProcessBuilder.Redirect.INHERIT)
         .start();
     Notifications codes = idem.notifications("login-code").delivery(delivery).lease(Duration.ofMillis(CHILD_LEASE_MILLIS)).build();
-    Notification n = Notification.of(id, "sms", "+15550002");
+    Notification n = new Notification(id, "sms", "+15550002");
     try {
       BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
       assertThat(out.readLine()).isEqualTo("SENT " + id);

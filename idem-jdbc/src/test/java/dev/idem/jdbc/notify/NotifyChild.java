@@ -20,7 +20,7 @@ public final class NotifyChild {
     try (HikariDataSource ds = new HikariDataSource(config)) {
       Notifications codes = Idem.builder(ds).build().notifications("login-code")
           .delivery(Delivery.valueOf(args[1])).lease(Duration.ofMillis(Long.parseLong(args[3]))).build();
-      codes.send(Notification.of(args[2], "sms", "+15550002"), out -> {
+      codes.send(new Notification(args[2], "sms", "+15550002"), out -> {
         Sends.into(ds).send(out);
         System.out.println("SENT " + out.notification().id());
         System.out.flush();

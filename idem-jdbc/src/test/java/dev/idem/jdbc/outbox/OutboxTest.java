@@ -410,7 +410,7 @@ class OutboxTest {
     // what a publisher is handed cannot change under it, nor can it change the message
     byte[] payload = {1, 2, 3};
     Map<String, String> headers = new java.util.LinkedHashMap<>(Map.of("a", "1"));
-    OutboxMessage sent = new OutboxMessage(UUID.randomUUID(), "t", null, payload, headers, java.time.Instant.EPOCH, 1);
+    OutboxMessage sent = new OutboxMessageValue(UUID.randomUUID(), "t", null, payload, headers, java.time.Instant.EPOCH, 1);
     payload[0] = 9;
     headers.put("b", "2");
     sent.payload()[1] = 9;

@@ -178,7 +178,7 @@ class TransitionsTest {
     try (Connection c = ds.getConnection()) {
       TransitionResult r = orders.step(c, "o3", "PLACED", "PACKED");
       assertThat(r).isEqualTo(new TransitionResultValue(CONFLICT, true, Optional.of("CANCELLED"), OptionalLong.of(1)));
-      assertThat(r.isSuccess()).isFalse();
+      assertThat(r.outcome().isSuccess()).isFalse();
     }
     assertThat(row("o3")).isEqualTo("CANCELLED v1 fence=null note=null");
   }
