@@ -9,12 +9,7 @@ import java.time.Instant;
  */
 public sealed interface SendResult {
 
-  /**
-   * This call handed the message to the sender.
-   *
-   * @param collapseId the collapse id the sender was given
-   * @param takeover whether the claim was taken over from a sender whose lease ended
-   */
+  /** This call handed the message to the sender. */
   sealed interface Sent extends SendResult permits SendResultValue.SentValue {
     /** The collapse id the sender was given. */
     String collapseId();
