@@ -73,11 +73,6 @@ public final class Inbox {
     Factories.register(Inbox.class, String.class, Builder.class, Builder::new);
   }
 
-  /** The consumer this inbox deduplicates for. */
-  String consumer() {
-    return consumer;
-  }
-
   /** How long a message id is remembered. */
   DedupeWindow window() {
     return settings.window();

@@ -32,12 +32,15 @@ public final class Factories {
 
   /** Makes what {@code tool} registered, for {@code argument} ({@code null} for a factory of {@code Void}). */
   public static <A, R> R make(Class<?> tool, Class<A> argument, Class<R> result, Context context, A value) {
-    try {
-      Class.forName(tool.getName(), true, tool.getClassLoader()); // runs the static initializer that registers
-    } catch (ClassNotFoundException e) {
-      throw new IllegalStateException(e);
-    }
     Entry entry = BY_TOOL.get(tool);
+    if (entry == null) {
+      try {
+        Class.forName(tool.getName(), true, tool.getClassLoader()); // runs the static initializer that registers
+      } catch (ClassNotFoundException e) {
+        throw new IllegalStateException(e);
+      }
+      entry = BY_TOOL.get(tool);
+    }
     if (entry == null || entry.argument() != argument || entry.result() != result) {
       throw new IllegalStateException(tool.getName() + " registered no factory of " + argument.getSimpleName()
           + " to " + result.getSimpleName());

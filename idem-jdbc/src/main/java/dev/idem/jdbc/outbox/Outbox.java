@@ -57,7 +57,7 @@ public final class Outbox {
   private final boolean notifying;
   /** The {@code INSERT} of n messages at index n, rendered on first use; enqueue sits on the caller's hot path. */
   private final AtomicReferenceArray<String> insertByRows = new AtomicReferenceArray<>(MAX_ROWS_PER_INSERT + 1);
-  /** The re-drive the operator's view shares (dev.idem.jdbc.ops must not depend on this package). */
+  /** {@link #notifying()}'s outbox, made on its first call and kept, so callers may ask for it per enqueue. */
   private volatile Outbox notifyingTwin;
 
   private Outbox(Context idem, OutboxLayout layout, boolean notifying) {
