@@ -22,7 +22,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
+import java.util.Enumeration;
 import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
@@ -159,6 +159,23 @@ public final class IdempotencyKeyFilter implements Filter {
     return new Builder(idem);
   }
 
+  /** How often a request header was sent, and its first value (null when it was not sent). */
+  private record Sent(int count, String first) {}
+
+  /** Reads the values of {@code name} once: missing (0, null), one value, or n values. */
+  private static Sent sent(HttpServletRequest request, String name) {
+    Enumeration<String> values = request.getHeaders(name);
+    if (!values.hasMoreElements()) {
+      return new Sent(0, null);
+    }
+    String first = values.nextElement();
+    int count = 1;
+    for (; values.hasMoreElements(); values.nextElement()) {
+      count++;
+    }
+    return new Sent(count, first);
+  }
+
   /**
    * Deletes keys past their window, in batches (see {@code IdempotentExecutor.expire()}); call it
    * from a scheduler. Returns how many were deleted.
@@ -174,8 +191,8 @@ public final class IdempotencyKeyFilter implements Filter {
       chain.doFilter(req, res);
       return;
     }
-    List<String> fields = Collections.list(request.getHeaders(headerName));
-    if (fields.isEmpty()) {
+    Sent keys = sent(request, headerName);
+    if (keys.count() == 0) {
       if (keyRequired) {
         Problem.missingKey(headerName).send(response, problemTypeBase);
       } else {
@@ -185,23 +202,27 @@ public final class IdempotencyKeyFilter implements Filter {
     }
     String value;
     try {
-      if (fields.size() > 1) {
-        throw new KeyHeader.Malformed(headerName + " was sent " + fields.size() + " times; send exactly one key");
+      if (keys.count() > 1) {
+        throw new KeyHeader.Malformed(headerName + " was sent " + keys.count() + " times; send exactly one key");
       }
-      value = KeyHeader.parse(headerName, fields.get(0), bareKeys);
+      value = KeyHeader.parse(headerName, keys.first(), bareKeys);
     } catch (KeyHeader.Malformed e) {
       Problem.malformedKey(e.getMessage()).send(response, problemTypeBase);
       return;
     }
+    String caller;
     if (scopeHeader != null) {
-      int sent = Collections.list(request.getHeaders(scopeHeader)).size();
-      if (sent > 1) {
+      Sent named = sent(request, scopeHeader);
+      if (named.count() > 1) {
         // Which of two callers it is cannot be told; taking the first would let a caller pick its scope.
-        Problem.repeatedScopeHeader(scopeHeader, sent).send(response, problemTypeBase);
+        Problem.repeatedScopeHeader(scopeHeader, named.count()).send(response, problemTypeBase);
         return;
       }
+      // What the scopeHeader resolver would read, without reading the header again.
+      caller = named.first() == null ? null : named.first().trim();
+    } else {
+      caller = scope.scopeOf(request);
     }
-    String caller = scope.scopeOf(request);
     if (caller == null || caller.isBlank()) {
       // A blank scope is no caller: hashed, every such caller would share one key space.
       if (scopeHeader != null) {

@@ -104,9 +104,7 @@ public class IdemHttpAutoConfiguration {
         ObjectProvider<ScopeResolver> resolvers,
         ObjectProvider<IdempotencyKeyFilterCustomizer> customizers) {
       IdemProperties.Http p = properties.getHttp();
-      IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers).keyRequired(p.isKeyRequired());
-      customizers.orderedStream().forEach(c -> c.customize(b));
-      return b.build();
+      return builder(idem, p, transactions, scope(p, resolvers), customizers).build();
     }
 
     /**
@@ -131,10 +129,11 @@ public class IdemHttpAutoConfiguration {
         @Qualifier("requestMappingHandlerMapping") ObjectProvider<RequestMappingHandlerMapping> mappings,
         Environment environment) {
       IdemProperties.Http p = properties.getHttp();
-      boolean callerKnown = scope(p, resolvers) != null;
+      // Once: the resolver beans are streamed and two scopes refused here, not once per route.
+      Consumer<IdempotencyKeyFilter.Builder> scope = scope(p, resolvers);
+      boolean callerKnown = scope != null;
       return new IdemHttpGuards(route -> {
-        IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, resolvers);
-        customizers.orderedStream().forEach(c -> c.customize(b));
+        IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, scope, customizers);
         // The annotation is the route's own declaration: what it says wins over properties and
         // customizers; what it leaves out (no storedStatuses) stays theirs.
         b.guarded(request -> true).keyRequired(route.keyRequired());
@@ -159,19 +158,22 @@ public class IdemHttpAutoConfiguration {
       return registration;
     }
 
-    /** A builder with what every filter of the application shares: {@code idem.http.*}, scope, transaction. */
+    /**
+     * A builder with what every filter of the application shares: {@code idem.http.*}, scope
+     * ({@link #scope}, null for the principal), transaction; then the customizers, whose settings win.
+     */
     private static IdempotencyKeyFilter.Builder builder(Idem idem, IdemProperties.Http p, PlatformTransactionManager transactions,
-        ObjectProvider<ScopeResolver> resolvers) {
+        Consumer<IdempotencyKeyFilter.Builder> scope, ObjectProvider<IdempotencyKeyFilterCustomizer> customizers) {
       RequestFingerprint fingerprint = p.getFingerprintFields().isEmpty()
           ? (p.getFingerprint() == IdemProperties.Http.Fingerprint.RAW_BODY ? RequestFingerprint.rawBody() : RequestFingerprint.canonicalJson())
           : RequestFingerprint.jsonFields(p.getFingerprintFields().toArray(String[]::new));
       IdempotencyKeyFilter.Builder b = IdempotencyKeyFilter.builder(idem)
           .headerName(p.getHeaderName())
           .acceptBareKeys(p.isAcceptBareKeys())
+          .keyRequired(p.isKeyRequired())
           .fingerprint(fingerprint.withHeaders(p.getFingerprintHeaders().toArray(String[]::new)))
           .replayedHeaders(p.getReplayedHeaders().toArray(String[]::new))
           .transaction(new SpringRequestTransaction(new TransactionTemplate(transactions)));
-      Consumer<IdempotencyKeyFilter.Builder> scope = scope(p, resolvers);
       if (scope != null) {
         scope.accept(b);
       }
@@ -190,6 +192,7 @@ public class IdemHttpAutoConfiguration {
       if (p.getMaxBodySize() != null) {
         b.maxBodySize(Math.toIntExact(p.getMaxBodySize().toBytes()));
       }
+      customizers.orderedStream().forEach(c -> c.customize(b));
       return b;
     }
 

@@ -2,7 +2,6 @@ package dev.idem.spring.boot;
 
 import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.spring.Idempotent;
-import jakarta.servlet.DispatcherType;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -71,7 +70,10 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
   private final Function<Route, IdempotencyKeyFilter> filters;
   private final IdempotencyKeyFilter urlFilter;
   private final List<String> urlPatterns;
+  /** {@link #urlPatterns}, parsed once so a request is matched without allocating. */
+  private final List<UrlPattern> parsedPatterns;
   private final List<String> methods;
+  /** The paths never guarded, each with its trailing "/": the path itself and everything under it. */
   private final List<String> neverGuarded;
   private final boolean callerKnown;
   private final ObjectProvider<RequestMappingHandlerMapping> mappings;
@@ -99,6 +101,7 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
             + " (/exact, /prefix/*, *.extension)");
       }
     }
+    this.parsedPatterns = urlPatterns.stream().map(UrlPattern::of).toList();
     this.methods = http.getMethods().stream().map(m -> m.toUpperCase(Locale.ROOT)).toList();
     this.callerKnown = callerKnown;
     this.mappings = mappings;
@@ -106,7 +109,7 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
     String mvc = trimSlash(environment.getProperty("spring.mvc.servlet.path", ""));
     String management = trimSlash(environment.getProperty("management.endpoints.web.base-path", "/actuator"));
     String error = trimSlash(environment.getProperty("server.error.path", "/error"));
-    this.neverGuarded = management.isEmpty() ? List.of(mvc + error) : List.of(mvc + management, mvc + error);
+    this.neverGuarded = management.isEmpty() ? List.of(mvc + error + "/") : List.of(mvc + management + "/", mvc + error + "/");
   }
 
   private static String trimSlash(String path) {
@@ -193,8 +196,8 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
 
   @Override
   public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain) throws IOException, ServletException {
-    IdempotencyKeyFilter filter = req instanceof HttpServletRequest request && request.getDispatcherType() == DispatcherType.REQUEST
-        ? filterOf(request) : null;
+    // REQUEST dispatches only: the registration maps it so (and the filter checks again).
+    IdempotencyKeyFilter filter = req instanceof HttpServletRequest request ? filterOf(request) : null;
     if (filter == null) {
       chain.doFilter(req, res);
     } else {
@@ -203,24 +206,41 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
   }
 
   private IdempotencyKeyFilter filterOf(HttpServletRequest request) {
-    if (byHandler.isEmpty() && urlPatterns.isEmpty()) {
+    // The cheap tests first: most requests (GETs, when only writes are guarded) stop here.
+    String method = request.getMethod();
+    Map<Method, IdempotencyKeyFilter> handlers = byHandler;
+    Set<String> annotatedMethods = handlerMethods;
+    boolean byRoute = !handlers.isEmpty() && (annotatedMethods == null || annotatedMethods.contains(method));
+    boolean byUrl = !parsedPatterns.isEmpty() && methods.contains(method);
+    if (!byRoute && !byUrl) {
       return null;
     }
     String path = request.getServletPath() + (request.getPathInfo() == null ? "" : request.getPathInfo());
-    for (String prefix : neverGuarded) {
-      if (path.equals(prefix) || path.startsWith(prefix + "/")) {
+    for (String dir : neverGuarded) {
+      if (isOrUnder(path, dir)) {
         return null;
       }
     }
-    Set<String> annotatedMethods = handlerMethods;
-    if (!byHandler.isEmpty() && (annotatedMethods == null || annotatedMethods.contains(request.getMethod()))) {
+    if (byRoute) {
       Method handler = handlerOf(request);
-      IdempotencyKeyFilter byRoute = handler == null ? null : byHandler.get(handler);
-      if (byRoute != null) {
-        return byRoute;
+      IdempotencyKeyFilter filter = handler == null ? null : handlers.get(handler);
+      if (filter != null) {
+        return filter;
       }
     }
-    return methods.contains(request.getMethod()) && urlPatterns.stream().anyMatch(p -> matches(p, path)) ? urlFilter : null;
+    if (byUrl) {
+      for (UrlPattern pattern : parsedPatterns) {
+        if (pattern.matches(path)) {
+          return urlFilter;
+        }
+      }
+    }
+    return null;
+  }
+
+  /** Whether {@code path} is {@code dir} (which ends with "/") without its "/", or under it. */
+  private static boolean isOrUnder(String path, String dir) {
+    return path.startsWith(dir) || (path.length() == dir.length() - 1 && dir.startsWith(path));
   }
 
   /**
@@ -255,20 +275,37 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
     }
   }
 
-  /** Servlet URL pattern matching (Servlet 6.0, 12.2) on the path within the application. */
-  static boolean matches(String pattern, String path) {
-    if (pattern.equals("/*") || pattern.equals("/")) {
-      return true;
+  /**
+   * A servlet URL pattern (Servlet 6.0, 12.2), matched on the path within the application.
+   *
+   * @param text for {@code PREFIX} the prefix with its trailing "/", for {@code SUFFIX} the
+   *     extension with its dot, for {@code EXACT} the path; unused for {@code ALL}
+   */
+  private record UrlPattern(Kind kind, String text) {
+    enum Kind { ALL, PREFIX, SUFFIX, EXACT }
+
+    static UrlPattern of(String pattern) {
+      if (pattern.equals("/*") || pattern.equals("/")) {
+        return new UrlPattern(Kind.ALL, pattern);
+      }
+      if (pattern.endsWith("/*")) {
+        return new UrlPattern(Kind.PREFIX, pattern.substring(0, pattern.length() - 1));
+      }
+      if (pattern.startsWith("*.")) {
+        return new UrlPattern(Kind.SUFFIX, pattern.substring(1));
+      }
+      return new UrlPattern(Kind.EXACT, pattern);
     }
-    if (pattern.endsWith("/*")) {
-      String prefix = pattern.substring(0, pattern.length() - 2);
-      return path.equals(prefix) || path.startsWith(prefix + "/");
+
+    boolean matches(String path) {
+      return switch (kind) {
+        case ALL -> true;
+        case PREFIX -> isOrUnder(path, text);
+        // The last segment ends with the extension: the extension starts after the last "/".
+        case SUFFIX -> path.endsWith(text) && path.length() - text.length() > path.lastIndexOf('/');
+        case EXACT -> path.equals(text);
+      };
     }
-    if (pattern.startsWith("*.")) {
-      int slash = path.lastIndexOf('/');
-      return path.substring(slash + 1).endsWith(pattern.substring(1));
-    }
-    return path.equals(pattern);
   }
 
   @Override
