@@ -66,9 +66,13 @@ final class IdempotentMethod {
   /** The Spring transaction the call begins when none is open: the method's own, or REQUIRED. */
   final TransactionAttribute transaction;
   private final Expression key;
-  private final String keySource;
   private final int keyParameter;
-  private final String[] parameterNames;
+  /** The key's origin as an error names it: the expression or the marked parameter. */
+  private final String keyOrigin;
+  /** True if the marked parameter's declared type already passed {@link #isKeyType}: no check per call. */
+  private final boolean keyTypeKnown;
+  /** The variables each argument is bound to: {@code p0}/{@code a0} and its name if known, per argument. */
+  private final String[][] variables;
   private final int[] fingerprinted;
   private final ResolvableType returned;
 
@@ -102,8 +106,14 @@ final class IdempotentMethod {
           + " or mark the parameter that holds it @IdempotencyKey.");
     }
     this.keyParameter = marked;
-    this.keySource = a.key();
-    this.parameterNames = NAMES.getParameterNames(method);
+    this.keyOrigin = marked >= 0 ? "the @IdempotencyKey parameter " + marked : "key = \"" + a.key() + "\"";
+    this.keyTypeKnown = marked >= 0 && isKeyType(ClassUtils.resolvePrimitiveIfNecessary(parameters[marked].getParameterType()));
+    String[] parameterNames = NAMES.getParameterNames(method);
+    this.variables = new String[parameters.length][];
+    for (int i = 0; i < parameters.length; i++) {
+      variables[i] = parameterNames != null && parameterNames[i] != null
+          ? new String[] {"p" + i, "a" + i, parameterNames[i]} : new String[] {"p" + i, "a" + i};
+    }
     try {
       this.key = a.key().isEmpty() ? null : PARSER.parseExpression(a.key());
     } catch (ParseException e) {
@@ -260,20 +270,25 @@ final class IdempotentMethod {
    * the value: two calls with equal arguments would get two keys.
    */
   private static boolean isKeyType(Class<?> type) {
-    if (CharSequence.class.isAssignableFrom(type) || Number.class.isAssignableFrom(type) || UUID.class == type
-        || Enum.class.isAssignableFrom(type)) {
-      return true;
-    }
-    for (Class<?> c = type; c != null && c != Object.class; c = c.getSuperclass()) {
-      try {
-        c.getDeclaredMethod("toString");
+    return KEY_TYPE.get(type);
+  }
+
+  /** {@link #isKeyType}, computed once per class: a key's class is checked on every call. */
+  private static final ClassValue<Boolean> KEY_TYPE = new ClassValue<>() {
+    @Override
+    protected Boolean computeValue(Class<?> type) {
+      if (CharSequence.class.isAssignableFrom(type) || Number.class.isAssignableFrom(type) || UUID.class == type
+          || Enum.class.isAssignableFrom(type)) {
         return true;
-      } catch (NoSuchMethodException notHere) {
-        // look further up
+      }
+      try {
+        // The same rule as Fingerprint's: the public toString() the class has is not Object's.
+        return type.getMethod("toString").getDeclaringClass() != Object.class;
+      } catch (NoSuchMethodException never) {
+        return false; // every class has Object's public toString(); an interface is never a value's class
       }
     }
-    return false;
-  }
+  };
 
   /** What to give as a key instead of a type {@link #keyTypeRefused} names. */
   private static final String KEY_TYPES = "Use a String, Number, UUID, enum or record, or a class with its own"
@@ -321,22 +336,20 @@ final class IdempotentMethod {
   /** The key of a call with {@code args}. */
   IdempotencyKey key(Object[] args) {
     Object value;
-    String source;
+    String source = keyOrigin;
     if (key != null) {
-      source = "key = \"" + keySource + "\"";
       try {
         value = key.getValue(arguments(args));
       } catch (EvaluationException e) {
         throw new IllegalArgumentException("@Idempotent on " + name + ": " + source + " failed: " + e.getMessage(), e);
       }
     } else {
-      source = "the @IdempotencyKey parameter " + keyParameter;
       value = args[keyParameter];
     }
     if (value == null) {
       throw new IllegalArgumentException("@Idempotent on " + name + ": " + source + " gave null; a call needs its key");
     }
-    if (!isKeyType(value.getClass())) {
+    if (!keyTypeKnown && !isKeyType(value.getClass())) {
       throw new IllegalArgumentException("@Idempotent on " + name + ": " + keyTypeRefused(source, value.getClass())
           + ". " + KEY_TYPES);
     }
@@ -355,10 +368,8 @@ final class IdempotentMethod {
   private SimpleEvaluationContext arguments(Object[] args) {
     SimpleEvaluationContext context = SimpleEvaluationContext.forReadOnlyDataBinding().withInstanceMethods().build();
     for (int i = 0; i < args.length; i++) {
-      context.setVariable("p" + i, args[i]);
-      context.setVariable("a" + i, args[i]);
-      if (parameterNames != null && parameterNames[i] != null) {
-        context.setVariable(parameterNames[i], args[i]);
+      for (String variable : variables[i]) {
+        context.setVariable(variable, args[i]);
       }
     }
     return context;
