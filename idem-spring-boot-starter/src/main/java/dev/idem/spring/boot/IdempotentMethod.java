@@ -11,6 +11,7 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.spring.Idempotent;
+import dev.idem.window.DedupeWindow;
 import java.lang.reflect.Method;
 import java.lang.reflect.Type;
 import java.time.Duration;
@@ -53,7 +54,7 @@ import org.springframework.util.ClassUtils;
  */
 final class IdempotentMethod {
   /** When {@code window} is empty: the client retry window. */
-  static final Duration DEFAULT_WINDOW = Duration.ofHours(24);
+  static final DedupeWindow DEFAULT_WINDOW = DedupeWindow.CLIENT_RETRY;
   private static final SpelExpressionParser PARSER = new SpelExpressionParser();
   private static final ParameterNameDiscoverer NAMES = new DefaultParameterNameDiscoverer();
   /** The method's own {@code @Transactional}, read as Spring's advice reads it (any visibility). */
@@ -62,7 +63,7 @@ final class IdempotentMethod {
   final Method method;
   final String name;
   final String scope;
-  final Duration window;
+  final DedupeWindow window;
   /** The Spring transaction the call begins when none is open: the method's own, or REQUIRED. */
   final TransactionAttribute transaction;
   private final Expression key;
@@ -142,7 +143,8 @@ final class IdempotentMethod {
       throw refused(a.scope().isEmpty() ? "the default scope (bean class and method name) is not a valid scope: " + e.getMessage()
           : "scope = \"" + a.scope() + "\": " + e.getMessage(), "Set scope = \"...\" to a valid scope.", e);
     }
-    this.window = window(a.window(), environment);
+    DedupeWindow declared = window("@Idempotent on " + name + ": window =", a.window(), environment);
+    this.window = declared == null ? DEFAULT_WINDOW : declared;
     Class<?> type = method.getReturnType();
     if (Future.class.isAssignableFrom(type) || CompletionStage.class.isAssignableFrom(type)
         || type.getName().equals("org.reactivestreams.Publisher") || hasInterface(type, "org.reactivestreams.Publisher")) {
@@ -300,28 +302,37 @@ final class IdempotentMethod {
         + " so every call would get a new key";
   }
 
-  private Duration window(String text, Environment environment) {
+  /**
+   * An {@link Idempotent#window} (of a service method or an HTTP handler) as a window: placeholders
+   * resolved, then read as 24h, 7d or PT24H, then checked by {@link DedupeWindow#of(Duration)}; null
+   * when empty (each caller has its own default). Every error begins with {@code attribute}: where
+   * the annotation is and how the message names the attribute.
+   */
+  static DedupeWindow window(String attribute, String text, Environment environment) {
     if (text.isEmpty()) {
-      return DEFAULT_WINDOW;
+      return null;
     }
     String resolved;
     try {
       resolved = environment.resolveRequiredPlaceholders(text);
     } catch (IllegalArgumentException e) {
-      throw refused("window = \"" + text + "\": " + e.getMessage(), "Define the property, or write the window as 24h,"
-          + " 7d or PT24H.", e);
+      throw new IdemSetupException(attribute + " \"" + text + "\": " + e.getMessage(), "Define the property, or write"
+          + " the window as 24h, 7d or PT24H.", e);
     }
+    String named = attribute + " \"" + text + "\"" + (resolved.equals(text) ? "" : " (\"" + resolved + "\")");
     Duration d;
     try {
       d = DurationStyle.detectAndParse(resolved.trim());
     } catch (IllegalArgumentException e) {
-      throw refused("window = \"" + text + "\"" + (resolved.equals(text) ? "" : " (\"" + resolved + "\")")
-          + " is not a duration", "Write it as 24h, 7d or PT24H.", e);
+      throw new IdemSetupException(named + " is not a duration", "Write the window as a duration, such as \"24h\","
+          + " \"7d\" or \"${payments.window}\".", e);
     }
-    if (d.isNegative() || d.isZero()) {
-      throw refused("window = \"" + text + "\" is not positive", "Write a positive duration, such as 24h.");
+    try {
+      return DedupeWindow.of(d);
+    } catch (IllegalArgumentException e) {
+      throw new IdemSetupException(named + " is not a window: " + e.getMessage(), "Write a positive duration, such as"
+          + " 24h.", e);
     }
-    return d;
   }
 
   private static boolean hasInterface(Class<?> type, String name) {

@@ -9,7 +9,6 @@ import dev.idem.result.Codec;
 import dev.idem.spring.Idempotent;
 import dev.idem.window.DedupeWindow;
 import java.lang.reflect.Method;
-import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
@@ -71,7 +70,7 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
   private final Map<On, IdempotentMethod> methods = new ConcurrentHashMap<>();
   /** What a call needs, by the method as invoked and the bean class: found on the first call only. */
   private final Map<MethodClassKey, Called> called = new ConcurrentHashMap<>();
-  private final Map<Duration, IdempotentExecutor> executors = new ConcurrentHashMap<>();
+  private final Map<DedupeWindow, IdempotentExecutor> executors = new ConcurrentHashMap<>();
 
   /** What a method's calls need, found at its first call: its codec and its transaction (null: none). */
   private record Ready(Codec<Object> codec, SpringRequestTransaction transaction) {}
@@ -171,9 +170,9 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
     return executors.values();
   }
 
-  private IdempotentExecutor executor(Duration window) {
+  private IdempotentExecutor executor(DedupeWindow window) {
     return executors.computeIfAbsent(window,
-        w -> idem.getObject().executor().name("executor:@Idempotent").window(DedupeWindow.of(w)).build());
+        w -> idem.getObject().executor().name("executor:@Idempotent").window(w).build());
   }
 
   private Ready ready(Called c) {
