@@ -2,6 +2,7 @@ package dev.idem.spring.boot;
 
 import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.spring.Idempotent;
+import dev.idem.window.DedupeWindow;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -22,7 +23,6 @@ import java.util.function.Function;
 import java.util.stream.IntStream;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
-import org.springframework.boot.convert.DurationStyle;
 import org.springframework.core.env.Environment;
 import org.springframework.util.ClassUtils;
 import org.springframework.web.method.HandlerMethod;
@@ -173,16 +173,8 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
 
   /** The settings of an annotation; {@code where} names it in an error. */
   private Route route(String where, Idempotent idempotent) {
-    Duration window = null;
-    if (!idempotent.window().isEmpty()) {
-      try {
-        window = DurationStyle.detectAndParse(environment.resolveRequiredPlaceholders(idempotent.window()));
-      } catch (IllegalArgumentException e) {
-        throw new IdemSetupException(where + ": window \"" + idempotent.window() + "\" is not a duration: " + e.getMessage(),
-            "Write the window as a duration, such as \"24h\", \"7d\" or \"${payments.window}\".", e);
-      }
-    }
-    return new Route(window, idempotent.keyRequired(), IntStream.of(idempotent.storedStatuses()).sorted().distinct().boxed().toList());
+    DedupeWindow window = IdempotentMethod.window(where + ": window", idempotent.window(), environment);
+    return new Route(window == null ? null : window.length(), idempotent.keyRequired(), IntStream.of(idempotent.storedStatuses()).sorted().distinct().boxed().toList());
   }
 
   /** The filter of {@code route}, built at start-up so a setting the builder refuses names the handler. */

@@ -11,6 +11,7 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.spring.Idempotent;
+import dev.idem.window.DedupeWindow;
 import java.lang.reflect.Method;
 import java.lang.reflect.Type;
 import java.time.Duration;
@@ -53,7 +54,7 @@ import org.springframework.util.ClassUtils;
  */
 final class IdempotentMethod {
   /** When {@code window} is empty: the client retry window. */
-  static final Duration DEFAULT_WINDOW = Duration.ofHours(24);
+  static final DedupeWindow DEFAULT_WINDOW = DedupeWindow.CLIENT_RETRY;
   private static final SpelExpressionParser PARSER = new SpelExpressionParser();
   private static final ParameterNameDiscoverer NAMES = new DefaultParameterNameDiscoverer();
   /** The method's own {@code @Transactional}, read as Spring's advice reads it (any visibility). */
@@ -62,13 +63,17 @@ final class IdempotentMethod {
   final Method method;
   final String name;
   final String scope;
-  final Duration window;
+  final DedupeWindow window;
   /** The Spring transaction the call begins when none is open: the method's own, or REQUIRED. */
   final TransactionAttribute transaction;
   private final Expression key;
-  private final String keySource;
   private final int keyParameter;
-  private final String[] parameterNames;
+  /** The key's origin as an error names it: the expression or the marked parameter. */
+  private final String keyOrigin;
+  /** True if the marked parameter's declared type already passed {@link #isKeyType}: no check per call. */
+  private final boolean keyTypeKnown;
+  /** The variables each argument is bound to: {@code p0}/{@code a0} and its name if known, per argument. */
+  private final String[][] variables;
   private final int[] fingerprinted;
   private final ResolvableType returned;
 
@@ -102,8 +107,14 @@ final class IdempotentMethod {
           + " or mark the parameter that holds it @IdempotencyKey.");
     }
     this.keyParameter = marked;
-    this.keySource = a.key();
-    this.parameterNames = NAMES.getParameterNames(method);
+    this.keyOrigin = marked >= 0 ? "the @IdempotencyKey parameter " + marked : "key = \"" + a.key() + "\"";
+    this.keyTypeKnown = marked >= 0 && isKeyType(ClassUtils.resolvePrimitiveIfNecessary(parameters[marked].getParameterType()));
+    String[] parameterNames = NAMES.getParameterNames(method);
+    this.variables = new String[parameters.length][];
+    for (int i = 0; i < parameters.length; i++) {
+      variables[i] = parameterNames != null && parameterNames[i] != null
+          ? new String[] {"p" + i, "a" + i, parameterNames[i]} : new String[] {"p" + i, "a" + i};
+    }
     try {
       this.key = a.key().isEmpty() ? null : PARSER.parseExpression(a.key());
     } catch (ParseException e) {
@@ -132,7 +143,8 @@ final class IdempotentMethod {
       throw refused(a.scope().isEmpty() ? "the default scope (bean class and method name) is not a valid scope: " + e.getMessage()
           : "scope = \"" + a.scope() + "\": " + e.getMessage(), "Set scope = \"...\" to a valid scope.", e);
     }
-    this.window = window(a.window(), environment);
+    DedupeWindow declared = window("@Idempotent on " + name + ": window =", a.window(), environment);
+    this.window = declared == null ? DEFAULT_WINDOW : declared;
     Class<?> type = method.getReturnType();
     if (Future.class.isAssignableFrom(type) || CompletionStage.class.isAssignableFrom(type)
         || type.getName().equals("org.reactivestreams.Publisher") || hasInterface(type, "org.reactivestreams.Publisher")) {
@@ -260,20 +272,25 @@ final class IdempotentMethod {
    * the value: two calls with equal arguments would get two keys.
    */
   private static boolean isKeyType(Class<?> type) {
-    if (CharSequence.class.isAssignableFrom(type) || Number.class.isAssignableFrom(type) || UUID.class == type
-        || Enum.class.isAssignableFrom(type)) {
-      return true;
-    }
-    for (Class<?> c = type; c != null && c != Object.class; c = c.getSuperclass()) {
-      try {
-        c.getDeclaredMethod("toString");
+    return KEY_TYPE.get(type);
+  }
+
+  /** {@link #isKeyType}, computed once per class: a key's class is checked on every call. */
+  private static final ClassValue<Boolean> KEY_TYPE = new ClassValue<>() {
+    @Override
+    protected Boolean computeValue(Class<?> type) {
+      if (CharSequence.class.isAssignableFrom(type) || Number.class.isAssignableFrom(type) || UUID.class == type
+          || Enum.class.isAssignableFrom(type)) {
         return true;
-      } catch (NoSuchMethodException notHere) {
-        // look further up
+      }
+      try {
+        // The same rule as Fingerprint's: the public toString() the class has is not Object's.
+        return type.getMethod("toString").getDeclaringClass() != Object.class;
+      } catch (NoSuchMethodException never) {
+        return false; // every class has Object's public toString(); an interface is never a value's class
       }
     }
-    return false;
-  }
+  };
 
   /** What to give as a key instead of a type {@link #keyTypeRefused} names. */
   private static final String KEY_TYPES = "Use a String, Number, UUID, enum or record, or a class with its own"
@@ -285,28 +302,37 @@ final class IdempotentMethod {
         + " so every call would get a new key";
   }
 
-  private Duration window(String text, Environment environment) {
+  /**
+   * An {@link Idempotent#window} (of a service method or an HTTP handler) as a window: placeholders
+   * resolved, then read as 24h, 7d or PT24H, then checked by {@link DedupeWindow#of(Duration)}; null
+   * when empty (each caller has its own default). Every error begins with {@code attribute}: where
+   * the annotation is and how the message names the attribute.
+   */
+  static DedupeWindow window(String attribute, String text, Environment environment) {
     if (text.isEmpty()) {
-      return DEFAULT_WINDOW;
+      return null;
     }
     String resolved;
     try {
       resolved = environment.resolveRequiredPlaceholders(text);
     } catch (IllegalArgumentException e) {
-      throw refused("window = \"" + text + "\": " + e.getMessage(), "Define the property, or write the window as 24h,"
-          + " 7d or PT24H.", e);
+      throw new IdemSetupException(attribute + " \"" + text + "\": " + e.getMessage(), "Define the property, or write"
+          + " the window as 24h, 7d or PT24H.", e);
     }
+    String named = attribute + " \"" + text + "\"" + (resolved.equals(text) ? "" : " (\"" + resolved + "\")");
     Duration d;
     try {
       d = DurationStyle.detectAndParse(resolved.trim());
     } catch (IllegalArgumentException e) {
-      throw refused("window = \"" + text + "\"" + (resolved.equals(text) ? "" : " (\"" + resolved + "\")")
-          + " is not a duration", "Write it as 24h, 7d or PT24H.", e);
+      throw new IdemSetupException(named + " is not a duration", "Write the window as a duration, such as \"24h\","
+          + " \"7d\" or \"${payments.window}\".", e);
     }
-    if (d.isNegative() || d.isZero()) {
-      throw refused("window = \"" + text + "\" is not positive", "Write a positive duration, such as 24h.");
+    try {
+      return DedupeWindow.of(d);
+    } catch (IllegalArgumentException e) {
+      throw new IdemSetupException(named + " is not a window: " + e.getMessage(), "Write a positive duration, such as"
+          + " 24h.", e);
     }
-    return d;
   }
 
   private static boolean hasInterface(Class<?> type, String name) {
@@ -321,22 +347,20 @@ final class IdempotentMethod {
   /** The key of a call with {@code args}. */
   IdempotencyKey key(Object[] args) {
     Object value;
-    String source;
+    String source = keyOrigin;
     if (key != null) {
-      source = "key = \"" + keySource + "\"";
       try {
         value = key.getValue(arguments(args));
       } catch (EvaluationException e) {
         throw new IllegalArgumentException("@Idempotent on " + name + ": " + source + " failed: " + e.getMessage(), e);
       }
     } else {
-      source = "the @IdempotencyKey parameter " + keyParameter;
       value = args[keyParameter];
     }
     if (value == null) {
       throw new IllegalArgumentException("@Idempotent on " + name + ": " + source + " gave null; a call needs its key");
     }
-    if (!isKeyType(value.getClass())) {
+    if (!keyTypeKnown && !isKeyType(value.getClass())) {
       throw new IllegalArgumentException("@Idempotent on " + name + ": " + keyTypeRefused(source, value.getClass())
           + ". " + KEY_TYPES);
     }
@@ -355,10 +379,8 @@ final class IdempotentMethod {
   private SimpleEvaluationContext arguments(Object[] args) {
     SimpleEvaluationContext context = SimpleEvaluationContext.forReadOnlyDataBinding().withInstanceMethods().build();
     for (int i = 0; i < args.length; i++) {
-      context.setVariable("p" + i, args[i]);
-      context.setVariable("a" + i, args[i]);
-      if (parameterNames != null && parameterNames[i] != null) {
-        context.setVariable(parameterNames[i], args[i]);
+      for (String variable : variables[i]) {
+        context.setVariable(variable, args[i]);
       }
     }
     return context;

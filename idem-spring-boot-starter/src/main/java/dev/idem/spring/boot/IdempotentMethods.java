@@ -9,7 +9,6 @@ import dev.idem.result.Codec;
 import dev.idem.spring.Idempotent;
 import dev.idem.window.DedupeWindow;
 import java.lang.reflect.Method;
-import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
@@ -24,7 +23,7 @@ import org.springframework.beans.factory.BeanFactory;
 import org.springframework.beans.factory.BeanFactoryAware;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.BeanFactoryAnnotationUtils;
-import org.springframework.core.BridgeMethodResolver;
+import org.springframework.core.MethodClassKey;
 import org.springframework.core.annotation.AnnotatedElementUtils;
 import org.springframework.core.env.Environment;
 import org.springframework.stereotype.Controller;
@@ -69,11 +68,22 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
   /** A method as called on a bean class: a generic base class's method returns the subclass's type. */
   private record On(Method method, Class<?> target) {}
   private final Map<On, IdempotentMethod> methods = new ConcurrentHashMap<>();
-  private final Map<On, Ready> ready = new ConcurrentHashMap<>();
-  private final Map<Duration, IdempotentExecutor> executors = new ConcurrentHashMap<>();
+  /** What a call needs, by the method as invoked and the bean class: found on the first call only. */
+  private final Map<MethodClassKey, Called> called = new ConcurrentHashMap<>();
+  private final Map<DedupeWindow, IdempotentExecutor> executors = new ConcurrentHashMap<>();
 
   /** What a method's calls need, found at its first call: its codec and its transaction (null: none). */
   private record Ready(Codec<Object> codec, SpringRequestTransaction transaction) {}
+
+  /** A method as invoked on a bean class: its plan (null: not idempotent) and, once called, its {@link Ready}. */
+  private static final class Called {
+    final IdempotentMethod method;
+    private volatile Ready ready;
+
+    Called(IdempotentMethod method) {
+      this.method = method;
+    }
+  }
 
   IdempotentMethods(ObjectProvider<Idem> idem, ObjectProvider<ObjectMapper> mappers, Environment environment) {
     this.idem = idem;
@@ -101,7 +111,7 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
 
   /** The method as called on {@code targetClass}, read and checked once; null if not annotated. */
   private IdempotentMethod plan(Method method, Class<?> targetClass) {
-    Method specific = BridgeMethodResolver.findBridgedMethod(AopUtils.getMostSpecificMethod(method, targetClass));
+    Method specific = AopUtils.getMostSpecificMethod(method, targetClass); // resolves bridge methods too
     On on = new On(specific, targetClass);
     IdempotentMethod known = methods.get(on);
     if (known != null) {
@@ -118,11 +128,13 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
   public Object invoke(MethodInvocation invocation) throws Throwable {
     Class<?> target = invocation.getThis() == null ? invocation.getMethod().getDeclaringClass()
         : AopUtils.getTargetClass(invocation.getThis());
-    IdempotentMethod m = plan(invocation.getMethod(), target);
+    Called c = called.computeIfAbsent(new MethodClassKey(invocation.getMethod(), target),
+        k -> new Called(plan(invocation.getMethod(), target)));
+    IdempotentMethod m = c.method;
     if (m == null) {
       return invocation.proceed();
     }
-    Ready r = ready(m, target);
+    Ready r = ready(c);
     Object[] args = invocation.getArguments();
     // Checked before any transaction begins: a bad key is the caller's mistake, nothing to roll back.
     IdempotencyKey key = m.key(args);
@@ -158,17 +170,26 @@ final class IdempotentMethods extends AbstractPointcutAdvisor implements MethodI
     return executors.values();
   }
 
-  private IdempotentExecutor executor(Duration window) {
+  private IdempotentExecutor executor(DedupeWindow window) {
     return executors.computeIfAbsent(window,
-        w -> idem.getObject().executor().name("executor:@Idempotent").window(DedupeWindow.of(w)).build());
+        w -> idem.getObject().executor().name("executor:@Idempotent").window(w).build());
   }
 
-  private Ready ready(IdempotentMethod m, Class<?> target) {
-    return ready.computeIfAbsent(new On(m.method, target), on -> {
-      PlatformTransactionManager manager = transactionManager(m);
-      return new Ready(m.codec(mappers.getIfAvailable()),
-          manager == null ? null : new SpringRequestTransaction(new TransactionTemplate(manager, m.transaction)));
-    });
+  private Ready ready(Called c) {
+    Ready r = c.ready;
+    if (r == null) {
+      synchronized (c) { // once per method: the beans are looked up at its first call
+        r = c.ready;
+        if (r == null) {
+          IdempotentMethod m = c.method;
+          PlatformTransactionManager manager = transactionManager(m);
+          r = new Ready(m.codec(mappers.getIfAvailable()),
+              manager == null ? null : new SpringRequestTransaction(new TransactionTemplate(manager, m.transaction)));
+          c.ready = r;
+        }
+      }
+    }
+    return r;
   }
 
   /** The method's {@code @Transactional} transaction manager if it names one, else the application's; null if none. */
