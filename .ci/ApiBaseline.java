@@ -130,8 +130,8 @@ public class ApiBaseline {
     Files.writeString(builtApi, built);
     if (!built.equals(committed)) {
       System.out.println("[api] ERROR " + artifact + ": the public API changed; " + ACCEPT + ".");
-      System.out.println("[api] - in api/" + artifact + ".api, + in this build (" + builtApi + ";"
-          + " japicmp's report, where it ran: target/japicmp/):");
+      System.out.println("[api] - in api/" + artifact + ".api, + in this build's " + builtApi
+          + " (japicmp's report: target/japicmp/api-report.md):");
       diff(committed, built).forEach(line -> System.out.println("[api]   " + line));
       return 1;
     }
