@@ -63,6 +63,15 @@ public class ApiBaseline {
   static final int MAX_DIFF_LINES = 200;
 
   public static void main(String[] args) throws Exception {
+    try {
+      System.exit(run(args));
+    } catch (IllegalStateException e) {
+      System.out.println("[api] ERROR " + e.getMessage());
+      System.exit(1);
+    }
+  }
+
+  static int run(String[] args) throws Exception {
     String mode = args.length == 0 ? "" : args[0];
     int status;
     if (mode.equals("write") && args.length == 2) {
@@ -79,7 +88,7 @@ public class ApiBaseline {
           + " | check-files ROOT | modules ROOT");
       status = 2;
     }
-    System.exit(status);
+    return status;
   }
 
   /** Regenerates ROOT/api/ from each published module's built jar, removing files of no module. */
