@@ -46,9 +46,10 @@ public record RepeatReport(String effects, List<Trial> trials) {
    * @param key the key it carried
    * @param outcome its attempts' outcomes, e.g. {@code 500 → 201 replayed}
    * @param effectsAfter the intent's rows in the table once it was over
-   * @param note what else happened: the kill, the aging, the extra effect it made; empty if nothing
+   * @param extra the effects it added beyond the intent's one: the duplicates this copy made
+   * @param note what else happened: the kill, the aging; empty if nothing
    */
-  public record Step(String copy, String key, String outcome, long effectsAfter, String note) {}
+  public record Step(String copy, String key, String outcome, long effectsAfter, long extra, String note) {}
 
   /** The asserted trials whose property did not hold. */
   public List<Trial> failures() {
@@ -71,7 +72,9 @@ public record RepeatReport(String effects, List<Trial> trials) {
   /**
    * The report as a test shows it: a summary line, then one line per trial ({@code FAIL}, {@code
    * ok}, or {@code --} for one outside the guarantee and not asserted), with the copies of every
-   * trial that did not leave exactly one effect.
+   * trial that failed or was not asserted: per copy its key, its attempts' outcomes, the effects
+   * after it and, marked {@code ← 1 extra}, the duplicates it made; below it, what was killed or
+   * aged before it.
    */
   @Override
   public String toString() {
@@ -79,10 +82,11 @@ public record RepeatReport(String effects, List<Trial> trials) {
     long failed = failures().size();
     long asserted = trials.stream().filter(Trial::asserted).count();
     s.append("one effect per intent in ").append(effects).append(": ");
-    s.append(failed == 0 ? "held in all " + asserted + " trials" : failed + " of " + asserted + " trials failed");
+    s.append(asserted == 0 ? "nothing asserted" : failed == 0 ? (asserted == 1 ? "held in the one trial" : "held in all " + asserted + " trials")
+        : failed + " of " + asserted + " trials failed");
     long outside = trials.size() - asserted;
     if (outside > 0) {
-      s.append(" (").append(outside).append(" outside idem's guarantee, not asserted)");
+      s.append(asserted == 0 ? ", " : " (").append(outside).append(" outside idem's guarantee, not asserted").append(asserted == 0 ? "" : ")");
     }
     for (Trial t : trials) {
       s.append('\n').append(!t.asserted() ? "--   " : t.passed() ? "ok   " : "FAIL ");
@@ -91,12 +95,15 @@ public record RepeatReport(String effects, List<Trial> trials) {
         s.append(" (").append(t.variant()).append(')');
       }
       s.append(", intent ").append(t.intent()).append(": ").append(t.verdict());
-      if (!t.passed() || t.effects() != 1 || !t.asserted()) {
+      if (!t.passed() || !t.asserted()) {
         for (Step step : t.steps()) {
           s.append("\n       ").append(step.copy()).append(", key ").append(step.key()).append(": ").append(step.outcome())
               .append(" → ").append(step.effectsAfter()).append(step.effectsAfter() == 1 ? " effect" : " effects");
+          if (step.extra() > 0) {
+            s.append(" ← ").append(step.extra()).append(" extra");
+          }
           if (!step.note().isEmpty()) {
-            s.append("; ").append(step.note());
+            s.append("\n         ").append(step.note());
           }
         }
       }

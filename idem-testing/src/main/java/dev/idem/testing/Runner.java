@@ -8,7 +8,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeSet;
+import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -108,7 +108,7 @@ final class Runner implements AutoCloseable {
     steps.add("copy 1", key, outcome, first, "");
     int aged = idemRows.age(key, intent);
     String note = aged > 0
-        ? "sent after idem's " + (aged == 1 ? "row" : aged + " rows") + " for the key were aged past the window"
+        ? "sent after idem's " + (aged == 1 ? "row for the key was" : aged + " rows for the key were") + " aged past the window"
         : "nothing to age: idem has no row within its window for key " + key + " or intent " + intent
             + " (is the service guarded by idem under this key?)";
     outcome = deliver(new Copy(Delivery.PAST_WINDOW, intent, key, 2, 1), false);
@@ -211,13 +211,20 @@ final class Runner implements AutoCloseable {
     Steps steps = new Steps();
     long newest = 0;
     List<Long> seqs = List.of();
+    List<String> repeats = List.of();
     for (int i = 0; i < order.size(); i++) {
       int seq = order.get(i);
       String outcome = deliver(new Copy(Delivery.OUT_OF_ORDER, intent, keys.get(seq - 1), i + 1, seq), false);
       seqs = effects.sequences(intent);
       long top = seqs.isEmpty() ? 0 : seqs.get(seqs.size() - 1);
       List<String> notes = new ArrayList<>();
-      twice(seqs).forEach(s -> notes.add("message " + s + " applied twice"));
+      List<String> now = repeated(seqs);
+      for (String r : now) {
+        if (!repeats.contains(r)) {
+          notes.add(r); // only what this copy did
+        }
+      }
+      repeats = now;
       if (top < newest) {
         notes.add("moved the intent back from message " + newest + " to " + top);
       }
@@ -225,7 +232,7 @@ final class Runner implements AutoCloseable {
       steps.addAsIs("copy " + (i + 1) + " (message " + seq + ")", keys.get(seq - 1), outcome, seqs.size(), String.join("; ", notes));
     }
     List<String> problems = new ArrayList<>();
-    twice(seqs).forEach(s -> problems.add("message " + s + " applied twice"));
+    problems.addAll(repeated(seqs));
     if (newest != messages) {
       problems.add(seqs.isEmpty() ? "no effect at all" : "ends at message " + newest + ", not " + messages + ": a late message moved it back");
     }
@@ -236,14 +243,12 @@ final class Runner implements AutoCloseable {
     return new RepeatReport.Trial(Delivery.OUT_OF_ORDER, variant, intent, true, problems.isEmpty(), seqs.size(), verdict, steps.list);
   }
 
-  private static List<Long> twice(List<Long> sorted) {
-    TreeSet<Long> twice = new TreeSet<>();
-    for (int i = 1; i < sorted.size(); i++) {
-      if (sorted.get(i).equals(sorted.get(i - 1))) {
-        twice.add(sorted.get(i));
-      }
-    }
-    return List.copyOf(twice);
+  /** "message 2 applied twice" for each sequence number with more than one row. */
+  private static List<String> repeated(List<Long> seqs) {
+    Map<Long, Integer> counts = new TreeMap<>();
+    seqs.forEach(s -> counts.merge(s, 1, Integer::sum));
+    return counts.entrySet().stream().filter(e -> e.getValue() > 1)
+        .map(e -> "message " + e.getKey() + " applied " + (e.getValue() == 2 ? "twice" : e.getValue() + " times")).toList();
   }
 
   /** The trial's verdict on one effect per intent, with what the report says of deliveries outside the guarantee. */
@@ -265,20 +270,19 @@ final class Runner implements AutoCloseable {
     return new RepeatReport.Trial(d, variant, intent, asserted, !asserted || n == 1, n, verdict, steps.list);
   }
 
-  /** Steps, each noting the effects it added beyond the one the intent may have. */
+  /** Steps, each counting the effects it added beyond the one the intent may have. */
   private static final class Steps {
     final List<RepeatReport.Step> list = new ArrayList<>();
     private long before;
 
     void add(String copy, String key, String outcome, long after, String note) {
-      long allowed = Math.max(before, 1);
-      String extra = after > allowed
-          ? (after - allowed == 1 ? "made 1 extra effect" : "made " + (after - allowed) + " extra effects") : "";
-      addAsIs(copy, key, outcome, after, extra.isEmpty() ? note : note.isEmpty() ? extra : extra + "; " + note);
+      list.add(new RepeatReport.Step(copy, key, outcome, after, Math.max(0, after - Math.max(before, 1)), note));
+      before = after;
     }
 
+    /** A step of a trial with a property of its own ({@link Delivery#OUT_OF_ORDER}): no extra counted. */
     void addAsIs(String copy, String key, String outcome, long after, String note) {
-      list.add(new RepeatReport.Step(copy, key, outcome, after, note));
+      list.add(new RepeatReport.Step(copy, key, outcome, after, 0, note));
       before = after;
     }
   }
