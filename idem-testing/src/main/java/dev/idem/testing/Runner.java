@@ -194,7 +194,8 @@ final class Runner implements AutoCloseable {
   }
 
   /**
-   * Messages 1..n of one intent, each twice, shuffled, and message 1 once more at the end, late.
+   * Messages 1..n of one intent, each twice, shuffled, and message 1 once more at the end, late
+   * (after a newer message).
    * Holds when no message's effect is there twice and the highest sequence in the table is n.
    */
   private RepeatReport.Trial outOfOrder() {
@@ -207,6 +208,12 @@ final class Runner implements AutoCloseable {
       order.add(seq);
     }
     Collections.shuffle(order, ThreadLocalRandom.current());
+    // The late copy of message 1 must follow a newer message, or it is no later than its twins.
+    int newer = order.size() - 1;
+    while (order.get(newer) == 1) {
+      newer--;
+    }
+    Collections.swap(order, newer, order.size() - 1);
     order.add(1);
     Steps steps = new Steps();
     long newest = 0;

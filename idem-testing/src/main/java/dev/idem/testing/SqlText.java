@@ -5,7 +5,7 @@ import java.util.regex.Pattern;
 /** What {@link FaultyDataSource} reads from the SQL a service sends: where its commits are. */
 final class SqlText {
   /** Quoted text and dollar-quoted bodies, whose words are no commands. */
-  private static final Pattern QUOTED = Pattern.compile("(?s)'(?:[^']|'')*'|\\$([A-Za-z_]\\w*)?\\$.*?\\$\\1\\$");
+  private static final Pattern QUOTED = Pattern.compile("(?s)'(?:[^']|'')*'|\\$([A-Za-z_]\\w*|)\\$.*?\\$\\1\\$");
   private static final Pattern ENDS_IN_COMMIT = Pattern.compile(
       "(?is)(?:^|;)\\s*(?:COMMIT|END)(?:\\s+(?:WORK|TRANSACTION))?(?:\\s+AND\\s+NO\\s+CHAIN)?$");
   private static final Pattern ONLY_COMMIT = Pattern.compile("(?is)^(?:COMMIT|END)(?:\\s+(?:WORK|TRANSACTION))?$");

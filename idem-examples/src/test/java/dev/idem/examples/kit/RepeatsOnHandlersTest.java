@@ -4,6 +4,7 @@ import static dev.idem.testing.Delivery.CONCURRENT;
 import static dev.idem.testing.Delivery.KILLED_AFTER_COMMIT;
 import static dev.idem.testing.Delivery.KILLED_BEFORE_COMMIT;
 import static dev.idem.testing.Delivery.OUT_OF_ORDER;
+import static dev.idem.testing.Delivery.PAST_WINDOW;
 import static dev.idem.testing.Delivery.REPLY_LOST;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -92,6 +93,22 @@ class RepeatsOnHandlersTest {
     assertThat(report.trials()).extracting(t -> t.delivery() + " " + t.variant()).containsExactly(
         "CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT writing commit 1 of 1", "KILLED_AFTER_COMMIT writing commit 1 of 1");
     assertThat(report.trials()).allSatisfy(t -> assertThat(chargeRows(t)).isEqualTo(1));
+  }
+
+  @Test
+  void pastTheWindowAnsweredFromTheInboxsMemory_theReportSaysTheRowWasNotClaimedAgain() {
+    // This service's Idem answers repeats from memory for 30 s: a row aged by hand is not seen.
+    RepeatReport report = Repeats.of(Effects.in(service.pool, "charges", "order_id"))
+        .target(Targets.handler(copy -> service.charge(copy.key(), copy.intent()))).deliver(PAST_WINDOW).run();
+    RepeatReport.Trial t = report.trials().get(0);
+    assertThat(chargeRows(t)).isEqualTo(1);
+    assertThat(service.db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = ? AND expires_at < now()",
+        t.steps().get(1).key())).isEqualTo(1);
+    assertThat(report.toString()).contains("--   PAST_WINDOW, intent " + t.intent() + ": 1 effect, outside idem's guarantee,"
+        + " not asserted: past the window a repeat is new: size the window to the slowest path")
+        .contains("sent after idem's row for the key was aged past the window; idem's row was not claimed again: the copy"
+            + " was answered before idem's table (from a guard's memory: build the service's Idem with"
+            + " answersFromMemory(Duration.ZERO) to test the window) or refused by the service");
   }
 
   @Test

@@ -155,6 +155,26 @@ class RepeatsOverHttpTest {
   }
 
   @Test
+  void misconfiguredRuns_areRefusedNamingWhatIsMissing() {
+    assertThatThrownBy(() -> payments("/guarded").deliver(Delivery.OUT_OF_ORDER).run())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("OUT_OF_ORDER reads each effect's sequence number: name its column with Effects.in(...).sequencedBy(\"seq\")");
+    assertThatThrownBy(() -> payments("/guarded").expectOneEffect(CONCURRENT, "it is guarded"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("CONCURRENT is within idem's guarantee and always asserted; expectOneEffect is for PAST_WINDOW and FRESH_KEY");
+    assertThatThrownBy(() -> payments("/guarded").deliver(CONCURRENT).expectOneEffect(FRESH_KEY, "unique by order").run())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("expectOneEffect(FRESH_KEY, ...) but FRESH_KEY is not delivered: add it to deliver(...)");
+    assertThatThrownBy(() -> payments("/guarded").deliver(PAST_WINDOW).idemSchema("billing").run())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("PAST_WINDOW ages idem's rows, but schema 'billing' has no table idem_keys: migrate idem's tables"
+            + " (IdemFlyway.migrate) or name their schema with idemSchema(...)");
+    assertThatThrownBy(() -> Repeats.of(Effects.in(service.pool, "payments", "order_id")).deliver(CONCURRENT).run())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageStartingWith("no target: call target(Targets.http(...))");
+  }
+
+  @Test
   void effectsNamingATableOrColumnThatIsNotThere_isRefusedNamingIt() {
     assertThatThrownBy(() -> Effects.in(service.pool, "paymnts", "order_id"))
         .isInstanceOf(IllegalArgumentException.class)
