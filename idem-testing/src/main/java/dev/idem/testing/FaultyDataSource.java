@@ -183,6 +183,15 @@ public final class FaultyDataSource implements DataSource {
     return "FaultyDataSource over " + target;
   }
 
+  /** {@code equals}, {@code hashCode} and {@code toString} of a proxy: its own identity, not its target's. */
+  private static Object objectMethod(Object self, String name, Object[] args, String description) {
+    return switch (name) {
+      case "equals" -> self == args[0];
+      case "hashCode" -> System.identityHashCode(self);
+      default -> description;
+    };
+  }
+
   /** A call to pass on once the commit point is decided. */
   @FunctionalInterface
   private interface Call {
@@ -204,11 +213,7 @@ public final class FaultyDataSource implements DataSource {
     public Object invoke(Object self, Method m, Object[] args) throws Throwable {
       String name = m.getName();
       if (m.getDeclaringClass() == Object.class) {
-        return switch (name) {
-          case "equals" -> self == args[0];
-          case "hashCode" -> System.identityHashCode(self);
-          default -> "FaultyDataSource connection #" + number + " over " + real;
-        };
+        return objectMethod(self, name, args, "FaultyDataSource connection #" + number + " over " + real);
       }
       Watch w = watch;
       switch (name) {
@@ -416,11 +421,7 @@ public final class FaultyDataSource implements DataSource {
     public Object invoke(Object self, Method m, Object[] args) throws Throwable {
       String name = m.getName();
       if (m.getDeclaringClass() == Object.class) {
-        return switch (name) {
-          case "equals" -> self == args[0];
-          case "hashCode" -> System.identityHashCode(self);
-          default -> "FaultyDataSource statement over " + real;
-        };
+        return objectMethod(self, name, args, "FaultyDataSource statement over " + real);
       }
       switch (name) {
         case "getConnection":

@@ -65,26 +65,33 @@ final class IdemRows {
   }
 
   private int update(String sql, String[] keys) {
-    try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement(sql)) {
-      Array array = c.createArrayOf("text", keys);
-      ps.setArray(1, array);
-      return ps.executeUpdate();
-    } catch (SQLException e) {
-      throw new IllegalStateException("could not age idem's rows: " + sql, e);
-    }
+    return withKeys(sql, keys, 1, "could not age idem's rows: ", PreparedStatement::executeUpdate).intValue();
   }
 
   private long count(String sql, String[] keys) {
-    try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement(sql)) {
-      Array array = c.createArrayOf("text", keys);
-      ps.setArray(1, array);
-      ps.setArray(2, array);
+    return withKeys(sql, keys, 2, "could not read idem's rows: ", ps -> {
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();
         return rs.getLong(1);
       }
+    }).longValue();
+  }
+
+  @FunctionalInterface
+  private interface Run {
+    Number on(PreparedStatement ps) throws SQLException;
+  }
+
+  /** Runs {@code sql} with {@code keys} as a text array bound to each of its {@code parameters}. */
+  private Number withKeys(String sql, String[] keys, int parameters, String failure, Run run) {
+    try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement(sql)) {
+      Array array = c.createArrayOf("text", keys);
+      for (int i = 1; i <= parameters; i++) {
+        ps.setArray(i, array);
+      }
+      return run.on(ps);
     } catch (SQLException e) {
-      throw new IllegalStateException("could not read idem's rows: " + sql, e);
+      throw new IllegalStateException(failure + sql, e);
     }
   }
 }

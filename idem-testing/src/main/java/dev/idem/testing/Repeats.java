@@ -117,10 +117,7 @@ public final class Repeats {
    * @throws IllegalArgumentException outside 2 to 256
    */
   public Repeats concurrentCopies(int n) {
-    if (n < 2 || n > 256) {
-      throw new IllegalArgumentException("concurrentCopies must be within 2 and 256, was " + n);
-    }
-    this.concurrentCopies = n;
+    this.concurrentCopies = Require.within(n, 2, 256, "concurrentCopies");
     return this;
   }
 
@@ -130,10 +127,7 @@ public final class Repeats {
    * @throws IllegalArgumentException outside 2 to 100
    */
   public Repeats messages(int n) {
-    if (n < 2 || n > 100) {
-      throw new IllegalArgumentException("messages must be within 2 and 100, was " + n);
-    }
-    this.messages = n;
+    this.messages = Require.within(n, 2, 100, "messages");
     return this;
   }
 
@@ -143,10 +137,7 @@ public final class Repeats {
    * @throws IllegalArgumentException outside 1 to 100
    */
   public Repeats attempts(int n) {
-    if (n < 1 || n > 100) {
-      throw new IllegalArgumentException("attempts must be within 1 and 100, was " + n);
-    }
-    this.attempts = n;
+    this.attempts = Require.within(n, 1, 100, "attempts");
     return this;
   }
 

@@ -17,6 +17,14 @@ final class Require {
     return value;
   }
 
+  /** {@code n} if it is within {@code low} and {@code high}, both included. */
+  static int within(int n, int low, int high, String name) {
+    if (n < low || n > high) {
+      throw new IllegalArgumentException(name + " must be within " + low + " and " + high + ", was " + n);
+    }
+    return n;
+  }
+
   /** {@code value} if it is a plain SQL identifier (letters, digits, {@code _}, one {@code .} at most). */
   static String identifier(String value, String name) {
     present(value, name);
