@@ -15,7 +15,9 @@ import dev.idem.testing.Effects;
 import dev.idem.testing.RepeatReport;
 import dev.idem.testing.Repeats;
 import dev.idem.testing.Targets;
+import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -109,6 +111,23 @@ class RepeatsOnHandlersTest {
         .contains("sent after idem's row for the key was aged past the window; idem's row was not claimed again: the copy"
             + " was answered before idem's table (from a guard's memory: build the service's Idem with"
             + " answersFromMemory(Duration.ZERO) to test the window) or refused by the service");
+  }
+
+  @Test
+  void aHandlerThatNeverReturns_isAbandonedAtTheTimeoutAndReported() {
+    CountDownLatch never = new CountDownLatch(1);
+    try {
+      RepeatReport report = Repeats.of(Effects.in(service.pool, "charges", "order_id"))
+          .target(Targets.handler(copy -> never.await())).deliver(REPLY_LOST).timeout(Duration.ofMillis(300)).run();
+      RepeatReport.Trial t = report.trials().get(0);
+      assertThat(chargeRows(t)).isZero();
+      assertThatThrownBy(report::assertOneEffectPerIntent)
+          .hasMessageContaining("FAIL REPLY_LOST, intent " + t.intent() + ": 0 effects, want 1 (the effect never happened: it was"
+              + " lost, or the request does not carry copy.intent() to charges.order_id)")
+          .hasMessageContaining("copy 2, key " + t.steps().get(1).key() + ": no answer within 300 ms, abandoned → 0 effects");
+    } finally {
+      never.countDown();
+    }
   }
 
   @Test
