@@ -25,6 +25,8 @@ final class IdemTestContextCustomizer implements ContextCustomizer {
     context.getEnvironment().getPropertySources().addFirst(new MapPropertySource(PROPERTY_SOURCE,
         Map.of("spring.datasource.url", db.jdbcUrl())));
     context.getBeanFactory().registerSingleton("idemTestDatabase", db);
+    context.getBeanFactory().addBeanPostProcessor(new FaultyDataSources());
+    context.getBeanFactory().registerSingleton("idemServiceRepeats", new ServiceRepeats(context.getBeanFactory()));
     // Spring destroys beans in the reverse order of their registration: registered before the
     // application's, the drop runs after its pool is closed, so it finds no session to end.
     if (!(context.getBeanFactory() instanceof DefaultSingletonBeanRegistry registry)) {

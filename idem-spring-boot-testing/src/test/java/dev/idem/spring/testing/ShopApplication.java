@@ -5,6 +5,9 @@ import java.util.Map;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.http.ResponseEntity;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.TransactionTemplate;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RequestBody;
 import org.springframework.web.bind.annotation.RestController;
@@ -20,9 +23,12 @@ public class ShopApplication {
   @RestController
   static class Orders {
     private final JdbcTemplate jdbc;
+    private final TransactionTemplate detached;
 
-    Orders(JdbcTemplate jdbc) {
+    Orders(JdbcTemplate jdbc, PlatformTransactionManager transactions) {
       this.jdbc = jdbc;
+      this.detached = new TransactionTemplate(transactions);
+      this.detached.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
     }
 
     @Idempotent
@@ -34,6 +40,13 @@ public class ShopApplication {
     @PostMapping("/unguarded-orders")
     ResponseEntity<Map<String, Object>> placeUnguarded(@RequestBody Order order) {
       return insert(order);
+    }
+
+    /** A defect: guarded, but the effect commits in a transaction of its own, apart from the key. */
+    @Idempotent
+    @PostMapping("/detached-orders")
+    ResponseEntity<Map<String, Object>> placeDetached(@RequestBody Order order) {
+      return detached.execute(status -> insert(order));
     }
 
     private ResponseEntity<Map<String, Object>> insert(Order order) {
