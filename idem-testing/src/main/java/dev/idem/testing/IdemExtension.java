@@ -31,7 +31,7 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
   @Override
   public boolean supportsParameter(ParameterContext parameter, ExtensionContext context) {
     Class<?> type = parameter.getParameter().getType();
-    return type == TestDatabase.class || type == DataSource.class || type.getName().equals(KAFKA)
+    return type == TestDatabase.class || type == DataSource.class || type == FaultyDataSource.class || type.getName().equals(KAFKA)
         || type.getName().equals(IDEM);
   }
 
@@ -44,6 +44,9 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
     }
     if (type == DataSource.class) {
       return fixture.pool;
+    }
+    if (type == FaultyDataSource.class) {
+      return fixture.faulty();
     }
     if (type.getName().equals(KAFKA)) {
       return fixture.kafka();
@@ -74,6 +77,7 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
     final HikariDataSource pool;
     private final String schema;
     private Object idem;
+    private FaultyDataSource faulty;
     private AutoCloseable kafka; // a TestKafka, typed so that a test without Kafka never loads it
 
     private Fixture(TestDatabase db, HikariDataSource pool, String schema) {
@@ -126,6 +130,13 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
         }
       }
       return idem;
+    }
+
+    synchronized FaultyDataSource faulty() {
+      if (faulty == null) {
+        faulty = FaultyDataSource.wrap(pool);
+      }
+      return faulty;
     }
 
     synchronized Object kafka() {

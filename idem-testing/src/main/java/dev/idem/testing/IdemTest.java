@@ -36,6 +36,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  *   <li>{@link TestDatabase}: the database, to read what was committed ({@link TestDatabase#count})
  *       and to make more pools;
  *   <li>{@link javax.sql.DataSource}: a HikariCP pool of {@link #poolSize()} connections;
+ *   <li>{@link FaultyDataSource}: that pool behind the wrapper whose commits {@link Repeats} can
+ *       kill; build the code under test on it;
  *   <li>{@code dev.idem.jdbc.Idem}: {@code Idem.builder(dataSource).schema(schema()).build()} on
  *       that pool, one per class (idem-jdbc must be on the test class path); build your own from the
  *       {@code DataSource} when a test needs other settings;
