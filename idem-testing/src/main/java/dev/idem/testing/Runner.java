@@ -123,12 +123,18 @@ final class Runner implements AutoCloseable {
 
   /** One trial per writing commit of a clean delivery, that commit killed before or after it commits. */
   private List<RepeatReport.Trial> killed(Delivery d) {
+    boolean first = clean == null;
     Clean c = clean(d);
     if (c.problem != null) {
       return List.of(new RepeatReport.Trial(d, "a clean delivery first", c.intent, true, false, c.effects, c.problem, c.steps.list));
     }
     boolean after = d == Delivery.KILLED_AFTER_COMMIT;
     List<RepeatReport.Trial> trials = new ArrayList<>();
+    if (first) {
+      // Reported as a trial of its own: it is one more intent delivered, and its effects elsewhere
+      // (a provider's charge, a message sent) are the user's to count too.
+      trials.add(judged(d, "a clean delivery, nothing killed", c.intent, c.steps));
+    }
     for (int k = 1; k <= c.commits.size(); k++) {
       String intent = effects.freshIntent(after ? "killed-after-" + k : "killed-before-" + k);
       String key = key();
@@ -379,11 +385,13 @@ final class Runner implements AutoCloseable {
         outcomes.add("gave up after " + attempts + " attempts");
         break;
       }
-      if (System.nanoTime() + backoff.toNanos() - deadline > 0) {
-        outcomes.add("gave up: " + seconds(timeout) + " over");
+      // A sender waits as long as the receiver asked (Retry-After), else its own back-off.
+      Duration pause = a.retryAfter().compareTo(backoff) > 0 ? a.retryAfter() : backoff;
+      if (System.nanoTime() + pause.toNanos() - deadline > 0) {
+        outcomes.add("gave up: " + seconds(timeout) + " over" + (pause == backoff ? "" : " before the " + seconds(pause) + " asked for"));
         break;
       }
-      Thread.sleep(backoff.toMillis()); // a sender's back-off between attempts, not an ordering
+      Thread.sleep(pause.toMillis()); // a sender's back-off between attempts, not an ordering
       backoff = backoff.multipliedBy(2).compareTo(LONGEST_BACKOFF) > 0 ? LONGEST_BACKOFF : backoff.multipliedBy(2);
     }
     return String.join(" → ", outcomes);

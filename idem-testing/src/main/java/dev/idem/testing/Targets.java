@@ -34,8 +34,8 @@ public final class Targets {
    * Idempotency-Key} header and {@code copy.intent()} in the body.
    *
    * <p>As a client that retries safely: a 5xx, 409 (a copy in flight), 425 or an {@link
-   * IOException} is sent again with the same key; any other status is final. A request without a
-   * timeout gets 30 s.
+   * IOException} is sent again with the same key, after the response's {@code Retry-After} (in
+   * seconds) when it has one; any other status is final. A request without a timeout gets 30 s.
    */
   public static Target http(Function<Copy, HttpRequest> request) {
     return http(HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10)).build(),
@@ -68,8 +68,7 @@ public final class Targets {
         String body = response.body() == null ? "" : response.body().replaceAll("\\s+", " ").trim();
         outcome += body.isEmpty() ? "" : " " + Require.shorten(body, 60);
       }
-      boolean again = status >= 500 || status == 409 || status == 425;
-      return new Target.Attempt(outcome, again);
+      return Target.Attempt.ofHttp(status, response.headers().firstValue("Retry-After").orElse(null), outcome);
     };
   }
 

@@ -65,7 +65,8 @@ class RepeatsOnHandlersTest {
     // a charge with no claim: the redelivery charges again.
     assertThat(report.trials()).filteredOn(t -> t.delivery().name().startsWith("KILLED"))
         .extracting(RepeatReport.Trial::variant)
-        .containsExactly("writing commit 1 of 2", "writing commit 2 of 2", "writing commit 1 of 2", "writing commit 2 of 2");
+        .containsExactly("a clean delivery, nothing killed", "writing commit 1 of 2", "writing commit 2 of 2",
+            "writing commit 1 of 2", "writing commit 2 of 2");
     RepeatReport.Trial claimKilledBefore = trial(report, KILLED_BEFORE_COMMIT, 2);
     RepeatReport.Trial chargeKilledAfter = trial(report, KILLED_AFTER_COMMIT, 1);
     assertThat(report.failures()).containsExactly(claimKilledBefore, chargeKilledAfter);
@@ -75,7 +76,7 @@ class RepeatsOnHandlersTest {
     }
     String key = chargeKilledAfter.steps().get(0).key();
     assertThatThrownBy(report::assertOneEffectPerIntent)
-        .hasMessageStartingWith("one effect per intent in charges.order_id: 2 of 6 trials failed\n")
+        .hasMessageStartingWith("one effect per intent in charges.order_id: 2 of 7 trials failed\n")
         .hasMessageContaining("FAIL KILLED_BEFORE_COMMIT (writing commit 2 of 2), intent " + claimKilledBefore.intent()
             + ": 2 effects, want 1")
         .hasMessageContaining("FAIL KILLED_AFTER_COMMIT (writing commit 1 of 2), intent " + chargeKilledAfter.intent()
@@ -93,7 +94,8 @@ class RepeatsOnHandlersTest {
 
     report.assertOneEffectPerIntent();
     assertThat(report.trials()).extracting(t -> t.delivery() + " " + t.variant()).containsExactly(
-        "CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT writing commit 1 of 1", "KILLED_AFTER_COMMIT writing commit 1 of 1");
+        "CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT a clean delivery, nothing killed",
+        "KILLED_BEFORE_COMMIT writing commit 1 of 1", "KILLED_AFTER_COMMIT writing commit 1 of 1");
     assertThat(report.trials()).allSatisfy(t -> assertThat(chargeRows(t)).isEqualTo(1));
   }
 

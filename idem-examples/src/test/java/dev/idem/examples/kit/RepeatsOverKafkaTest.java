@@ -96,7 +96,8 @@ class RepeatsOverKafkaTest {
 
       report.assertOneEffectPerIntent();
       assertThat(report.trials()).extracting(t -> t.delivery() + " " + t.variant()).containsExactly(
-          "CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT writing commit 1 of 1", "KILLED_AFTER_COMMIT writing commit 1 of 1");
+          "CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT a clean delivery, nothing killed",
+          "KILLED_BEFORE_COMMIT writing commit 1 of 1", "KILLED_AFTER_COMMIT writing commit 1 of 1");
       assertThat(report.trials()).allSatisfy(t -> {
         assertThat(shipmentRows(t)).isEqualTo(1);
         assertThat(t.steps()).allSatisfy(s -> assertThat(s.outcome()).contains("group kit-shipments committed past it"));

@@ -18,9 +18,9 @@ public final class MockMvcTarget {
   /**
    * Each copy's request built by {@code request}, e.g. {@code copy -> post("/payments").header(
    * "Idempotency-Key", copy.key()).contentType(APPLICATION_JSON).content(...)}, performed on
-   * {@code mvc}. As a client that retries safely: a 5xx, 409 or 425, or an exception the
-   * application let out (a real server would answer 500), is sent again with the same key; any
-   * other status is final.
+   * {@code mvc}. As a client that retries safely ({@link Target.Attempt#ofHttp}): a 5xx, 409 or 425,
+   * or an exception the application let out (a real server would answer 500), is sent again with
+   * the same key, after the response's {@code Retry-After}; any other status is final.
    *
    * @throws IllegalArgumentException if either argument is null
    */
@@ -44,7 +44,7 @@ public final class MockMvcTarget {
       }
       int status = response.getStatus();
       String outcome = status + ("true".equalsIgnoreCase(response.getHeader("Idempotent-Replayed")) ? " replayed" : "");
-      return new Target.Attempt(outcome, status >= 500 || status == 409 || status == 425);
+      return Target.Attempt.ofHttp(status, response.getHeader("Retry-After"), outcome);
     };
   }
 }
