@@ -1,0 +1,1 @@
+CREATE TABLE orders (order_id text NOT NULL, amount int NOT NULL);
