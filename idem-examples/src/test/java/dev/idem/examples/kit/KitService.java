@@ -3,7 +3,6 @@ package dev.idem.examples.kit;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpHandler;
 import com.sun.net.httpserver.HttpServer;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
@@ -15,7 +14,6 @@ import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import dev.idem.testing.FaultyDataSource;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetSocketAddress;
@@ -48,6 +46,12 @@ import javax.sql.DataSource;
  * </ul>
  */
 final class KitService implements AutoCloseable {
+  /** The service's tables, for its test classes' {@code @IdemTest(sql = ...)}. */
+  static final String TABLES = "CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);"
+      + "CREATE TABLE charges (id bigserial PRIMARY KEY, order_id text NOT NULL);"
+      + "CREATE TABLE price_events (sku text NOT NULL, seq bigint NOT NULL);"
+      + "CREATE TABLE prices (sku text PRIMARY KEY, seq bigint NOT NULL)";
+
   final TestDatabase db;
   /** The pool: the kit reads effects through it. */
   final DataSource pool;
@@ -61,18 +65,16 @@ final class KitService implements AutoCloseable {
   private final ExecutorService requests;
 
   /**
+   * @param db the test class's database, with {@link #TABLES}
+   * @param pool a pool on it, which the kit reads effects through
+   * @param faulty that pool wrapped: what the service runs on
    * @param answersFromMemory the {@code Idem}'s {@code answersFromMemory}: zero for a test of the
    *     window, which ages idem's rows by hand
    */
-  KitService(String hint, Duration answersFromMemory) throws IOException {
-    db = TestPostgres.newDatabase(hint);
-    pool = db.dataSource(24);
-    IdemFlyway.migrate(pool);
-    db.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);"
-        + "CREATE TABLE charges (id bigserial PRIMARY KEY, order_id text NOT NULL);"
-        + "CREATE TABLE price_events (sku text NOT NULL, seq bigint NOT NULL);"
-        + "CREATE TABLE prices (sku text PRIMARY KEY, seq bigint NOT NULL)");
-    faulty = FaultyDataSource.wrap(pool);
+  KitService(TestDatabase db, DataSource pool, FaultyDataSource faulty, Duration answersFromMemory) throws IOException {
+    this.db = db;
+    this.pool = pool;
+    this.faulty = faulty;
     idem = Idem.builder(faulty).answersFromMemory(answersFromMemory).build();
     executor = idem.executor().name("payments").build();
     charges = idem.inbox("charges").build();
@@ -232,6 +234,5 @@ final class KitService implements AutoCloseable {
   public void close() {
     server.stop(0);
     requests.shutdownNow();
-    db.close();
   }
 }

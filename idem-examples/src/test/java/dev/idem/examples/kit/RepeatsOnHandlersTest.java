@@ -12,12 +12,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.idem.jdbc.Idem;
 import dev.idem.testing.Delivery;
 import dev.idem.testing.Effects;
+import dev.idem.testing.FaultyDataSource;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.RepeatReport;
 import dev.idem.testing.Repeats;
 import dev.idem.testing.Targets;
+import dev.idem.testing.TestDatabase;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -28,12 +32,13 @@ import org.junit.jupiter.api.Test;
  * one writing on the inbox's transaction must pass everything; a sequence handler must pass
  * {@link Delivery#OUT_OF_ORDER} and blind writes fail it. Every count is checked in the database.
  */
+@IdemTest(poolSize = 24, sql = KitService.TABLES)
 class RepeatsOnHandlersTest {
   private static KitService service;
 
   @BeforeAll
-  static void start() throws Exception {
-    service = new KitService("kit_handlers", Idem.DEFAULT_ANSWERS_FROM_MEMORY);
+  static void start(TestDatabase db, DataSource pool, FaultyDataSource faulty) throws Exception {
+    service = new KitService(db, pool, faulty, Idem.DEFAULT_ANSWERS_FROM_MEMORY);
   }
 
   @AfterAll

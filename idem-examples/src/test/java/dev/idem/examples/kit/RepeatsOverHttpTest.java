@@ -11,12 +11,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.testing.Delivery;
 import dev.idem.testing.Effects;
+import dev.idem.testing.FaultyDataSource;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.RepeatReport;
 import dev.idem.testing.Repeats;
 import dev.idem.testing.Target;
 import dev.idem.testing.Targets;
+import dev.idem.testing.TestDatabase;
 import java.net.http.HttpRequest;
 import java.time.Duration;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -27,14 +31,15 @@ import org.junit.jupiter.api.Test;
  * every delivery within the guarantee, and label what a fresh key does as outside it. Every count
  * the kit reports is checked against the database.
  */
+@IdemTest(poolSize = 24, sql = KitService.TABLES)
 class RepeatsOverHttpTest {
   static final String CLEAN = "a clean delivery, nothing killed";
   private static KitService service;
 
   @BeforeAll
-  static void start() throws Exception {
+  static void start(TestDatabase db, DataSource pool, FaultyDataSource faulty) throws Exception {
     // answersFromMemory zero: PAST_WINDOW ages idem's rows by hand, which an answer from memory would not see.
-    service = new KitService("kit_http", Duration.ZERO);
+    service = new KitService(db, pool, faulty, Duration.ZERO);
   }
 
   @AfterAll

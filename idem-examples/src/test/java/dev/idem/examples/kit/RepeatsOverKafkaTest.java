@@ -8,18 +8,17 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.kafka.KafkaInbox;
 import dev.idem.testing.Effects;
 import dev.idem.testing.FaultyDataSource;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.KafkaTarget;
 import dev.idem.testing.RepeatReport;
 import dev.idem.testing.Repeats;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestKafka;
-import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.time.Duration;
@@ -27,7 +26,6 @@ import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -37,6 +35,7 @@ import org.junit.jupiter.api.Test;
  * consumer seeks back and applies the record again); one writing it on a connection of its own
  * fails where a kill separates the effect from the claim. Counts checked in the database.
  */
+@IdemTest(poolSize = 12, sql = "CREATE TABLE shipments (id bigserial PRIMARY KEY, order_id text NOT NULL)")
 class RepeatsOverKafkaTest {
   private static TestKafka kafka;
   private static TestDatabase db;
@@ -45,20 +44,12 @@ class RepeatsOverKafkaTest {
   private static Idem idem;
 
   @BeforeAll
-  static void start() {
-    kafka = TestKafka.start();
-    db = TestPostgres.newDatabase("kit_kafka");
-    pool = db.dataSource(12);
-    IdemFlyway.migrate(pool);
-    db.execute("CREATE TABLE shipments (id bigserial PRIMARY KEY, order_id text NOT NULL)");
-    faulty = FaultyDataSource.wrap(pool);
+  static void start(TestKafka broker, TestDatabase database, DataSource pool, FaultyDataSource service) {
+    kafka = broker;
+    db = database;
+    RepeatsOverKafkaTest.pool = pool;
+    faulty = service;
     idem = Idem.builder(faulty).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
-    kafka.close();
   }
 
   /** A consumer of {@code topic} in group {@code topic}, applying {@code effect} through an inbox of that name. */
