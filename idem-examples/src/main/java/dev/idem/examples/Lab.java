@@ -77,11 +77,9 @@ public final class Lab {
     LabListener listener = new LabListener();
     MeterRegistry meters = new SimpleMeterRegistry(); // a fresh one per run: the meters count this run only
     try (TestDatabase db = TestPostgres.newDatabase("lab")) {
-      HikariDataSource serviceDb = db.dataSource(8);
+      HikariDataSource serviceDb = serviceDatabase(db);
       HikariDataSource providerDb = db.dataSource(4); // another company: its own pool and schema
       Idem idem = Idem.builder(serviceDb).listener(new BothListeners(listener, IdemMetrics.of(meters))).build();
-      IdemFlyway.migrate(serviceDb);
-      createShop(serviceDb);
       LabQueue queue = LabQueue.open();
       Publisher toQueue = m -> {
         queue.publish(m.id().toString(), m.topic(), m.payload(), m.headers());
@@ -142,6 +140,18 @@ public final class Lab {
         throw new IllegalStateException("the outbox and queue did not drain in " + DRAIN_TIMEOUT);
       }
     }
+  }
+
+  /**
+   * The payments service's pool on {@code db}, with idem's tables (schema {@code idem}) and the
+   * shop's ({@link #createShop}): what every run of the lab, and {@code --prove}, starts the
+   * service on.
+   */
+  static HikariDataSource serviceDatabase(TestDatabase db) throws SQLException {
+    HikariDataSource serviceDb = db.dataSource(8);
+    IdemFlyway.migrate(serviceDb);
+    createShop(serviceDb);
+    return serviceDb;
   }
 
   /** The service's own tables (schema {@code shop}); idem's live in schema {@code idem}. */

@@ -1,5 +1,6 @@
 package dev.idem.examples;
 
+import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import java.io.PrintStream;
 import java.util.ArrayList;
@@ -21,8 +22,9 @@ public final class Tour {
     }
   }
 
-  /** What the command line asked for. */
-  record Options(List<Scenario> scenarios, List<String> tours, boolean trace, boolean help, LabQueue.Kind queue) {}
+  /** What the command line asked for; {@code prove}: {@code --prove}, which runs alone ({@link Proof}). */
+  record Options(List<Scenario> scenarios, List<String> tours, boolean trace, boolean help, LabQueue.Kind queue,
+      boolean prove) {}
 
   public static void main(String[] args) throws Exception {
     // The lab as a page (LabPage): --page [--port=<n>], handled before the command line's runs.
@@ -70,13 +72,18 @@ public final class Tour {
     String faults = null;
     String guards = null;
     boolean trace = false;
+    boolean prove = false;
+    int given = 0;
     LabQueue.Kind queue = LabQueue.Kind.MEMORY;
     for (String arg : args) {
       if (arg.isBlank()) {
         continue; // exec:java passes an empty argument when -Dexec.args is empty
       }
+      given++;
       if (arg.equals("--help") || arg.equals("-h")) {
-        return new Options(List.of(), List.of(), false, true, queue);
+        return new Options(List.of(), List.of(), false, true, queue, false);
+      } else if (arg.equals("--prove")) {
+        prove = true;
       } else if (arg.equals("--trace")) {
         trace = true;
       } else if (arg.startsWith("--scenario=")) {
@@ -89,8 +96,15 @@ public final class Tour {
         queue = arg.endsWith("kafka") ? LabQueue.Kind.KAFKA : LabQueue.Kind.MEMORY;
       } else {
         throw new UsageException("unknown option '" + arg + "'; valid options: --scenario=<name>[,<name>...],"
-            + " --faults=<list>, --guards=<list>, --queue=memory|kafka, --trace, --help");
+            + " --faults=<list>, --guards=<list>, --queue=memory|kafka, --trace, --prove, --help");
       }
+    }
+    if (prove) {
+      if (given > 1) {
+        throw new UsageException("--prove runs on its own (the payments service alone, guard off then on); give it"
+            + " without other options");
+      }
+      return new Options(List.of(), List.of(), false, false, queue, true);
     }
     if (scenario != null && (faults != null || guards != null)) {
       throw new UsageException("--scenario chooses its own faults and guards; give either --scenario or"
@@ -103,10 +117,10 @@ public final class Tour {
       } catch (IllegalArgumentException e) {
         throw new UsageException(e.getMessage());
       }
-      return new Options(List.of(new Scenario("custom", setup, "your own choice of faults and guards")), List.of(), true, false, queue);
+      return new Options(List.of(new Scenario("custom", setup, "your own choice of faults and guards")), List.of(), true, false, queue, false);
     }
     if (scenario == null || scenario.equals("all")) {
-      return new Options(Scenario.ALL, Tours.NAMES, trace, false, queue);
+      return new Options(Scenario.ALL, Tours.NAMES, trace, false, queue, false);
     }
     List<Scenario> scenarios = new ArrayList<>();
     List<String> tours = new ArrayList<>();
@@ -119,7 +133,7 @@ public final class Tour {
             "--scenario: unknown scenario '" + n + "'; valid: " + validScenarios())));
       }
     }
-    return new Options(scenarios, tours, trace || scenarios.size() == 1, false, queue);
+    return new Options(scenarios, tours, trace || scenarios.size() == 1, false, queue, false);
   }
 
   static String validScenarios() {
@@ -138,6 +152,8 @@ public final class Tour {
         .append("  --guards=<list>                a custom run: which guards are on\n")
         .append("  --queue=memory|kafka           the queue hop in process (default) or over a Kafka broker started in this JVM\n")
         .append("  --trace                        print what happened on the way (default for a single run)\n")
+        .append("  --prove                        prove the payments service with idem's test kit (docs/testing.md):\n")
+        .append("                                 Repeats on POST /payments, its guard off, then on\n")
         .append("  --help                         this text\n")
         .append("  --page [--port=<n>]            serve the lab as a page on http://127.0.0.1:<n>/ (default 8040)\n\n")
         .append("Scenarios:\n");
@@ -158,6 +174,12 @@ public final class Tour {
   }
 
   static void run(Options options, PrintStream out) throws Exception {
+    if (options.prove()) {
+      try (TestDatabase db = TestPostgres.newDatabase("lab_prove")) {
+        Proof.run(db, out);
+      }
+      return;
+    }
     out.println("idem double-charge lab: one tap on Pay for a $40 order, six hops, real HTTP on loopback");
     out.println("database: " + describeServer());
     LabQueue.use(options.queue());
@@ -219,7 +241,7 @@ public final class Tour {
     }
   }
 
-  private static String describeServer() {
+  static String describeServer() {
     return switch (TestPostgres.server().kind()) {
       case JDBC_URL -> "the server at IDEM_JDBC_URL (one new database per run, dropped after)";
       case TESTCONTAINERS -> "PostgreSQL in a Testcontainers container (one new database per run)";
