@@ -1,17 +1,18 @@
 package dev.idem.jdbc.inbox;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
+import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
-import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
 import java.sql.Connection;
@@ -24,13 +25,14 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+// a pool of 20: 16 racing copies, each on its own connection
+@IdemTest(poolSize = 20, sql = "CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)")
 class InboxTest {
   static TestDatabase db;
   static DataSource ds;
@@ -38,18 +40,11 @@ class InboxTest {
   static Inbox billing;
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("inbox");
-    ds = db.dataSource(20); // 16 racing copies, each on its own connection
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    sql("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
     billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   @BeforeEach
@@ -163,11 +158,7 @@ class InboxTest {
     assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
     Future<Execution<Void>> second = pool.submit(() -> billing.receive("m-4", tx -> charge(tx, "m-4")));
     // the second copy is blocked on the first one's claim (a lock wait), not finished
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == 0) {
-      assertThat(System.nanoTime()).isLessThan(deadline);
-      Thread.sleep(10);
-    }
+    LockWaits.await(db, 1);
     assertThat(second.isDone()).isFalse();
     fail.countDown();
     assertThatThrownBy(first::get).hasCauseInstanceOf(IllegalStateException.class);
@@ -341,16 +332,14 @@ class InboxTest {
     }
     assertThat(billing.receive("m-10", tx -> {})).matches(Execution::applied); // another consumer, long window
     // the database clock decides: wait until the database says the window is over
-    while (count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 0) {
-      Thread.sleep(20);
-    }
+    Poll.until("m-9 past its window on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+        + " WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 1);
     assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).matches(Execution::applied);
     assertThat(charges("m-9")).isEqualTo(2);
     assertThat(inboxRows("brief", "m-9")).isEqualTo(1);
 
-    while (count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND expires_at >= clock_timestamp() AND message_id <> 'm-9'") > 0) {
-      Thread.sleep(20);
-    }
+    Poll.until("the bulk ids past their window on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+        + " WHERE consumer = 'brief' AND expires_at >= clock_timestamp() AND message_id <> 'm-9'") == 0);
     long before = count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'");
     long deleted = brief.expire(); // three batches of at most 1000
     // all 2500 bulk ids were past their window; the re-claimed m-9 may or may not be by now
@@ -378,7 +367,8 @@ class InboxTest {
     }).build();
     Inbox inbox = watched.inbox("watched").window(DedupeWindow.of(Duration.ofDays(1))).build();
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::applied);
-    Thread.sleep(50);
+    Poll.until("m-11 50 ms old on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+        + " WHERE consumer = 'watched' AND message_id = 'm-11' AND received_at <= clock_timestamp() - interval '50 milliseconds'") == 1);
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::replayed);
     assertThat(charges("m-11")).isEqualTo(1);
     assertThat(seen).hasSize(2);
