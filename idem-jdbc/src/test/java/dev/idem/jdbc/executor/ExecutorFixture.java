@@ -131,13 +131,19 @@ final class ExecutorFixture {
   }
 
   /**
-   * Returns once {@code key}'s row is past its window by the database clock, which is what the
-   * guards judge by (an answer kept in memory ends no later).
+   * Returns once {@code key}'s row is past its window, and its lease if it has one, by the database
+   * clock, which is what the guards judge by (an answer kept in memory ends no later).
    */
   void awaitPastWindow(IdempotencyKey key) throws InterruptedException {
-    Poll.until("the window of " + key + " over on the database clock", () -> count(
-        "SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ? AND expires_at < clock_timestamp()",
-        key.scope(), key.value()) == 1);
+    Poll.until("the window of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem.idem_keys"
+        + " WHERE scope = ? AND key = ? AND expires_at < clock_timestamp()"
+        + " AND coalesce(lease_expires_at, '-infinity') < clock_timestamp()", key.scope(), key.value()) == 1);
+  }
+
+  /** Returns once {@code key}'s lease is over by the database clock. */
+  void awaitLeaseOver(IdempotencyKey key) throws InterruptedException {
+    Poll.until("the lease of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem.idem_keys"
+        + " WHERE scope = ? AND key = ? AND lease_expires_at < clock_timestamp()", key.scope(), key.value()) == 1);
   }
 
   String column(IdempotencyKey key, String column) {

@@ -111,9 +111,10 @@ class InboxTest {
   @Test
   void concurrentCopiesRunTheEffectOnce() throws Exception {
     int copies = 16;
+    LockWaits.opened(ds, copies);
     List<Execution<Void>> results = Race.together(copies, i -> billing.receive("m-race", tx -> {
       charge(tx, "m-race");
-      tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
+      LockWaits.await(db, copies - 1); // hold the claim until all the others wait on it
     }));
     assertThat(results).filteredOn(Execution::applied).hasSize(1);
     assertThat(results).filteredOn(Execution::replayed).hasSize(copies - 1);
@@ -130,12 +131,12 @@ class InboxTest {
   @CsvSource({"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void underStricterIsolationCopiesAreAlreadyDoneNotErrors(String isolation) throws Exception {
     String id = "m-strict-" + isolation;
-    try (HikariDataSource pool = db.dataSource(8, isolation)) {
+    try (HikariDataSource pool = LockWaits.opened(db.dataSource(8, isolation), 8)) {
       Inbox strict = Idem.builder(pool).retries(RetryBudget.NONE).build().inbox("billing")
           .window(DedupeWindow.of(Duration.ofDays(7))).build();
       List<Execution<Void>> results = Race.together(8, i -> strict.receive(id, tx -> {
         charge(tx, id);
-        tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
+        LockWaits.await(db, 7); // hold the claim until all the others wait on it
       }));
       assertThat(results).filteredOn(Execution::applied).hasSize(1);
       assertThat(results).filteredOn(Execution::replayed).hasSize(7);
