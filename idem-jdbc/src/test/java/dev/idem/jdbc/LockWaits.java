@@ -7,9 +7,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
-import javax.sql.DataSource;
 
 /**
  * What a concurrency test waits for instead of sleeping: sessions of its database waiting on a
@@ -22,6 +19,9 @@ import javax.sql.DataSource;
 public final class LockWaits {
   private static final String WAITING = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
       + " AND wait_event_type = 'Lock' AND query LIKE ?";
+
+  /** The mark {@link #hold} leaves in {@code pg_stat_activity.query}, to see that a copy is holding. */
+  public static final String HOLD_MARK = "idem-test-hold";
 
   private LockWaits() {}
 
@@ -56,25 +56,6 @@ public final class LockWaits {
         atLeast.toNanos() / 1_000) > 0);
   }
 
-  /**
-   * {@code pool} with {@code connections} of its connections opened (borrowed at once, then given
-   * back): racers started next get theirs at once and reach a lock together, not one by one as the
-   * pool opens connections, which on a loaded machine can take longer than any wait for them.
-   */
-  public static <T extends DataSource> T opened(T pool, int connections) throws SQLException {
-    List<Connection> held = new ArrayList<>();
-    try {
-      for (int i = 0; i < connections; i++) {
-        held.add(pool.getConnection());
-      }
-    } finally {
-      for (Connection c : held) {
-        c.close();
-      }
-    }
-    return pool;
-  }
-
   /** The server process of {@code c}'s session, as {@code pg_stat_activity.pid} names it. */
   public static int pid(Connection c) throws SQLException {
     try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("SELECT pg_backend_pid()")) {
@@ -82,9 +63,6 @@ public final class LockWaits {
       return rs.getInt(1);
     }
   }
-
-  /** The mark {@link #hold} leaves in {@code pg_stat_activity.query}, to see that a copy is holding. */
-  public static final String HOLD_MARK = "idem-test-hold";
 
   /**
    * A statement for an effect given as statements (or run by a callback): keeps its transaction,

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.key.Fingerprint;
@@ -59,22 +60,21 @@ class ConcurrencyTest {
   void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult() throws Exception {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     AtomicInteger runs = new AtomicInteger();
-    try (HikariDataSource ds = LockWaits.opened(f.db.dataSource(32, "TRANSACTION_READ_COMMITTED"), 32)) {
-      IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
-      List<Execution<String>> results = Race.together(32, i -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
-        runs.incrementAndGet();
-        String id = ExecutorFixture.pay(tx, key.value(), 100);
-        LockWaits.await(f.db, 31); // hold the key until all the others wait on it
-        return id;
-      }));
-      assertThat(f.payments(key.value())).isEqualTo(1);
-      assertThat(f.keyRows(key)).isEqualTo(1);
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).filteredOn(Execution::replayed).hasSize(31);
-      String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
-      assertThat(results).extracting(Execution::value).containsOnly(first);
-      assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
-    }
+    DataSource ds = Racers.pool(f.db, 32, "TRANSACTION_READ_COMMITTED");
+    IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
+    List<Execution<String>> results = Race.together(32, i -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      String id = ExecutorFixture.pay(tx, key.value(), 100);
+      LockWaits.await(f.db, 31); // hold the key until all the others wait on it
+      return id;
+    }));
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).filteredOn(Execution::replayed).hasSize(31);
+    String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
+    assertThat(results).extracting(Execution::value).containsOnly(first);
+    assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
   }
 
   @ParameterizedTest
@@ -143,19 +143,18 @@ class ConcurrencyTest {
   void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, int runs)
       throws Exception {
     IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
-    try (HikariDataSource ds = LockWaits.opened(f.db.dataSource(8, isolation), 8)) {
-      IdempotentExecutor executor = Idem.builder(ds).retries(new RetryBudget(runs, Duration.ofMillis(5), Duration.ofMillis(50)))
-          .build().executor().inFlightWait(Duration.ofSeconds(20)).build();
-      List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
-        String id = ExecutorFixture.pay(tx, key.value(), 1);
-        LockWaits.await(f.db, 7); // hold the key until all the others wait on it
-        return id;
-      }));
-      assertThat(f.payments(key.value())).isEqualTo(1);
-      assertThat(f.keyRows(key)).isEqualTo(1);
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
-    }
+    DataSource ds = Racers.pool(f.db, 32, isolation); // 8 of its connections race
+    IdempotentExecutor executor = Idem.builder(ds).retries(new RetryBudget(runs, Duration.ofMillis(5), Duration.ofMillis(50)))
+        .build().executor().inFlightWait(Duration.ofSeconds(20)).build();
+    List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      String id = ExecutorFixture.pay(tx, key.value(), 1);
+      LockWaits.await(f.db, 7); // hold the key until all the others wait on it
+      return id;
+    }));
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
   }
 
   @Test

@@ -7,6 +7,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.key.Fingerprint;
@@ -183,14 +184,13 @@ class StatementEffectTest {
   void sixteenThreadsRacingOneKeyCommitOneEffectAndTheLosersNeverSendTheirStatements(String isolation) throws Exception {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     long before = sends();
-    try (HikariDataSource ds = LockWaits.opened(f.db.dataSource(16, isolation), 16)) {
-      IdempotentExecutor racing = Idem.builder(ds).retries(RetryBudget.NONE).build().executor()
-          .inFlightWait(Duration.ofSeconds(20)).build();
-      List<Execution<Void>> results = Race.together(16, i -> racing.execute(key, Fingerprint.EMPTY,
-          counted(), pay(key.value(), 100), DSL.query(LockWaits.hold(15)))); // holds the key until the others wait on it
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).filteredOn(Execution::replayed).hasSize(15);
-    }
+    DataSource ds = Racers.pool(f.db, 16, isolation);
+    IdempotentExecutor racing = Idem.builder(ds).retries(RetryBudget.NONE).build().executor()
+        .inFlightWait(Duration.ofSeconds(20)).build();
+    List<Execution<Void>> results = Race.together(16, i -> racing.execute(key, Fingerprint.EMPTY,
+        counted(), pay(key.value(), 100), DSL.query(LockWaits.hold(15)))); // holds the key until the others wait on it
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).filteredOn(Execution::replayed).hasSize(15);
     assertThat(f.payments(key.value())).isEqualTo(1);
     assertThat(f.keyRows(key)).isEqualTo(1);
     // The losers waited on the key's index entry, then failed their claim: their statements never ran.

@@ -3,9 +3,9 @@ package dev.idem.jdbc.inbox;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.result.Execution;
 import dev.idem.testing.IdemTest;
@@ -111,14 +111,13 @@ class InboxStatementsTest {
   void sixteenCopiesAtOnceApplyOnceAndTheOthersNeverSendTheirStatements(String isolation) throws Exception {
     String id = newId();
     long before = sends();
-    try (HikariDataSource racing = LockWaits.opened(db.dataSource(16, isolation), 16)) {
-      Inbox inbox = Idem.builder(racing).retries(RetryBudget.NONE).build().inbox("billing")
-          .window(DedupeWindow.of(Duration.ofDays(8))).build();
-      List<Execution<Void>> outcomes = Race.together(16, i -> inbox.receive(id, counted(), charge(id, 10),
-          DSL.query(LockWaits.hold(15)))); // holds the id until the others wait on it
-      assertThat(outcomes).filteredOn(Execution::applied).hasSize(1);
-      assertThat(outcomes).filteredOn(Execution::replayed).hasSize(15);
-    }
+    DataSource racing = Racers.pool(db, 16, isolation);
+    Inbox inbox = Idem.builder(racing).retries(RetryBudget.NONE).build().inbox("billing")
+        .window(DedupeWindow.of(Duration.ofDays(8))).build();
+    List<Execution<Void>> outcomes = Race.together(16, i -> inbox.receive(id, counted(), charge(id, 10),
+        DSL.query(LockWaits.hold(15)))); // holds the id until the others wait on it
+    assertThat(outcomes).filteredOn(Execution::applied).hasSize(1);
+    assertThat(outcomes).filteredOn(Execution::replayed).hasSize(15);
     assertThat(charges(id)).isEqualTo(1);
     assertThat(inboxRows("billing", id)).isEqualTo(1);
     assertThat(sends() - before).isEqualTo(1);

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.result.Execution;
@@ -111,7 +112,7 @@ class InboxTest {
   @Test
   void concurrentCopiesRunTheEffectOnce() throws Exception {
     int copies = 16;
-    LockWaits.opened(ds, copies);
+    Racers.opened(ds, copies);
     List<Execution<Void>> results = Race.together(copies, i -> billing.receive("m-race", tx -> {
       charge(tx, "m-race");
       LockWaits.await(db, copies - 1); // hold the claim until all the others wait on it
@@ -131,16 +132,15 @@ class InboxTest {
   @CsvSource({"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void underStricterIsolationCopiesAreAlreadyDoneNotErrors(String isolation) throws Exception {
     String id = "m-strict-" + isolation;
-    try (HikariDataSource pool = LockWaits.opened(db.dataSource(8, isolation), 8)) {
-      Inbox strict = Idem.builder(pool).retries(RetryBudget.NONE).build().inbox("billing")
-          .window(DedupeWindow.of(Duration.ofDays(7))).build();
-      List<Execution<Void>> results = Race.together(8, i -> strict.receive(id, tx -> {
-        charge(tx, id);
-        LockWaits.await(db, 7); // hold the claim until all the others wait on it
-      }));
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).filteredOn(Execution::replayed).hasSize(7);
-    }
+    DataSource pool = Racers.pool(db, 8, isolation);
+    Inbox strict = Idem.builder(pool).retries(RetryBudget.NONE).build().inbox("billing")
+        .window(DedupeWindow.of(Duration.ofDays(7))).build();
+    List<Execution<Void>> results = Race.together(8, i -> strict.receive(id, tx -> {
+      charge(tx, id);
+      LockWaits.await(db, 7); // hold the claim until all the others wait on it
+    }));
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).filteredOn(Execution::replayed).hasSize(7);
     assertThat(charges(id)).isEqualTo(1);
     assertThat(inboxRows("billing", id)).isEqualTo(1);
   }
