@@ -62,12 +62,7 @@ class ConcurrencyTest {
     AtomicInteger runs = new AtomicInteger();
     DataSource ds = Racers.pool(f.db, 32, "TRANSACTION_READ_COMMITTED");
     IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
-    List<Execution<String>> results = Race.together(32, i -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
-      runs.incrementAndGet();
-      String id = ExecutorFixture.pay(tx, key.value(), 100);
-      LockWaits.await(f.db, 31); // hold the key until all the others wait on it
-      return id;
-    }));
+    List<Execution<String>> results = pileUp(32, executor, key, Fingerprint.of("one request"), 100, runs);
     assertThat(f.payments(key.value())).isEqualTo(1);
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(results).filteredOn(Execution::applied).hasSize(1);
@@ -75,6 +70,21 @@ class ConcurrencyTest {
     String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
     assertThat(results).extracting(Execution::value).containsOnly(first);
     assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
+  }
+
+  /**
+   * {@code copies} threads calling {@code executor} with {@code key} at once: the one that claims
+   * it pays {@code amount} (counted in {@code runs}) and holds the key until all the others wait on
+   * it.
+   */
+  static List<Execution<String>> pileUp(int copies, IdempotentExecutor executor, IdempotencyKey key, Fingerprint request,
+      int amount, AtomicInteger runs) throws Exception {
+    return Race.together(copies, i -> executor.execute(key, request, Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      String id = ExecutorFixture.pay(tx, key.value(), amount);
+      LockWaits.await(f.db, copies - 1);
+      return id;
+    }));
   }
 
   @ParameterizedTest
@@ -146,11 +156,7 @@ class ConcurrencyTest {
     DataSource ds = Racers.pool(f.db, 32, isolation); // 8 of its connections race
     IdempotentExecutor executor = Idem.builder(ds).retries(new RetryBudget(runs, Duration.ofMillis(5), Duration.ofMillis(50)))
         .build().executor().inFlightWait(Duration.ofSeconds(20)).build();
-    List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
-      String id = ExecutorFixture.pay(tx, key.value(), 1);
-      LockWaits.await(f.db, 7); // hold the key until all the others wait on it
-      return id;
-    }));
+    List<Execution<String>> results = pileUp(8, executor, key, Fingerprint.EMPTY, 1, new AtomicInteger());
     assertThat(f.payments(key.value())).isEqualTo(1);
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(results).filteredOn(Execution::applied).hasSize(1);
