@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.lease.Leases;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import java.lang.reflect.Executable;
 import java.lang.reflect.Modifier;
 import java.nio.file.Files;
@@ -15,6 +17,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /** Idem is the only way to build a tool: nothing a user can call takes idem's internal types. */
+@IdemTest(poolSize = 4)
 class ApiSurfaceTest {
 
   @Test
@@ -77,16 +80,14 @@ class ApiSurfaceTest {
   }
 
   @Test
-  void aToolsFactoryCannotBeRegisteredTwice() {
+  void aToolsFactoryCannotBeRegisteredTwice(Idem idem, TestDatabase db) {
     // Idem obtains the factory, which initializes Leases and registers it; a second registration is refused.
-    try (TestIdem t = TestIdem.start("api_surface", 4, b -> b)) {
-      Leases leases = t.idem().leases();
-      assertThatThrownBy(() -> Factories.register(Leases.class, Void.class, Leases.class, (context, none) -> null))
-          .isInstanceOf(IllegalStateException.class).hasMessageContaining("second registration is refused");
-      // the registered factory still answers: the refused one never replaced it
-      assertThat(t.idem().leases()).isNotNull().isNotSameAs(leases);
-      assertThat(t.idem().leases().acquire("r", "h", java.time.Duration.ofSeconds(5))).isPresent();
-      assertThat(t.db().count("SELECT count(*) FROM idem.idem_leases WHERE resource = 'r' AND holder = 'h'")).isEqualTo(1);
-    }
+    Leases leases = idem.leases();
+    assertThatThrownBy(() -> Factories.register(Leases.class, Void.class, Leases.class, (context, none) -> null))
+        .isInstanceOf(IllegalStateException.class).hasMessageContaining("second registration is refused");
+    // the registered factory still answers: the refused one never replaced it
+    assertThat(idem.leases()).isNotNull().isNotSameAs(leases);
+    assertThat(idem.leases().acquire("r", "h", java.time.Duration.ofSeconds(5))).isPresent();
+    assertThat(db.count("SELECT count(*) FROM idem.idem_leases WHERE resource = 'r' AND holder = 'h'")).isEqualTo(1);
   }
 }

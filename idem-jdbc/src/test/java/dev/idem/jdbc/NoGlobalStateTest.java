@@ -4,8 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.flyway.IdemFlyway;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -23,29 +23,27 @@ import org.postgresql.ds.PGSimpleDataSource;
  * after the properties were read: in this test JVM another test may have loaded them already.
  * (idem-flyway's migration is run before: Flyway itself sets a property, see {@link Child}.)
  */
+@IdemTest(migrate = false, sql = "CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)")
 class NoGlobalStateTest {
 
   @Test
-  void buildingIdemAndRunningCallsSetsNoSystemProperty() throws Exception {
-    try (TestDatabase db = TestPostgres.newDatabase("noglobal")) {
-      db.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
-      String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-      Process child = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"), Child.class.getName(), db.jdbcUrl())
-          .redirectErrorStream(true)
-          .start();
-      boolean exited = child.waitFor(60, TimeUnit.SECONDS);
-      String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-      if (!exited) {
-        child.destroyForcibly();
-      }
-      assertThat(exited).as("the child JVM exited within 60 s: " + out).isTrue();
-      assertThat(child.exitValue()).as(out).isZero();
-      assertThat(out).contains("applied=true replayed=true").contains("properties changed: {}");
-
-      // the calls did run: one payment row and one key row
-      assertThat(db.count("SELECT count(*) FROM payments")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(1);
+  void buildingIdemAndRunningCallsSetsNoSystemProperty(TestDatabase db) throws Exception {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    Process child = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"), Child.class.getName(), db.jdbcUrl())
+        .redirectErrorStream(true)
+        .start();
+    boolean exited = child.waitFor(60, TimeUnit.SECONDS);
+    String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (!exited) {
+      child.destroyForcibly();
     }
+    assertThat(exited).as("the child JVM exited within 60 s: " + out).isTrue();
+    assertThat(child.exitValue()).as(out).isZero();
+    assertThat(out).contains("applied=true replayed=true").contains("properties changed: {}");
+
+    // the calls did run: one payment row and one key row
+    assertThat(db.count("SELECT count(*) FROM payments")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(1);
   }
 
   /** The child JVM: reads the properties, then builds idem, runs a call and its repeat, and prints what changed. */

@@ -13,9 +13,9 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.testing.TimedKeys;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
@@ -28,7 +28,6 @@ import java.util.List;
 import java.util.Locale;
 import javax.sql.DataSource;
 import org.jooq.impl.DSL;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -37,8 +36,11 @@ import org.junit.jupiter.api.Test;
  * arrives, keys without a time refused, and whole partitions dropped once their rows are past
  * their window. Every check counts rows in the database.
  */
+// migrate = false: @IdemTest has no layout to choose; the class migrates in the partitioned one itself
+@IdemTest(migrate = false, poolSize = 12, sql = "CREATE TABLE payments (key text NOT NULL, copy int NOT NULL)")
 class PartitionedLayoutTest {
-  static TestDatabase db = TestPostgres.newDatabase("partitioned_layout");
+  static TestDatabase db;
+  static DataSource ds;
   static Idem idem;
   static IdempotentExecutor executor;
   static Inbox inbox;
@@ -46,19 +48,14 @@ class PartitionedLayoutTest {
 
   /** A database in the partitioned layout, as a user chooses it at the first migration. */
   @BeforeAll
-  static void migrateInThePartitionedLayout() {
-    DataSource pool = db.dataSource(12);
+  static void migrateInThePartitionedLayout(TestDatabase database, DataSource pool) {
+    db = database;
+    ds = pool;
     IdemFlyway.migrate(pool, "idem", IdemFlyway.Layout.PARTITIONED);
     idem = Idem.builder(pool).build();
     executor = idem.executor().window(DedupeWindow.of(Duration.ofDays(1))).build();
     inbox = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(1))).build();
     ops = idem.operations();
-    db.execute("CREATE TABLE payments (key text NOT NULL, copy int NOT NULL)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
 
@@ -312,43 +309,38 @@ class PartitionedLayoutTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ahead must be within 1 and 366 days");
     assertThatThrownBy(() -> ops.maintainPartitions(Duration.ofDays(2), Duration.ofDays(-1)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("keep");
-    try (TestDatabase plain = TestPostgres.newDatabase("default_layout")) {
-      DataSource pds = plain.dataSource(2);
-      IdemFlyway.migrate(pds);
-      PartitionMaintenance none = Idem.builder(pds).build().operations().maintainPartitions();
-      assertThat(List.of(none.created(), none.dropped())).containsExactly(0, 0);
-    }
+    // the default layout, in a schema of its own beside the partitioned one
+    IdemFlyway.migrate(ds, "default_layout");
+    PartitionMaintenance none = Idem.builder(ds).schema("default_layout").build().operations().maintainPartitions();
+    assertThat(List.of(none.created(), none.dropped())).containsExactly(0, 0);
   }
 
   @Test
   void thePartitionedLayoutIsChosenOnEmptyTablesOnly() {
-    try (TestDatabase plain = TestPostgres.newDatabase("layout_switch")) {
-      DataSource pds = plain.dataSource(2);
-      IdemFlyway.migrate(pds);
-      Idem.builder(pds).build().executor().build().execute(IdempotencyKey.of("s", "k"), Fingerprint.EMPTY, Codec.none(), tx -> null);
-      long history = plain.count("SELECT count(*) FROM idem.idem_schema_history");
-      assertThatThrownBy(() -> IdemFlyway.migrate(pds, "idem", IdemFlyway.Layout.PARTITIONED))
-          .isInstanceOf(IllegalStateException.class).hasMessageContaining("in the default layout")
-          .hasMessageContaining("the layout is chosen at the first migration");
-      assertThat(plain.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(1);
-      assertThat(plain.count("SELECT count(*) FROM idem.idem_schema_history")).as("nothing migrated").isEqualTo(history);
-    }
+    // the default layout, in a schema of its own beside the partitioned one
+    IdemFlyway.migrate(ds, "layout_switch");
+    Idem.builder(ds).schema("layout_switch").build().executor().build()
+        .execute(IdempotencyKey.of("s", "k"), Fingerprint.EMPTY, Codec.none(), tx -> null);
+    long history = db.count("SELECT count(*) FROM layout_switch.idem_schema_history");
+    assertThatThrownBy(() -> IdemFlyway.migrate(ds, "layout_switch", IdemFlyway.Layout.PARTITIONED))
+        .isInstanceOf(IllegalStateException.class).hasMessageContaining("in the default layout")
+        .hasMessageContaining("the layout is chosen at the first migration");
+    assertThat(db.count("SELECT count(*) FROM layout_switch.idem_keys")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM layout_switch.idem_schema_history")).as("nothing migrated").isEqualTo(history);
   }
 
   @Test
   void aPartitionedInstallationIsNotMigratedAsADefaultOne() {
-    assertThatThrownBy(() -> IdemFlyway.migrate(db.dataSource(1), "idem"))
+    assertThatThrownBy(() -> IdemFlyway.migrate(ds, "idem"))
         .isInstanceOf(IllegalStateException.class).hasMessageContaining("in the partitioned layout")
         .hasMessageContaining("pass Layout.PARTITIONED");
   }
 
   @Test
   void anEmptyDefaultInstallationStillRefusesTheOtherLayoutAtTheStart() {
-    try (TestDatabase plain = TestPostgres.newDatabase("layout_switch_empty")) {
-      DataSource pds = plain.dataSource(2);
-      IdemFlyway.migrate(pds);
-      assertThatThrownBy(() -> IdemFlyway.migrate(pds, "idem", IdemFlyway.Layout.PARTITIONED))
-          .isInstanceOf(IllegalStateException.class).hasMessageContaining("in the default layout");
-    }
+    // the default layout, in a schema of its own beside the partitioned one
+    IdemFlyway.migrate(ds, "layout_switch_empty");
+    assertThatThrownBy(() -> IdemFlyway.migrate(ds, "layout_switch_empty", IdemFlyway.Layout.PARTITIONED))
+        .isInstanceOf(IllegalStateException.class).hasMessageContaining("in the default layout");
   }
 }

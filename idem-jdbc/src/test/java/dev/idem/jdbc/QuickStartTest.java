@@ -3,8 +3,7 @@ package dev.idem.jdbc;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.result.Execution;
-import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
+import dev.idem.testing.IdemTest;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -15,31 +14,15 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** The README's quick start works as printed, and the README prints what this test runs (after its imports). */
+// migrate = false: the quick start migrates, as the README prints it
+@IdemTest(migrate = false, poolSize = 4, sql = "CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)")
 class QuickStartTest {
-  static TestDatabase db;
-  static DataSource ds;
-
-  @BeforeAll
-  static void start() throws Exception {
-    db = TestPostgres.newDatabase("quickstart");
-    ds = db.dataSource(4);
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
-    }
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
 
   @Test
-  void aRetryOfTheQuickStartReplaysAndLeavesOnePaymentRow() throws Exception {
+  void aRetryOfTheQuickStartReplaysAndLeavesOnePaymentRow(DataSource ds) throws Exception {
     Execution<String> first = QuickStart.pay(ds);
     Execution<String> retry = QuickStart.pay(ds); // the same key: the client's retry
 

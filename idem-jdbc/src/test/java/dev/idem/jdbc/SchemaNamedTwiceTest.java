@@ -3,41 +3,24 @@ package dev.idem.jdbc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
  * The schema is named at the migration and on the builder: an Idem built on a schema that was not
  * migrated refuses its first call, naming the schema and how to migrate it, before writing anything.
  */
+@IdemTest(schema = "payments", poolSize = 2, sql = "CREATE TABLE effects (k text NOT NULL)")
 class SchemaNamedTwiceTest {
-  static TestDatabase db;
-  static DataSource ds;
-
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("schema-twice");
-    ds = db.dataSource(2);
-    IdemFlyway.migrate(ds, "payments");
-    db.execute("CREATE TABLE effects (k text NOT NULL)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
 
   @Test
-  void aSchemaThatWasNotMigratedIsRefusedAtTheFirstCallNamingItAndHowToMigrate() {
+  void aSchemaThatWasNotMigratedIsRefusedAtTheFirstCallNamingItAndHowToMigrate(DataSource ds, TestDatabase db) {
     Idem wrong = Idem.builder(ds).schema("paymnets").build();
     IdempotencyKey key = IdempotencyKey.of("s", "k1");
     for (int i = 0; i < 2; i++) {

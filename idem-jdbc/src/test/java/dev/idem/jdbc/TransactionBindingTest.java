@@ -1,6 +1,5 @@
 package dev.idem.jdbc;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -12,8 +11,8 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
@@ -21,7 +20,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -31,6 +29,7 @@ import org.junit.jupiter.api.Test;
  * the framework's own. The "framework" here is a thread-local connection with auto-commit off, as
  * Spring's DataSourceTransactionManager keeps one.
  */
+@IdemTest(poolSize = 4, sql = "CREATE TABLE payments (request text NOT NULL, amount int NOT NULL)")
 class TransactionBindingTest {
   static TestDatabase db;
   static DataSource ds;
@@ -38,17 +37,10 @@ class TransactionBindingTest {
   static Idem idem;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("binding");
-    ds = db.dataSource(4);
+  static void start(TestDatabase database, DataSource pool) {
+    db = database;
+    ds = pool;
     idem = Idem.builder(ds).transactionBinding(framework::get).build();
-    IdemFlyway.migrate(ds, idem.schema());
-    db.execute("CREATE TABLE payments (request text NOT NULL, amount int NOT NULL)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   @FunctionalInterface

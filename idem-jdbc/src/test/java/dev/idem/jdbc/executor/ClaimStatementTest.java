@@ -5,12 +5,15 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -23,6 +26,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.jooq.impl.DSL;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -38,6 +42,7 @@ import org.junit.jupiter.api.Test;
  * as an error. An effect given as statements is claimed the same way, with its statements in the
  * same round trip, and waits its full bound under a pool statement_timeout.
  */
+@IdemTest(poolSize = 4, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ClaimStatementTest {
   /** The pool's lock_timeout: the caller's, which no claim may leave changed. */
   static final String CALLERS = "7654ms";
@@ -47,8 +52,8 @@ class ClaimStatementTest {
   static final ExecutorService pool = Executors.newCachedThreadPool();
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("claim_statement", 4);
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
     callers = f.db.dataSourceWithDriverParams(6, "options=-c%20lock_timeout%3D" + CALLERS);
     idem = Idem.builder(callers).build();
   }
@@ -56,8 +61,6 @@ class ClaimStatementTest {
   @AfterAll
   static void stop() {
     pool.shutdownNow();
-    callers.close();
-    f.close();
   }
 
   static String lockTimeout(Connection c) throws SQLException {
@@ -128,7 +131,7 @@ class ClaimStatementTest {
       holder.setAutoCommit(false);
       executor.execute(holder, key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
       copy = pool.submit(() -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> payUnder(tx, request, seen)));
-      awaitWaiting();
+      LockWaits.await(f.db, 1); // the copy's claim behind the holder's
       holder.rollback();
     }
     assertThat(copy.get(10, TimeUnit.SECONDS).applied()).isTrue();
@@ -150,7 +153,7 @@ class ClaimStatementTest {
     Future<Execution<String>> first = pool.submit(() -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
       String id = ExecutorFixture.pay(tx, request, 1);
       claimed.countDown();
-      Thread.sleep(500);
+      LockWaits.await(f.db, 1); // commits once the joined copy waits on it
       return id;
     }));
     assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
@@ -199,7 +202,7 @@ class ClaimStatementTest {
     IdempotencyKey key = IdempotencyKey.of("claim", request);
     IdempotentExecutor executor = idem.executor().window(DedupeWindow.of(Duration.ofSeconds(1))).build();
     assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).applied()).isTrue();
-    Thread.sleep(1100);
+    f.awaitPastWindow(key);
     String[] seen = new String[1];
     assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> payUnder(tx, request, seen)).applied()).isTrue();
     assertThat(seen[0]).isEqualTo(CALLERS);
@@ -297,14 +300,5 @@ class ClaimStatementTest {
       assertThat(f.keyRows(IdempotencyKey.of("claim", slow))).isZero();
     }
     assertThat(f.payments(request)).isEqualTo(2); // the holder's two effects, nothing of the copies
-  }
-
-  /** Until another backend waits on a lock (the copy's claim behind the holder's). */
-  private static void awaitWaiting() throws InterruptedException {
-    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (f.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") == 0) {
-      assertThat(System.nanoTime()).as("the copy waits on the key").isLessThan(until);
-      Thread.sleep(10);
-    }
   }
 }

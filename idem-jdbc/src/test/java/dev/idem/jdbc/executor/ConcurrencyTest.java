@@ -4,13 +4,17 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.tx.RetryBudget;
+import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.SqlStates;
+import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
+import dev.idem.testing.TestDatabase;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -27,6 +31,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -35,42 +40,51 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /** Real threads on real connections racing on keys, at each isolation level; rows counted. */
+@IdemTest(poolSize = 8, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ConcurrencyTest {
   static ExecutorFixture f;
   static ExecutorService background;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_race", 8);
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
     background = Executors.newCachedThreadPool();
   }
 
   @AfterAll
   static void stop() {
     background.shutdownNow();
-    f.close();
   }
 
   @Test
   void thirtyTwoThreadsRacingOneKeyCommitOneEffectAndAllGetTheSameResult() throws Exception {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     AtomicInteger runs = new AtomicInteger();
-    try (HikariDataSource ds = f.db.dataSource(32, "TRANSACTION_READ_COMMITTED")) {
-      IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
-      List<Execution<String>> results = Race.together(32, i -> executor.execute(key, Fingerprint.of("one request"), Codec.utf8(), tx -> {
-        runs.incrementAndGet();
-        String id = ExecutorFixture.pay(tx, key.value(), 100);
-        Thread.sleep(100); // hold the key so the others pile up on it
-        return id;
-      }));
-      assertThat(f.payments(key.value())).isEqualTo(1);
-      assertThat(f.keyRows(key)).isEqualTo(1);
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).filteredOn(Execution::replayed).hasSize(31);
-      String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
-      assertThat(results).extracting(Execution::value).containsOnly(first);
-      assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
-    }
+    DataSource ds = Racers.pool(f.db, 32, "TRANSACTION_READ_COMMITTED");
+    IdempotentExecutor executor = Idem.builder(ds).build().executor().inFlightWait(Duration.ofSeconds(20)).build();
+    List<Execution<String>> results = pileUp(32, executor, key, Fingerprint.of("one request"), 100, runs);
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).filteredOn(Execution::replayed).hasSize(31);
+    String first = results.stream().filter(Execution::applied).findFirst().orElseThrow().value();
+    assertThat(results).extracting(Execution::value).containsOnly(first);
+    assertThat(runs).hasValue(1); // the losers waited on the key and never ran the effect
+  }
+
+  /**
+   * {@code copies} threads calling {@code executor} with {@code key} at once: the one that claims
+   * it pays {@code amount} (counted in {@code runs}) and holds the key until all the others wait on
+   * it.
+   */
+  static List<Execution<String>> pileUp(int copies, IdempotentExecutor executor, IdempotencyKey key, Fingerprint request,
+      int amount, AtomicInteger runs) throws Exception {
+    return Race.together(copies, i -> executor.execute(key, request, Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      String id = ExecutorFixture.pay(tx, key.value(), amount);
+      LockWaits.await(f.db, copies - 1);
+      return id;
+    }));
   }
 
   @ParameterizedTest
@@ -139,19 +153,14 @@ class ConcurrencyTest {
   void underSnapshotIsolationRacersOnOneKeyAreRetriedIntoReplays(String isolation, int runs)
       throws Exception {
     IdempotencyKey key = IdempotencyKey.of("snapshot", UUID.randomUUID().toString());
-    try (HikariDataSource ds = f.db.dataSource(8, isolation)) {
-      IdempotentExecutor executor = Idem.builder(ds).retries(new RetryBudget(runs, Duration.ofMillis(5), Duration.ofMillis(50)))
-          .build().executor().inFlightWait(Duration.ofSeconds(20)).build();
-      List<Execution<String>> results = Race.together(8, i -> executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
-        String id = ExecutorFixture.pay(tx, key.value(), 1);
-        Thread.sleep(50);
-        return id;
-      }));
-      assertThat(f.payments(key.value())).isEqualTo(1);
-      assertThat(f.keyRows(key)).isEqualTo(1);
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
-    }
+    DataSource ds = Racers.pool(f.db, 32, isolation); // 8 of its connections race
+    IdempotentExecutor executor = Idem.builder(ds).retries(new RetryBudget(runs, Duration.ofMillis(5), Duration.ofMillis(50)))
+        .build().executor().inFlightWait(Duration.ofSeconds(20)).build();
+    List<Execution<String>> results = pileUp(8, executor, key, Fingerprint.EMPTY, 1, new AtomicInteger());
+    assertThat(f.payments(key.value())).isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
   }
 
   @Test
@@ -169,7 +178,7 @@ class ConcurrencyTest {
     claimed.await();
     Future<Execution<String>> second = background.submit(() ->
         executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)));
-    Thread.sleep(300);
+    LockWaits.await(f.db, 1);
     assertThat(second.isDone()).as("the repeat blocks on the key while the first runs").isFalse();
     finish.countDown();
     assertThat(first.get(10, TimeUnit.SECONDS).applied()).isTrue();
@@ -230,7 +239,7 @@ class ConcurrencyTest {
     claimed.await();
     Future<Execution<String>> second = background.submit(() ->
         executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 2)));
-    Thread.sleep(200);
+    LockWaits.await(f.db, 1); // the repeat waits on the first copy's key before that fails
     finish.countDown();
     assertThat(first.get(10, TimeUnit.SECONDS)).isInstanceOf(IOException.class);
     assertThat(second.get(10, TimeUnit.SECONDS).applied()).isTrue();

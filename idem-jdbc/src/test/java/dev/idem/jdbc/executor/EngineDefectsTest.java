@@ -4,11 +4,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
+import dev.idem.testing.TestDatabase;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.time.Duration;
@@ -20,14 +24,15 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
+import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
-import org.junit.jupiter.api.Test;
 
 /**
  * Defects of the engine before it was one, each read back from the database: a copy arriving
@@ -35,30 +40,32 @@ import org.junit.jupiter.api.Test;
  * in-flight wait; an inbox copy waiting without bound; a cold repeat that leaves a dead tuple and
  * burns a transaction id; a DataSource that hands out the caller's open transaction.
  */
+@IdemTest(poolSize = 8, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE,
+    "CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)"})
 class EngineDefectsTest {
   static ExecutorFixture f;
   static final ExecutorService pool = Executors.newCachedThreadPool();
   static final DSLContext dsl = DSL.using(SQLDialect.POSTGRES);
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("engine_defects", 8);
-    f.sql("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
   }
 
   @AfterAll
   static void stop() {
     pool.shutdownNow();
-    f.close();
   }
 
   /** The five ways one key's effect can run: owned or joined, callback or statements, and the inbox. */
   enum Form { OWNED_CALLBACK, OWNED_STATEMENTS, JOINED_CALLBACK, JOINED_STATEMENTS, INBOX }
 
   /**
-   * A 1 s window and a first copy whose effect takes 1.5 s: a second copy that arrives at 0.5 s
-   * waits for it and must get the replay, never run the effect again (it used to find the row past
-   * its window when the first committed, re-claim it and pay twice).
+   * A 1 s window and a first copy whose effect runs past it: a second copy that arrives while it
+   * runs, within the window, waits for it and must get the replay, never run the effect again (it
+   * used to find the row past its window when the first committed, re-claim it and pay twice). The
+   * first copy's effect goes on until the second waits on its key and the window is over by the
+   * database clock.
    */
   @ParameterizedTest
   @EnumSource(Form.class)
@@ -77,7 +84,7 @@ class EngineDefectsTest {
             String id = ExecutorFixture.pay(tx, request, 1);
             if (first) {
               firstClaimed.countDown();
-              Thread.sleep(1500);
+              tx.dsl().execute(PAST_THE_WINDOW);
             }
             return id;
           });
@@ -86,7 +93,7 @@ class EngineDefectsTest {
             String id = ExecutorFixture.pay(t, request, 1);
             if (first) {
               firstClaimed.countDown();
-              Thread.sleep(1500);
+              t.dsl().execute(PAST_THE_WINDOW);
             }
             return id;
           }));
@@ -96,7 +103,7 @@ class EngineDefectsTest {
             ExecutorFixture.pay(tx, request, 1);
             if (first) {
               firstClaimed.countDown();
-              Thread.sleep(1500);
+              tx.dsl().execute(PAST_THE_WINDOW);
             }
           });
         };
@@ -106,28 +113,29 @@ class EngineDefectsTest {
     };
     Future<Execution<?>> first = pool.submit(() -> call.apply(true));
     if (form == Form.OWNED_STATEMENTS || form == Form.JOINED_STATEMENTS) {
-      // the claim goes first in the string: once its pg_sleep runs, the first copy holds the key
-      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-      while (f.count("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(1.5)%'"
-          + " AND pid <> pg_backend_pid()") == 0) {
-        assertThat(System.nanoTime()).as("the first copy's statements started").isLessThan(until);
-        Thread.sleep(10);
-      }
+      // the claim goes first in the string: once the hold runs, the first copy holds the key
+      Poll.until("the first copy's statements started", () -> f.count("SELECT count(*) FROM pg_stat_activity"
+          + " WHERE state = 'active' AND query LIKE ? AND pid <> pg_backend_pid()", "%" + LockWaits.HOLD_MARK + "%") > 0);
     } else {
       assertThat(firstClaimed.await(10, TimeUnit.SECONDS)).isTrue();
     }
-    Thread.sleep(200); // the second copy arrives about 0.5 s after the first claimed: within the window
-    Execution<?> second = call.apply(false);
+    Execution<?> second = call.apply(false); // at once: within the window
     assertThat(first.get(20, TimeUnit.SECONDS).applied()).isTrue();
     assertThat(second.replayed()).as("%s: the second copy's answer", form).isTrue();
     assertThat(f.payments(request)).as("%s: payment rows", form).isEqualTo(1);
   }
 
-  /** A payment insert after a pause (the first copy only), as a statement the executor sends with its claim. */
+  /**
+   * What the first copy's effect runs before it ends: on until the second copy waits on its key,
+   * and past the 1 s window (from this statement's start, after the claim) by the database clock.
+   */
+  private static final String PAST_THE_WINDOW = LockWaits.hold(1, Duration.ofMillis(1100));
+
+  /** A payment insert after {@link #PAST_THE_WINDOW} (the first copy only), as statements the executor sends with its claim. */
   private static org.jooq.Query[] slowPay(String request, boolean first, CountDownLatch claimed) {
     claimed.countDown();
     org.jooq.Query pay = dsl.query("INSERT INTO payments (request, amount) VALUES (?, 1)", request);
-    return first ? new org.jooq.Query[] {dsl.query("SELECT pg_sleep(1.5)"), pay} : new org.jooq.Query[] {pay};
+    return first ? new org.jooq.Query[] {dsl.query(PAST_THE_WINDOW), pay} : new org.jooq.Query[] {pay};
   }
 
   /**

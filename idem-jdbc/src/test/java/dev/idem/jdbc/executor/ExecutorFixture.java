@@ -1,16 +1,15 @@
 package dev.idem.jdbc.executor;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
+import dev.idem.testing.Poll;
 import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -19,22 +18,25 @@ import java.time.Duration;
 import javax.sql.DataSource;
 
 /**
- * One database per test class, with idem migrated and a {@code payments} table standing for the
- * user's own effect. Everything the tests assert is read back from here.
+ * A test class's database as {@code @IdemTest(sql = {PAYMENTS, Provider.TABLE})} gives it (idem
+ * migrated, a {@code payments} table standing for the user's own effect and the provider's), and an
+ * {@link Idem} on its pool whose events are recorded. Everything the tests assert is read back from
+ * here.
  */
-final class ExecutorFixture implements AutoCloseable {
+final class ExecutorFixture {
+  /** The user's effect's table: one row per payment. */
+  static final String PAYMENTS = "CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)";
+
   final TestDatabase db;
   final DataSource ds;
   final Idem idem;
   final RecordingListener events = new RecordingListener();
 
-  ExecutorFixture(String hint, int poolSize) {
-    db = TestPostgres.newDatabase(hint);
-    ds = db.dataSource(poolSize);
+  /** On the database and pool {@code @IdemTest} injected. */
+  ExecutorFixture(TestDatabase db, DataSource ds) {
+    this.db = db;
+    this.ds = ds;
     idem = Idem.builder(ds).listener(events).build();
-    IdemFlyway.migrate(ds);
-    sql("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
-    sql(Provider.TABLE);
   }
 
   /** The user's effect: one payment row; returns its id as text. */
@@ -128,6 +130,22 @@ final class ExecutorFixture implements AutoCloseable {
     }
   }
 
+  /**
+   * Returns once {@code key}'s row is past its window, and its lease if it has one, by the database
+   * clock, which is what the guards judge by (an answer kept in memory ends no later).
+   */
+  void awaitPastWindow(IdempotencyKey key) throws InterruptedException {
+    Poll.until("the window of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem.idem_keys"
+        + " WHERE scope = ? AND key = ? AND expires_at < clock_timestamp()"
+        + " AND coalesce(lease_expires_at, '-infinity') < clock_timestamp()", key.scope(), key.value()) == 1);
+  }
+
+  /** Returns once {@code key}'s lease is over by the database clock. */
+  void awaitLeaseOver(IdempotencyKey key) throws InterruptedException {
+    Poll.until("the lease of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem.idem_keys"
+        + " WHERE scope = ? AND key = ? AND lease_expires_at < clock_timestamp()", key.scope(), key.value()) == 1);
+  }
+
   String column(IdempotencyKey key, String column) {
     try (Connection c = ds.getConnection();
         PreparedStatement ps = c.prepareStatement(
@@ -140,10 +158,5 @@ final class ExecutorFixture implements AutoCloseable {
     } catch (SQLException e) {
       throw new IllegalStateException(e);
     }
-  }
-
-  @Override
-  public void close() {
-    db.close();
   }
 }

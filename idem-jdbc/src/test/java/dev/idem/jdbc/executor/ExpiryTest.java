@@ -7,7 +7,9 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
+import dev.idem.testing.TestDatabase;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
 import java.sql.Connection;
@@ -19,22 +21,18 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import org.junit.jupiter.api.AfterAll;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Keys are remembered for their window, by the database clock, and then forgotten in batches. */
+@IdemTest(poolSize = 4, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ExpiryTest {
   static ExecutorFixture f;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_expiry", 4);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
   }
 
   @Test
@@ -44,7 +42,7 @@ class ExpiryTest {
     Execution<String> first = shortMemory.execute(key, Fingerprint.of("a"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
     Execution<String> within = shortMemory.execute(key, Fingerprint.of("a"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
     assertThat(within.replayed()).isTrue();
-    f.sql("SELECT pg_sleep(0.8)"); // the database's clock moves past the window
+    f.awaitPastWindow(key); // the database's clock moves past the window
     // Past the window the key is free, even for another request, and even before expire() ran.
     Execution<String> after = shortMemory.execute(key, Fingerprint.of("b"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 2));
     assertThat(after.applied()).isTrue();
@@ -64,12 +62,12 @@ class ExpiryTest {
     IdempotencyKey key = IdempotencyKey.of("expiry", UUID.randomUUID().toString());
     long first = Long.parseLong(shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(),
         a -> "" + a.token().value()).value());
-    f.sql("SELECT pg_sleep(0.6)");
+    f.awaitPastWindow(key);
     Execution<String> local = shortMemory.execute(key, Fingerprint.of("local"), Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
     assertThat(local.applied()).isTrue();
     assertThat(f.column(key, "fence")).as("a local life after an external one raises the token: its holder is stale")
         .isEqualTo("" + (first + 1));
-    f.sql("SELECT pg_sleep(0.6)");
+    f.awaitPastWindow(key);
     long third = Long.parseLong(shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(),
         a -> "" + a.token().value()).value());
     assertThat(third).as("above every token of the key's earlier lives").isGreaterThan(first);
@@ -83,7 +81,7 @@ class ExpiryTest {
         .lease(Duration.ofMillis(200)).build();
     IdempotencyKey key = IdempotencyKey.of("expiry", UUID.randomUUID().toString());
     Execution<String> first = shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "" + a.token().value());
-    f.sql("SELECT pg_sleep(0.6)");
+    f.awaitPastWindow(key);
     Execution<String> again = shortMemory.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> "" + a.token().value());
     assertThat(again.applied()).isTrue();
     // the new intent's token is above the last one (and above the fence floor other tests raised)
@@ -110,7 +108,7 @@ class ExpiryTest {
       }
     });
     stalled.await();
-    f.sql("SELECT pg_sleep(0.6)"); // past the lease and the window, by the database clock
+    f.awaitPastWindow(key); // past the lease and the window, by the database clock
     shortMemory.expire();
     Execution<String> c = shortMemory.executeExternal(key, Fingerprint.of("intent C"), Codec.utf8(), attempt -> "C's result");
     wake.countDown();
@@ -145,11 +143,11 @@ class ExpiryTest {
       }
     });
     stalled.await();
-    f.sql("SELECT pg_sleep(0.25)"); // A's lease ends: B takes over and completes
+    f.awaitLeaseOver(key); // A's lease ends: B takes over and completes
     Execution<String> b = shortMemory.executeExternal(key, Fingerprint.of("intent A"), Codec.utf8(), attempt -> "B by " + attempt.token().value());
     long bToken = Long.parseLong(b.value().substring("B by ".length()));
     assertThat(bToken).isGreaterThan(staleToken.get());
-    f.sql("SELECT pg_sleep(0.55)"); // past the window
+    f.awaitPastWindow(key); // past the window
     assertThat(shortMemory.expire()).isGreaterThanOrEqualTo(1);
     assertThat(f.keyRows(key)).as("the completed external key is deleted").isZero();
     assertThat(f.count("SELECT last_value FROM idem.idem_fence_floor")).isGreaterThanOrEqualTo(bToken);

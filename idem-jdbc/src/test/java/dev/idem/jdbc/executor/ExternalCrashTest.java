@@ -7,6 +7,8 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -16,22 +18,18 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** A real process claims an external effect and is killed with SIGKILL in phase 2. */
+@IdemTest(poolSize = 4, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ExternalCrashTest {
   static ExecutorFixture f;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_crash", 4);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
   }
 
   @Test

@@ -13,6 +13,8 @@ import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.CodecException;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
@@ -23,11 +25,12 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** External effects in phases: leases by the database clock, fencing tokens, takeovers, resolvers. */
+@IdemTest(poolSize = 6, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ExternalEffectTest {
   static final Duration LEASE = Duration.ofSeconds(1);
   static ExecutorFixture f;
@@ -37,15 +40,10 @@ class ExternalEffectTest {
   static IdempotentExecutor patient;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_external", 6);
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
     impatient = f.idem.executor().lease(LEASE).inFlightWait(Duration.ZERO).build();
     patient = f.idem.executor().lease(LEASE).inFlightWait(Duration.ofSeconds(5)).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
   }
 
   static IdempotencyKey newKey() {

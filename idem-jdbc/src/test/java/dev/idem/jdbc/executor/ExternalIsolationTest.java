@@ -6,10 +6,14 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
+import dev.idem.testing.TestDatabase;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
@@ -20,7 +24,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -32,18 +36,14 @@ import org.junit.jupiter.params.provider.ValueSource;
  * get what it gets under READ COMMITTED (in flight, or refused as stale), never an error, and the
  * row must be the other copy's.
  */
+@IdemTest(poolSize = 2, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ExternalIsolationTest {
   static final Duration LEASE = Duration.ofSeconds(1);
   static ExecutorFixture f;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_external_isolation", 2);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
   }
 
   /** Another copy's takeover of the key's ended lease. */
@@ -61,14 +61,7 @@ class ExternalIsolationTest {
 
   /** Waits until a backend waits on a row or index lock of the key table. */
   static void awaitWaitOnTheKeyTable() throws InterruptedException {
-    for (int i = 0; i < 400; i++) {
-      if (f.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-          + " AND wait_event_type = 'Lock' AND query LIKE '%idem_keys%'") > 0) {
-        return;
-      }
-      Thread.sleep(25);
-    }
-    throw new AssertionError("no statement ever waited on the key table");
+    LockWaits.await(f.db, 1, "%idem_keys%");
   }
 
   static <T> CompletableFuture<T> async(Callable<T> work) {
@@ -151,9 +144,9 @@ class ExternalIsolationTest {
           }));
       assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
       other.setAutoCommit(false);
-      while (afterLeaseEnds && f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + key.scope()
-          + "' AND key = '" + key.value() + "' AND lease_expires_at <= clock_timestamp()") == 0) {
-        Thread.sleep(50);
+      if (afterLeaseEnds) {
+        Poll.until("the holder's lease over on the database clock", () -> f.count("SELECT count(*) FROM idem.idem_keys"
+            + " WHERE scope = ? AND key = ? AND lease_expires_at <= clock_timestamp()", key.scope(), key.value()) == 1);
       }
       run(other, write, key);
       answer.countDown();

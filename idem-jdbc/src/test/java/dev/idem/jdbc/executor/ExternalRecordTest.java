@@ -9,7 +9,9 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Proxies;
+import dev.idem.testing.TestDatabase;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
@@ -17,7 +19,6 @@ import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -26,17 +27,13 @@ import org.junit.jupiter.api.Test;
  * fenced record is tried again on fresh connections; if it fails for good, the lease is ended at
  * once, so a retry with a resolver finishes now instead of answering InFlight for the whole lease.
  */
+@IdemTest(poolSize = 6, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ExternalRecordTest {
   static ExecutorFixture f;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_record", 6);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
   }
 
   /** The pool, whose next {@code failing} borrows fail as a dead server's would (SQLSTATE 08006). */

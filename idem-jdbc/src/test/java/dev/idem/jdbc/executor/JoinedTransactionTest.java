@@ -3,6 +3,7 @@ package dev.idem.jdbc.executor;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.jdbc.LockWaits;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -10,6 +11,8 @@ import dev.idem.key.KeyReuseException;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.Statement;
@@ -18,29 +21,25 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.jooq.impl.DSL;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /** Local effects joining the caller's transaction: the savepoint keeps the caller's work safe. */
+@IdemTest(poolSize = 6, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE,
+    "CREATE TABLE orders (id text PRIMARY KEY)",
+    "CREATE SEQUENCE sends"})
 class JoinedTransactionTest {
   static ExecutorFixture f;
   static IdempotentExecutor executor;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_joined", 6);
-    f.sql("CREATE TABLE orders (id text PRIMARY KEY)");
-    f.sql("CREATE SEQUENCE sends");
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
     executor = f.idem.executor().inFlightWait(Duration.ofMillis(200)).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
   }
 
   static IdempotencyKey newKey() {
@@ -254,6 +253,7 @@ class JoinedTransactionTest {
       }
       form.call.run(patient, winner, key);
       long sentByWinner = sends() - sent;
+      int loserSession = LockWaits.pid(loser);
       CompletableFuture<Throwable> lost = CompletableFuture.supplyAsync(() -> {
         try {
           form.call.run(patient, loser, key);
@@ -262,7 +262,7 @@ class JoinedTransactionTest {
           return t;
         }
       });
-      Thread.sleep(200); // the loser blocks on the winner's key
+      LockWaits.awaitSession(f.db, loserSession); // the loser blocks on the winner's key
       winner.commit();
       Throwable t = lost.get(10, TimeUnit.SECONDS);
       assertThat(t).isNotNull();

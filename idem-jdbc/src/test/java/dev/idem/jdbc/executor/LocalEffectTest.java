@@ -1,16 +1,18 @@
 package dev.idem.jdbc.executor;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.Codec;
 import dev.idem.result.CodecException;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
 import java.sql.Connection;
@@ -19,24 +21,20 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Local effects, one call at a time: what each kind of repeat gets, and what the database holds. */
+@IdemTest(poolSize = 6, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class LocalEffectTest {
   static ExecutorFixture f;
   static IdempotentExecutor executor;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_local", 6);
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
     executor = f.idem.executor().window(DedupeWindow.of(Duration.ofHours(1))).inFlightWait(Duration.ofMillis(300)).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
   }
 
   static IdempotencyKey newKey() {

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.tx.TxConsumer;
@@ -12,6 +13,8 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import dev.idem.transition.Outcome;
 import dev.idem.window.DedupeWindow;
 import java.lang.reflect.InvocationTargetException;
@@ -44,6 +47,7 @@ import org.junit.jupiter.api.Test;
  * commits one effect per key, a key past its window runs again, and another request under the key
  * is refused as on the claim's path.
  */
+@IdemTest(poolSize = 8, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ReadFirstTest {
   static ExecutorFixture f;
   static final ExecutorService pool = Executors.newCachedThreadPool();
@@ -54,15 +58,14 @@ class ReadFirstTest {
   static Idem readers;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("read_first", 8);
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
     readers = Idem.builder(counting(f.ds)).build();
   }
 
   @AfterAll
   static void stop() {
     pool.shutdownNow();
-    f.close();
   }
 
   /** What a call took: connections, and transactions opened on them. */
@@ -200,7 +203,7 @@ class ReadFirstTest {
     Taken before = Taken.now();
     assertThat(call(reader, request, request).replayed()).isTrue();
     assertThat(Taken.now().since(before)).isEqualTo(Taken.READ_ALONE);
-    Thread.sleep(1100);
+    f.awaitPastWindow(IdempotencyKey.of("read-first", request));
     before = Taken.now();
     assertThat(call(reader, request, request).applied()).isTrue();
     assertThat(Taken.now().since(before)).as("read, then the claim's transaction").isEqualTo(new Taken(2, 1));
@@ -284,7 +287,8 @@ class ReadFirstTest {
     CountDownLatch claimed = new CountDownLatch(1);
     Future<Execution<String>> running = pool.submit(() -> first.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
       claimed.countDown();
-      Thread.sleep(800);
+      // slow: runs on until the copy waits on the key and 800 ms have passed on the database clock
+      tx.dsl().execute(LockWaits.hold(1, Duration.ofMillis(800)));
       return ExecutorFixture.pay(tx, request, 1);
     }));
     assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
@@ -339,7 +343,7 @@ class ReadFirstTest {
     Taken before = Taken.now();
     assertThat(call(reader, request, request).replayed()).isTrue();
     assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
-    Thread.sleep(1100);
+    f.awaitPastWindow(IdempotencyKey.of("read-first", request));
     assertThat(call(reader, request, request).applied()).as("past the window: claimed again").isTrue();
     assertThat(f.payments(request)).isEqualTo(2);
     assertThat(f.keyRows(IdempotencyKey.of("read-first", request))).isEqualTo(1);
@@ -387,17 +391,22 @@ class ReadFirstTest {
       }
       String request = "race-" + i + "-" + UUID.randomUUID();
       requests.add(request);
-      long pause = i % 3 * 20L; // none, or the first copy caught running
+      // every other key, the first copy is caught running: its effects go on until the copy waits on them
+      boolean caught = i % 2 == 1;
       CyclicBarrier together = new CyclicBarrier(2);
       Future<List<Execution<?>>> first = pool.submit(() -> {
         together.await(10, TimeUnit.SECONDS);
         return List.of(writer.execute(IdempotencyKey.of("read-first", request), Fingerprint.EMPTY, Codec.utf8(), tx -> {
           String id = ExecutorFixture.pay(tx, request, 1);
-          Thread.sleep(pause);
+          if (caught) {
+            LockWaits.await(f.db, 1);
+          }
           return id;
         }), writerInbox.receive(request, tx -> {
           ExecutorFixture.pay(tx, request + "-inbox", 1);
-          Thread.sleep(pause);
+          if (caught) {
+            LockWaits.await(f.db, 1);
+          }
         }));
       });
       together.await(10, TimeUnit.SECONDS);

@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.key.Fingerprint;
@@ -13,7 +15,9 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
+import dev.idem.testing.TestDatabase;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.sql.Statement;
@@ -23,11 +27,11 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.jooq.Query;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -40,21 +44,17 @@ import org.junit.jupiter.params.provider.ValueSource;
  * ({@code sends}) counts every time the statements reached the server, committed or not, because
  * PostgreSQL never rolls a sequence back.
  */
+@IdemTest(poolSize = 8, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE,
+    "CREATE SEQUENCE sends",
+    "CREATE TABLE accounts (id text PRIMARY KEY, balance int NOT NULL CHECK (balance >= 0))"})
 class StatementEffectTest {
   static ExecutorFixture f;
   static IdempotentExecutor executor;
 
   @BeforeAll
-  static void start() {
-    f = new ExecutorFixture("executor_statements", 8);
-    f.sql("CREATE SEQUENCE sends");
-    f.sql("CREATE TABLE accounts (id text PRIMARY KEY, balance int NOT NULL CHECK (balance >= 0))");
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
     executor = f.idem.executor().window(DedupeWindow.of(Duration.ofHours(1))).inFlightWait(Duration.ofMillis(300)).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
   }
 
   static IdempotencyKey newKey() {
@@ -168,7 +168,7 @@ class StatementEffectTest {
     IdempotentExecutor brief = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(1))).build();
     IdempotencyKey key = newKey();
     brief.execute(key, Fingerprint.of("first"), pay(key.value(), 1));
-    Thread.sleep(20);
+    f.awaitPastWindow(key);
     // Another request under the key after its window: a new intent, whatever its fingerprint.
     Execution<Void> again = f.idem.executor().window(DedupeWindow.of(Duration.ofMillis(1))).build()
         .execute(key, Fingerprint.of("second"), pay(key.value(), 2));
@@ -184,14 +184,13 @@ class StatementEffectTest {
   void sixteenThreadsRacingOneKeyCommitOneEffectAndTheLosersNeverSendTheirStatements(String isolation) throws Exception {
     IdempotencyKey key = IdempotencyKey.of("race", UUID.randomUUID().toString());
     long before = sends();
-    try (HikariDataSource ds = f.db.dataSource(16, isolation)) {
-      IdempotentExecutor racing = Idem.builder(ds).retries(RetryBudget.NONE).build().executor()
-          .inFlightWait(Duration.ofSeconds(20)).build();
-      List<Execution<Void>> results = Race.together(16, i -> racing.execute(key, Fingerprint.EMPTY,
-          counted(), pay(key.value(), 100), DSL.query("select pg_sleep(0.1)"))); // holds the key: the others pile up on it
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).filteredOn(Execution::replayed).hasSize(15);
-    }
+    DataSource ds = Racers.pool(f.db, 16, isolation);
+    IdempotentExecutor racing = Idem.builder(ds).retries(RetryBudget.NONE).build().executor()
+        .inFlightWait(Duration.ofSeconds(20)).build();
+    List<Execution<Void>> results = Race.together(16, i -> racing.execute(key, Fingerprint.EMPTY,
+        counted(), pay(key.value(), 100), DSL.query(LockWaits.hold(15)))); // holds the key until the others wait on it
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).filteredOn(Execution::replayed).hasSize(15);
     assertThat(f.payments(key.value())).isEqualTo(1);
     assertThat(f.keyRows(key)).isEqualTo(1);
     // The losers waited on the key's index entry, then failed their claim: their statements never ran.
@@ -244,7 +243,7 @@ class StatementEffectTest {
       st.execute("SELECT * FROM accounts WHERE id = '" + account + "' FOR UPDATE");
       CompletableFuture<Void> unlock = CompletableFuture.runAsync(() -> {
         try {
-          Thread.sleep(800);
+          LockWaits.awaitWaitedFor(f.db, Duration.ofMillis(500)); // the statement, well past the claim's 300 ms
           holder.commit();
         } catch (Exception e) {
           throw new IllegalStateException(e);

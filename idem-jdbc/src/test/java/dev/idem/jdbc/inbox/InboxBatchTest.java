@@ -5,9 +5,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.TestIdem;
+import dev.idem.jdbc.LockWaits;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.Race;
 import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
@@ -28,12 +30,12 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** {@link Inbox#receiveAll}: every count is read from the database, per message id. */
+@IdemTest(poolSize = 12, sql = "CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)")
 class InboxBatchTest {
   /** A polled message: the id its producer minted, and an amount. */
   record Msg(String id, int amount) {}
@@ -45,18 +47,11 @@ class InboxBatchTest {
   static Inbox billing;
 
   @BeforeAll
-  static void start() {
-    TestIdem fixture = TestIdem.start("inbox_batch", 12, b -> b.listener(events),
-        "CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
-    db = fixture.db();
-    ds = fixture.ds();
-    idem = fixture.idem();
+  static void start(TestDatabase database, DataSource pool) {
+    db = database;
+    ds = pool;
+    idem = Idem.builder(ds).listener(events).build();
     billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   @BeforeEach
@@ -333,9 +328,7 @@ class InboxBatchTest {
       });
       assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
       Future<Received<Msg>> waiter = pool.submit(() -> billing.receiveAll(batch("w-", 0, 3), Msg::id, InboxBatchTest::charge));
-      while (db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == 0) {
-        Thread.sleep(10);
-      }
+      LockWaits.await(db, 1);
       fail.countDown();
       assertThatThrownBy(holder::get).hasCauseInstanceOf(IllegalStateException.class);
       assertThat(waiter.get(10, TimeUnit.SECONDS).applied()).hasSize(3);
@@ -352,9 +345,8 @@ class InboxBatchTest {
     List<Msg> msgs = batch("e-", 0, 5);
     assertThat(brief.receiveAll(msgs, Msg::id, InboxBatchTest::charge).applied()).hasSize(5);
     assertThat(brief.receiveAll(msgs, Msg::id, InboxBatchTest::charge).duplicates()).hasSize(5);
-    while (db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND expires_at >= clock_timestamp()") > 0) {
-      Thread.sleep(20);
-    }
+    Poll.until("the ids past their window on the database clock",
+        () -> db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND expires_at >= clock_timestamp()") == 0);
     List<Msg> mixed = new ArrayList<>(msgs);
     mixed.add(new Msg("e-new", 1));
     assertThat(brief.receiveAll(mixed, Msg::id, InboxBatchTest::charge).applied()).containsExactlyElementsOf(mixed);

@@ -1,16 +1,17 @@
 package dev.idem.jdbc.inbox;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.tx.RetryBudget;
+import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
-import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.sql.Statement;
@@ -22,7 +23,6 @@ import org.jooq.Query;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -34,6 +34,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * round trip. A sequence ({@code sends}) counts every time the statements reached the server,
  * committed or not: PostgreSQL never rolls a sequence back.
  */
+@IdemTest(poolSize = 6, sql = {"CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL CHECK (amount > 0))",
+    "CREATE SEQUENCE sends"})
 class InboxStatementsTest {
   static TestDatabase db;
   static DataSource ds;
@@ -41,19 +43,11 @@ class InboxStatementsTest {
   static Inbox billing;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("inbox_statements");
-    ds = db.dataSource(6);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    db.execute("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL CHECK (amount > 0))");
-    db.execute("CREATE SEQUENCE sends");
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
     billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   static String newId() {
@@ -117,14 +111,13 @@ class InboxStatementsTest {
   void sixteenCopiesAtOnceApplyOnceAndTheOthersNeverSendTheirStatements(String isolation) throws Exception {
     String id = newId();
     long before = sends();
-    try (HikariDataSource racing = db.dataSource(16, isolation)) {
-      Inbox inbox = Idem.builder(racing).retries(RetryBudget.NONE).build().inbox("billing")
-          .window(DedupeWindow.of(Duration.ofDays(8))).build();
-      List<Execution<Void>> outcomes = Race.together(16, i -> inbox.receive(id, counted(), charge(id, 10),
-          DSL.query("select pg_sleep(0.1)")));
-      assertThat(outcomes).filteredOn(Execution::applied).hasSize(1);
-      assertThat(outcomes).filteredOn(Execution::replayed).hasSize(15);
-    }
+    DataSource racing = Racers.pool(db, 16, isolation);
+    Inbox inbox = Idem.builder(racing).retries(RetryBudget.NONE).build().inbox("billing")
+        .window(DedupeWindow.of(Duration.ofDays(8))).build();
+    List<Execution<Void>> outcomes = Race.together(16, i -> inbox.receive(id, counted(), charge(id, 10),
+        DSL.query(LockWaits.hold(15)))); // holds the id until the others wait on it
+    assertThat(outcomes).filteredOn(Execution::applied).hasSize(1);
+    assertThat(outcomes).filteredOn(Execution::replayed).hasSize(15);
     assertThat(charges(id)).isEqualTo(1);
     assertThat(inboxRows("billing", id)).isEqualTo(1);
     assertThat(sends() - before).isEqualTo(1);
@@ -135,7 +128,8 @@ class InboxStatementsTest {
     Inbox brief = idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(1))).build();
     String id = newId();
     assertThat(brief.receive(id, charge(id, 1))).matches(Execution::applied);
-    Thread.sleep(20);
+    Poll.until("the id past its window on the database clock", () -> db.count("SELECT count(*) FROM idem.idem_inbox"
+        + " WHERE consumer = 'brief' AND message_id = ? AND expires_at < clock_timestamp()", id) == 1);
     assertThat(idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(1))).build().receive(id, charge(id, 2)))
         .matches(Execution::applied);
     assertThat(charges(id)).isEqualTo(2);

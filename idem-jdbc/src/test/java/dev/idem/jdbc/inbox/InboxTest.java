@@ -1,17 +1,19 @@
 package dev.idem.jdbc.inbox;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
+import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
-import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.io.IOException;
 import java.sql.Connection;
@@ -24,13 +26,14 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+// a pool of 20: 16 racing copies, each on its own connection
+@IdemTest(poolSize = 20, sql = "CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)")
 class InboxTest {
   static TestDatabase db;
   static DataSource ds;
@@ -38,18 +41,11 @@ class InboxTest {
   static Inbox billing;
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("inbox");
-    ds = db.dataSource(20); // 16 racing copies, each on its own connection
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    sql("CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL)");
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
     billing = idem.inbox("billing").window(DedupeWindow.of(Duration.ofDays(8))).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   @BeforeEach
@@ -116,9 +112,10 @@ class InboxTest {
   @Test
   void concurrentCopiesRunTheEffectOnce() throws Exception {
     int copies = 16;
+    Racers.opened(ds, copies);
     List<Execution<Void>> results = Race.together(copies, i -> billing.receive("m-race", tx -> {
       charge(tx, "m-race");
-      tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
+      LockWaits.await(db, copies - 1); // hold the claim until all the others wait on it
     }));
     assertThat(results).filteredOn(Execution::applied).hasSize(1);
     assertThat(results).filteredOn(Execution::replayed).hasSize(copies - 1);
@@ -135,16 +132,15 @@ class InboxTest {
   @CsvSource({"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void underStricterIsolationCopiesAreAlreadyDoneNotErrors(String isolation) throws Exception {
     String id = "m-strict-" + isolation;
-    try (HikariDataSource pool = db.dataSource(8, isolation)) {
-      Inbox strict = Idem.builder(pool).retries(RetryBudget.NONE).build().inbox("billing")
-          .window(DedupeWindow.of(Duration.ofDays(7))).build();
-      List<Execution<Void>> results = Race.together(8, i -> strict.receive(id, tx -> {
-        charge(tx, id);
-        tx.dsl().execute("SELECT pg_sleep(0.05)"); // hold the claim so the others pile up on it
-      }));
-      assertThat(results).filteredOn(Execution::applied).hasSize(1);
-      assertThat(results).filteredOn(Execution::replayed).hasSize(7);
-    }
+    DataSource pool = Racers.pool(db, 8, isolation);
+    Inbox strict = Idem.builder(pool).retries(RetryBudget.NONE).build().inbox("billing")
+        .window(DedupeWindow.of(Duration.ofDays(7))).build();
+    List<Execution<Void>> results = Race.together(8, i -> strict.receive(id, tx -> {
+      charge(tx, id);
+      LockWaits.await(db, 7); // hold the claim until all the others wait on it
+    }));
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).filteredOn(Execution::replayed).hasSize(7);
     assertThat(charges(id)).isEqualTo(1);
     assertThat(inboxRows("billing", id)).isEqualTo(1);
   }
@@ -163,11 +159,7 @@ class InboxTest {
     assertThat(claimed.await(10, TimeUnit.SECONDS)).isTrue();
     Future<Execution<Void>> second = pool.submit(() -> billing.receive("m-4", tx -> charge(tx, "m-4")));
     // the second copy is blocked on the first one's claim (a lock wait), not finished
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == 0) {
-      assertThat(System.nanoTime()).isLessThan(deadline);
-      Thread.sleep(10);
-    }
+    LockWaits.await(db, 1);
     assertThat(second.isDone()).isFalse();
     fail.countDown();
     assertThatThrownBy(first::get).hasCauseInstanceOf(IllegalStateException.class);
@@ -341,16 +333,14 @@ class InboxTest {
     }
     assertThat(billing.receive("m-10", tx -> {})).matches(Execution::applied); // another consumer, long window
     // the database clock decides: wait until the database says the window is over
-    while (count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 0) {
-      Thread.sleep(20);
-    }
+    Poll.until("m-9 past its window on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+        + " WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 1);
     assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).matches(Execution::applied);
     assertThat(charges("m-9")).isEqualTo(2);
     assertThat(inboxRows("brief", "m-9")).isEqualTo(1);
 
-    while (count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND expires_at >= clock_timestamp() AND message_id <> 'm-9'") > 0) {
-      Thread.sleep(20);
-    }
+    Poll.until("the bulk ids past their window on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+        + " WHERE consumer = 'brief' AND expires_at >= clock_timestamp() AND message_id <> 'm-9'") == 0);
     long before = count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'");
     long deleted = brief.expire(); // three batches of at most 1000
     // all 2500 bulk ids were past their window; the re-claimed m-9 may or may not be by now
@@ -378,7 +368,8 @@ class InboxTest {
     }).build();
     Inbox inbox = watched.inbox("watched").window(DedupeWindow.of(Duration.ofDays(1))).build();
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::applied);
-    Thread.sleep(50);
+    Poll.until("m-11 50 ms old on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+        + " WHERE consumer = 'watched' AND message_id = 'm-11' AND received_at <= clock_timestamp() - interval '50 milliseconds'") == 1);
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::replayed);
     assertThat(charges("m-11")).isEqualTo(1);
     assertThat(seen).hasSize(2);

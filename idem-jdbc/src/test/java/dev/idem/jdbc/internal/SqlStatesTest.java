@@ -3,10 +3,11 @@ package dev.idem.jdbc.internal;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
+import dev.idem.jdbc.LockWaits;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
 import org.jooq.exception.DataAccessException;
@@ -21,6 +22,7 @@ import org.postgresql.util.ServerErrorMessage;
  * provoke at will (a stress run of the statements form saw it about once in 1,400 calls with a
  * 1 ms bound).
  */
+@IdemTest(migrate = false)
 class SqlStatesTest {
   /** A 55P03 as PostgreSQL sends it, with {@code where} as its context line, or none if null. */
   static DataAccessException lockTimeout(String where) {
@@ -58,13 +60,14 @@ class SqlStatesTest {
    * made again on a fresh connection rather than left in flight for the lease.
    */
   @Test
-  void aSessionEndedForIdlingIsAConnectionFailure() throws Exception {
-    try (TestDatabase db = TestPostgres.newDatabase("idle");
-        Connection c = DriverManager.getConnection(db.jdbcUrl())) {
+  void aSessionEndedForIdlingIsAConnectionFailure(TestDatabase db) throws Exception {
+    try (Connection c = db.connect()) {
+      int session = LockWaits.pid(c);
       try (Statement st = c.createStatement()) {
         st.execute("set idle_session_timeout = '100ms'");
       }
-      Thread.sleep(600);
+      Poll.until("the server ended the idle session",
+          () -> db.count("SELECT count(*) FROM pg_stat_activity WHERE pid = ?", session) == 0);
       SQLException e = catchThrowableOfType(() -> {
         try (Statement st = c.createStatement()) {
           st.execute("select 1");

@@ -1,19 +1,20 @@
 package dev.idem.jdbc.lease;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
-import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
-import dev.idem.testing.RecordingListener;
-import dev.idem.testing.Race;
+import dev.idem.jdbc.LockWaits;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
+import dev.idem.testing.Race;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -27,13 +28,14 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** Leases and fencing tokens on a real PostgreSQL; expiry is waited for on the database clock. */
+@IdemTest(poolSize = 8,
+    sql = "CREATE TABLE report_runs (resource text NOT NULL, written_by text NOT NULL, token bigint NOT NULL)")
 class LeasesTest {
   static final Duration LONG = Duration.ofMinutes(5);
   static final Duration SHORT = Duration.ofSeconds(1);
@@ -45,22 +47,11 @@ class LeasesTest {
   static final RecordingListener events = new RecordingListener();
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("leases");
-    ds = db.dataSource(8);
+  static void start(TestDatabase database, DataSource pool) {
+    db = database;
+    ds = pool;
     idem = Idem.builder(ds).listener(events).build();
-    IdemFlyway.migrate(ds);
     leases = idem.leases();
-    sql("CREATE TABLE report_runs (resource text NOT NULL, written_by text NOT NULL, token bigint NOT NULL)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
-
-  static void sql(String statement) {
-    db.execute(statement);
   }
 
   static String query(String sql, String resource) throws SQLException {
@@ -83,14 +74,8 @@ class LeasesTest {
 
   /** Waits until the database clock is past the lease's end; never trusts the JVM clock. */
   static void awaitExpiryOnDatabaseClock(String resource) throws Exception {
-    for (int i = 0; i < 200; i++) {
-      if ("t".equals(query("SELECT (expires_at <= clock_timestamp())::text FROM idem.idem_leases WHERE resource = ?",
-          resource).substring(0, 1))) {
-        return;
-      }
-      Thread.sleep(50);
-    }
-    throw new AssertionError("lease on " + resource + " did not end on the database clock within 10 s");
+    Poll.until("the lease on " + resource + " over on the database clock",
+        () -> db.count("SELECT count(*) FROM idem.idem_leases WHERE resource = ? AND expires_at <= clock_timestamp()", resource) == 1);
   }
 
   static void write(Lease lease) throws SQLException {
@@ -285,15 +270,7 @@ class LeasesTest {
 
   /** Waits until some backend waits on a row lock of idem_leases (B's grant, behind A's check). */
   static void awaitBackendWaitingOnALock() throws Exception {
-    for (int i = 0; i < 200; i++) {
-      String waiting = query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-          + " AND wait_event_type = 'Lock' AND query LIKE ? ", "%idem_leases%");
-      if (!waiting.equals("0")) {
-        return;
-      }
-      Thread.sleep(25);
-    }
-    throw new AssertionError("the competing grant never waited on the lease row");
+    LockWaits.await(db, 1, "%idem_leases%");
   }
 
   @Test

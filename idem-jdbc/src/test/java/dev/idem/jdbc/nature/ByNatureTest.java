@@ -3,47 +3,40 @@ package dev.idem.jdbc.nature;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
 import java.sql.Connection;
 import java.util.List;
 import java.util.Map;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Writes idempotent by nature on the test's own tables, raced on real threads; counts read from the database. */
+@IdemTest(poolSize = 12, sql = {
+    "CREATE SCHEMA ads",
+    "CREATE TABLE ads.clicks (ad_id text NOT NULL, minute text NOT NULL, clicks bigint,"
+        + " PRIMARY KEY (ad_id, minute))",
+    "CREATE TABLE likes (user_id text NOT NULL, post_id int NOT NULL, liked_at timestamptz DEFAULT now(),"
+        + " UNIQUE (user_id, post_id))",
+    "CREATE TABLE payments (order_id text NOT NULL, step text NOT NULL, amount int NOT NULL,"
+        + " UNIQUE (order_id, step))",
+    "CREATE TABLE ledger (order_id text NOT NULL, amount int NOT NULL)",
+    "CREATE TABLE no_unique (a text, b text)"})
 class ByNatureTest {
   static TestDatabase db;
   static DataSource ds;
   static Idem idem;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("nature");
-    ds = db.dataSource(12);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    db.execute("CREATE SCHEMA ads");
-    db.execute("CREATE TABLE ads.clicks (ad_id text NOT NULL, minute text NOT NULL, clicks bigint,"
-        + " PRIMARY KEY (ad_id, minute))");
-    db.execute("CREATE TABLE likes (user_id text NOT NULL, post_id int NOT NULL, liked_at timestamptz DEFAULT now(),"
-        + " UNIQUE (user_id, post_id))");
-    db.execute("CREATE TABLE payments (order_id text NOT NULL, step text NOT NULL, amount int NOT NULL,"
-        + " UNIQUE (order_id, step))");
-    db.execute("CREATE TABLE ledger (order_id text NOT NULL, amount int NOT NULL)");
-    db.execute("CREATE TABLE no_unique (a text, b text)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
   }
 
   // ------------------------------------------------------------------ totals

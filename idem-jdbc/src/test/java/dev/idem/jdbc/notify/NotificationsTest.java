@@ -5,23 +5,21 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.key.Keys;
-import dev.idem.window.DedupeWindow;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.Race;
 import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
-import java.sql.SQLException;
+import dev.idem.window.DedupeWindow;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -31,31 +29,26 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * Bounded notifications on a real PostgreSQL. The sender is a real effect: it writes one row per
  * send to {@code outbox_sends}, in a transaction of its own, and the tests count those rows.
  */
+@IdemTest(poolSize = 16, sql = Sends.TABLE)
 class NotificationsTest {
   static TestDatabase db;
   static DataSource ds;
   static Idem idem;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("notify");
-    ds = db.dataSource(16);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    Sends.createTable(db);
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
   }
 
   /** The recording sender: one committed row per message handed to it. */
@@ -124,7 +117,8 @@ class NotificationsTest {
       assertThat(((SendResult.InFlight) whileAlive).retryAfter()).isPositive().isLessThanOrEqualTo(Duration.ofSeconds(2));
       assertThat(sends("otp-7")).isEqualTo(1);
       // The lease ends by the database clock: the redelivery takes the claim over and sends again.
-      db.execute("SELECT pg_sleep(2.2)");
+      Poll.until("the first sender's lease over on the database clock", () -> db.count("SELECT count(*) FROM idem.idem_keys"
+          + " WHERE key = 'otp-7' AND state = 'I' AND lease_expires_at < clock_timestamp()") == 1);
       SendResult afterDeath = codes.send(n, NotificationsTest::record);
       assertThat(afterDeath).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-7"), true));
       assertThat(sends("otp-7")).isEqualTo(2);
@@ -252,7 +246,8 @@ class NotificationsTest {
     }
     assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life')"
         + " AND state = 'I' AND fence = 1 AND lease_expires_at <= clock_timestamp()")).isEqualTo(2);
-    db.execute("SELECT pg_sleep(1.1)"); // past the window, by the database clock
+    Poll.until("both past their 1 s window, by the database clock", () -> db.count("SELECT count(*) FROM idem.idem_keys"
+        + " WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life') AND expires_at < clock_timestamp()") == 2);
 
     SendResult other = shortLived.send(new Notification("new-life", "email", "order-6"), NotificationsTest::record);
     assertThat(other).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("new-life"), false));
@@ -288,9 +283,8 @@ class NotificationsTest {
       SendResult first = codes.send(n, out -> {
         record(out);
         db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'notify-victim'");
-        while (db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'notify-victim'") > 0) {
-          Thread.sleep(5);
-        }
+        Poll.until("the victim's session ended",
+            () -> db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'notify-victim'") == 0);
       });
       assertThat(first).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-terminated"), false));
       assertThat(sends("otp-terminated")).isEqualTo(1);

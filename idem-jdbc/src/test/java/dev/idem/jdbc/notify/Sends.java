@@ -13,10 +13,9 @@ import javax.sql.DataSource;
 final class Sends {
   private Sends() {}
 
-  static void createTable(TestDatabase db) {
-    db.execute("CREATE TABLE sends (notification_id text NOT NULL, channel text NOT NULL, recipient text NOT NULL,"
-        + " collapse_id text NOT NULL, takeover boolean NOT NULL, sent_at timestamptz NOT NULL DEFAULT clock_timestamp())");
-  }
+  /** The table, for {@code @IdemTest(sql = Sends.TABLE)}. */
+  static final String TABLE = "CREATE TABLE sends (notification_id text NOT NULL, channel text NOT NULL, recipient text NOT NULL,"
+      + " collapse_id text NOT NULL, takeover boolean NOT NULL, sent_at timestamptz NOT NULL DEFAULT clock_timestamp())";
 
   /** A sender that records each send in {@code sends}, in a transaction of its own. */
   static Sender<SQLException> into(DataSource ds) {

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
-import dev.idem.flyway.IdemFlyway;
+import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.ExternalAttempt;
 import dev.idem.jdbc.executor.IdempotentExecutor;
@@ -14,9 +14,9 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
-import dev.idem.event.IdemListener;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -30,11 +30,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** The operator's actions change exactly the rows they name, fenced, and each is reported. */
+@IdemTest(poolSize = 4)
 class OperationsTest {
   static {
     // The build runs slf4j-simple at WARN; this test reads the INFO line. Read when the logger is
@@ -69,18 +69,12 @@ class OperationsTest {
   }
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("ops");
-    ds = db.dataSource(4);
-    IdemFlyway.migrate(ds);
+  static void start(TestDatabase database, DataSource pool) {
+    db = database;
+    ds = pool;
     idem = Idem.builder(ds).listener(events).build();
     ops = idem.operations();
     executor = idem.executor().lease(Duration.ofSeconds(30)).build();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   /** A real stuck key: the call threw (a timeout at the provider), so its lease ended and it stays in flight. */
@@ -119,7 +113,8 @@ class OperationsTest {
       }
     });
     assertThat(inCall.await(10, TimeUnit.SECONDS)).isTrue();
-    Thread.sleep(500);
+    Poll.until("the call's 200 ms lease over on the database clock", () -> db.count("SELECT count(*) FROM idem.idem_keys"
+        + " WHERE scope = ? AND key = ? AND lease_expires_at < clock_timestamp()", key.scope(), key.value()) == 1);
     StuckKey s = listed(key);
     assertThat(s).isNotNull();
     assertThat(s.fence()).isEqualTo(1);

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.Idem;
-import dev.idem.jdbc.TestIdem;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
 import java.nio.charset.StandardCharsets;
 import java.sql.ResultSet;
@@ -12,7 +12,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -22,22 +21,17 @@ import org.junit.jupiter.api.Test;
  * log; idem-debezium's test reads it through Debezium). Here, the rows the transaction wrote,
  * as the transaction itself sees them before it deletes them and as PostgreSQL counts them.
  */
+@IdemTest(poolSize = 4)
 class OutboxEventsLayoutTest {
   static TestDatabase db;
   static DataSource ds;
   static Idem idem;
 
   @BeforeAll
-  static void start() {
-    TestIdem fixture = TestIdem.start("outbox_events", 4, b -> b.outboxLayout(OutboxLayout.DEBEZIUM));
-    db = fixture.db();
-    ds = fixture.ds();
-    idem = fixture.idem();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource pool) {
+    db = database;
+    ds = pool;
+    idem = Idem.builder(ds).outboxLayout(OutboxLayout.DEBEZIUM).build();
   }
 
   /** One row as the router reads it. */

@@ -1,12 +1,12 @@
 package dev.idem.jdbc.outbox;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -24,27 +24,21 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
-import org.postgresql.PGConnection;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.postgresql.PGConnection;
 
+@IdemTest(schema = "obx", poolSize = 4)
 class OutboxTest {
   static TestDatabase db;
   static DataSource ds;
   static Idem idem;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("outbox");
-    ds = db.dataSource(4);
-    idem = Idem.builder(ds).schema("obx").build();
-    IdemFlyway.migrate(ds, idem.schema());
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource pool, Idem inObx) {
+    db = database;
+    ds = pool;
+    idem = inObx;
   }
 
   static long rows(String where) throws SQLException {

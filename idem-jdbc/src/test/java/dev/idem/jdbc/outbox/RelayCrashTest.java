@@ -1,51 +1,40 @@
 package dev.idem.jdbc.outbox;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
-import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import dev.idem.window.DedupeWindow;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
-import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** A relay process killed with SIGKILL between publish and mark: at least once, absorbed by an inbox. */
+@IdemTest(poolSize = 4, sql = {"CREATE TABLE published (id uuid NOT NULL, relay int NOT NULL)",
+    "CREATE TABLE shipments (message_id text NOT NULL)"})
 class RelayCrashTest {
   static TestDatabase db;
   static DataSource ds;
   static Idem idem;
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("relaycrash");
-    ds = db.dataSource(4);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    try (Connection c = ds.getConnection(); var st = c.createStatement()) {
-      st.execute("CREATE TABLE published (id uuid NOT NULL, relay int NOT NULL)");
-      st.execute("CREATE TABLE shipments (message_id text NOT NULL)");
-    }
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
   }
 
   static long count(String query) {

@@ -1,13 +1,12 @@
 package dev.idem.jdbc.outbox;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -25,8 +24,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -38,25 +35,14 @@ import org.junit.jupiter.params.provider.CsvSource;
  * rows the others had read used to abort after publishing and publish again (3,700 publishes for
  * 2,000 messages), and at REPEATABLE READ a claim behind another relay's marks failed with 40001.
  */
+// published: no unique index, so that duplicates show
+@IdemTest(poolSize = 2, sql = "CREATE TABLE published (id uuid NOT NULL, payload text NOT NULL)")
 class RelayIsolationTest {
-  static TestDatabase db;
-
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("relay_isolation");
-    IdemFlyway.migrate(db.dataSource(2));
-    db.execute("CREATE TABLE published (id uuid NOT NULL, payload text NOT NULL)"); // no unique index: duplicates show
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
 
   @ParameterizedTest
   @CsvSource({"TRANSACTION_REPEATABLE_READ, false", "TRANSACTION_SERIALIZABLE, false",
       "TRANSACTION_REPEATABLE_READ, true", "TRANSACTION_SERIALIZABLE, true"})
-  void fourRelaysPublishEachMessageOnceAndNeverFail(String isolation, boolean ordered) throws Exception {
+  void fourRelaysPublishEachMessageOnceAndNeverFail(String isolation, boolean ordered, TestDatabase db) throws Exception {
     db.execute("TRUNCATE published; TRUNCATE idem.idem_outbox");
     int messages = ordered ? 1_000 : 2_000;
     int keys = 50;
@@ -145,7 +131,7 @@ class RelayIsolationTest {
    * first statement. The relay and the purge must still work on it.
    */
   @Test
-  void aPoolHandingOutConnectionsInATransactionStillRelaysAndPurges() throws Exception {
+  void aPoolHandingOutConnectionsInATransactionStillRelaysAndPurges(TestDatabase db) throws Exception {
     db.execute("TRUNCATE published; TRUNCATE idem.idem_outbox");
     HikariConfig config = new HikariConfig();
     config.setJdbcUrl(db.jdbcUrl());

@@ -1,13 +1,15 @@
 package dev.idem.jdbc.outbox;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.idem.event.IdemEvent;
+import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
@@ -19,8 +21,6 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
-import dev.idem.event.IdemEvent;
-import dev.idem.event.IdemListener;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -31,11 +31,12 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
+// published: no unique index, so that duplicates show
+@IdemTest(poolSize = 12, sql = "CREATE TABLE published (id uuid NOT NULL, relay int NOT NULL)")
 class RelayTest {
   static TestDatabase db;
   static DataSource ds;
@@ -43,18 +44,11 @@ class RelayTest {
   static Outbox outbox;
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("relay");
-    ds = db.dataSource(12);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
     outbox = idem.outbox();
-    sql("CREATE TABLE published (id uuid NOT NULL, relay int NOT NULL)"); // no unique index: duplicates show
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   @BeforeEach
@@ -647,16 +641,13 @@ class RelayTest {
     Outbox notifying = outbox.notifying();
     List<UUID> sent = new CopyOnWriteArrayList<>();
     Relay relay = idem.relay(m -> sent.add(m.id())).pollInterval(Duration.ofMinutes(10)).listen(true).build();
+    String listener = Relay.class.getName() + "$Listener";
+    long listening = threadsIn(listener, "await");
     relay.start();
     try {
-      // wait until the loop LISTENs and has finished its first (empty) batch
+      // wait until the loop LISTENs and has finished its first (empty) batch: it waits for a notification
+      Poll.until("the loop waiting for a notification", () -> threadsIn(listener, "await") > listening);
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-      while (count("SELECT count(*) FROM pg_listening_channels()") == 0
-          && count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == 0) {
-        assertThat(System.nanoTime()).isLessThan(deadline);
-        Thread.sleep(20);
-      }
-      Thread.sleep(300);
       UUID id = idem.inTransaction(tx -> notifying.enqueue(tx.connection(), msg("wake up")));
       while (!sent.contains(id)) {
         assertThat(System.nanoTime()).as("woken by NOTIFY, not by the 10 minute poll").isLessThan(deadline);
@@ -668,6 +659,15 @@ class RelayTest {
       relay.close();
       assertThat(System.nanoTime() - t0).as("close wakes the LISTEN wait").isLessThan(TimeUnit.SECONDS.toNanos(20));
     }
+  }
+
+  /**
+   * How many threads are inside {@code method} of the class named {@code className}, in any state:
+   * unlike {@link Poll#threadsWaitingIn}, a thread blocked in a socket read (RUNNABLE) counts.
+   */
+  static long threadsIn(String className, String method) {
+    return Thread.getAllStackTraces().values().stream().filter(stack -> java.util.Arrays.stream(stack)
+        .anyMatch(f -> f.getClassName().equals(className) && f.getMethodName().equals(method))).count();
   }
 
   /**
@@ -712,17 +712,23 @@ class RelayTest {
   @Test
   void aClosedRelayStartsAgainOnTheGivenThreadsAndPublishesWhatCameMeanwhile() throws Exception {
     List<String> threads = new CopyOnWriteArrayList<>();
+    List<Thread> loops = new CopyOnWriteArrayList<>();
     AtomicInteger made = new AtomicInteger();
     List<OutboxMessage> seen = new CopyOnWriteArrayList<>();
     Relay relay = idem.relay(m -> {
       threads.add(Thread.currentThread().getName());
       seen.add(m);
-    }).pollInterval(Duration.ofMillis(20)).threadFactory(r -> new Thread(r, "mine-" + made.incrementAndGet())).build();
+    }).pollInterval(Duration.ofMillis(20)).threadFactory(r -> {
+      Thread loop = new Thread(r, "mine-" + made.incrementAndGet());
+      loops.add(loop);
+      return loop;
+    }).build();
     assertThat(relay.isRunning()).isFalse();
     runUntilOnePublishedAndClose(relay);
     assertThat(relay.isRunning()).isFalse();
+    // a stopped relay publishes nothing: its loop has ended, so the message waits
+    assertThat(loops).hasSize(1).noneMatch(Thread::isAlive);
     UUID meanwhile = enqueue(msg("while stopped"));
-    Thread.sleep(100); // a stopped relay publishes nothing: the message waits
     assertThat(status(meanwhile)).isEqualTo("P");
     runUntilOnePublishedAndClose(relay);
     assertThat(status(meanwhile)).isEqualTo("S");
@@ -1047,10 +1053,8 @@ class RelayTest {
     }
     UUID pending = enqueue(msg("still pending"));
     Relay keeper = idem.relay(m -> {}).retention(Duration.ofDays(7)).build();
-    Thread.sleep(150);
-    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S' AND sent_at >= clock_timestamp() - interval '100 milliseconds'") > 0) {
-      Thread.sleep(20);
-    }
+    Poll.until("every sent message past the 100 ms retention on the database clock", () -> count("SELECT count(*)"
+        + " FROM idem.idem_outbox WHERE status = 'S' AND sent_at >= clock_timestamp() - interval '100 milliseconds'") == 0);
     assertThat(keeper.purgeSent()).isZero();
     assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(2500);
     assertThat(relay.purgeSent()).isEqualTo(2500);
@@ -1078,9 +1082,9 @@ class RelayTest {
       relay.close();
     }
     relay.close(); // idempotent
+    // no loop left to publish: a message enqueued now waits
     assertThat(Thread.getAllStackTraces().keySet().stream().filter(t -> t.getName().equals("idem-relay")).filter(Thread::isAlive)).isEmpty();
     UUID after = enqueue(msg("after close"));
-    Thread.sleep(100);
     assertThat(status(after)).isEqualTo("P");
   }
 }

@@ -3,21 +3,19 @@ package dev.idem.jdbc.reconcile;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.sql.PreparedStatement;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
@@ -30,6 +28,8 @@ import org.junit.jupiter.api.TestMethodOrder;
  * (an unknown outcome, counted in every scope) is planted.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@IdemTest(poolSize = 4, sql = {"CREATE TABLE payments (id bigserial PRIMARY KEY, order_key text, amount int NOT NULL)",
+    "CREATE TABLE refunds (id bigserial PRIMARY KEY, order_key text, amount int NOT NULL)"})
 class ReconciliationTest {
   static {
     System.setProperty("org.slf4j.simpleLogger.log.dev.idem.operations", "info"); // as OperationsTest
@@ -42,23 +42,15 @@ class ReconciliationTest {
   static Reconciliation reconciliation;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("reconcile");
-    ds = db.dataSource(4);
-    IdemFlyway.migrate(ds);
-    idem = Idem.builder(ds).build();
+  static void start(TestDatabase database, DataSource pool) {
+    db = database;
+    ds = pool;
+    idem = Idem.builder(ds).build(); // built here, after the logger's level was set above
     executor = idem.executor().build();
     reconciliation = idem.reconciliation();
-    db.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, order_key text, amount int NOT NULL)");
-    db.execute("CREATE TABLE refunds (id bigserial PRIMARY KEY, order_key text, amount int NOT NULL)");
     for (String k : new String[] {"o1", "o2", "o3"}) {
       pay("payments", "shop", k);
     }
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   /** One payment through the executor: the key and its effect commit together. */

@@ -1,6 +1,5 @@
 package dev.idem.jdbc.sequence;
 
-import dev.idem.flyway.IdemFlyway;
 import static dev.idem.transition.Outcome.ALREADY_DONE;
 import static dev.idem.transition.Outcome.APPLIED;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -10,13 +9,13 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
 import dev.idem.jdbc.Idem;
-import dev.idem.testing.RecordingListener;
-import dev.idem.result.InFlightException;
-import dev.idem.testing.Race;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
+import dev.idem.result.InFlightException;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Race;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
 import java.io.IOException;
 import java.sql.Connection;
@@ -27,33 +26,25 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** Per-entity sequences on a real PostgreSQL, counting the effect rows each event left. */
+// A custom schema, to show idem's tables follow it.
+@IdemTest(schema = "idem_seq", poolSize = 8,
+    sql = "CREATE TABLE prices (stream text NOT NULL, entity text NOT NULL, seq bigint NOT NULL)")
 class EntitySequencesTest {
   static TestDatabase db;
   static DataSource ds;
   static Idem idem;
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("sequences");
-    ds = db.dataSource(8);
-    // A custom schema, to show idem's tables follow it.
-    idem = Idem.builder(ds).schema("idem_seq").build();
-    IdemFlyway.migrate(ds, idem.schema());
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute("CREATE TABLE prices (stream text NOT NULL, entity text NOT NULL, seq bigint NOT NULL)");
-    }
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource pool, Idem inSchema) {
+    db = database;
+    ds = pool;
+    idem = inSchema;
   }
 
   /** The effect: one row per applied event. */

@@ -1,6 +1,5 @@
 package dev.idem.jdbc.transition;
 
-import dev.idem.flyway.IdemFlyway;
 import static dev.idem.transition.Outcome.ALREADY_DONE;
 import static dev.idem.transition.Outcome.APPLIED;
 import static dev.idem.transition.Outcome.CONFLICT;
@@ -12,10 +11,10 @@ import dev.idem.event.IdemListener;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
-import dev.idem.testing.RecordingListener;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
+import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.StatePath;
 import java.sql.Connection;
@@ -31,11 +30,13 @@ import java.util.OptionalLong;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Conditional transitions on a real {@code shop.orders} table, the seed's shipment walkthrough. */
+@IdemTest(poolSize = 6, sql = {"CREATE SCHEMA shop",
+    "CREATE TABLE shop.orders (id text PRIMARY KEY, status text NOT NULL, version int NOT NULL DEFAULT 1,"
+        + " fence bigint, note text)"})
 class TransitionsTest {
   static final StatePath SHIPMENT = StatePath.of("PLACED", "PACKED", "SHIPPED", "DELIVERED");
 
@@ -48,14 +49,10 @@ class TransitionsTest {
   static final RecordingListener seen = new RecordingListener();
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("transitions");
-    ds = db.dataSource(6);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    sql("CREATE SCHEMA shop");
-    sql("CREATE TABLE shop.orders (id text PRIMARY KEY, status text NOT NULL, version int NOT NULL DEFAULT 1,"
-        + " fence bigint, note text)");
+  static void start(TestDatabase database, DataSource pool, Idem injected) {
+    db = database;
+    ds = pool;
+    idem = injected;
     orders = idem.transitions("shop.orders")
         .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
         .path(SHIPMENT)
@@ -65,11 +62,6 @@ class TransitionsTest {
         .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
         .path(SHIPMENT)
         .build();
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
   }
 
   static void sql(String statement) {

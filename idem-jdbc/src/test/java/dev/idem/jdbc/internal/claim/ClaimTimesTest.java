@@ -2,8 +2,8 @@ package dev.idem.jdbc.internal.claim;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -13,7 +13,6 @@ import java.util.Map;
 import java.util.TreeMap;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -22,6 +21,7 @@ import org.junit.jupiter.api.Test;
  * client turns into microseconds ({@link ClaimRow.micros(double)}); checked here against
  * extract()'s exact numeric, over random times sent by the server.
  */
+@IdemTest(migrate = false)
 class ClaimTimesTest {
   /** 2^32 seconds after the epoch (2106-02-07T06:28:16Z), in microseconds. */
   static final long EXACT_UNTIL = (1L << 32) * 1_000_000L;
@@ -29,13 +29,8 @@ class ClaimTimesTest {
   static TestDatabase db;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("key_table_times");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database) {
+    db = database;
   }
 
   /** Rows of {@code count} times {@code from + random * span} microseconds after the epoch, and the read's value of each beside the exact one. */

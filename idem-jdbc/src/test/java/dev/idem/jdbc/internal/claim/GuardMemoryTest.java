@@ -2,12 +2,14 @@ package dev.idem.jdbc.internal.claim;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idem.jdbc.TestIdem;
+import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.internal.RecentKeys;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
 import java.lang.reflect.Array;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
@@ -26,27 +28,26 @@ import org.junit.jupiter.api.Test;
  * A real executor's in-memory tables, found by walking what it reaches: none before its first
  * call, the smallest after a few new keys, on real PostgreSQL (the calls' rows read back).
  */
+@IdemTest(poolSize = 2, sql = "CREATE TABLE effects (k text NOT NULL)")
 class GuardMemoryTest {
 
   @Test
-  void anExecutorAllocatesItsMemoriesAsItIsUsed() throws Exception {
-    try (TestIdem t = TestIdem.start("guard_memory", 2, b -> b, "CREATE TABLE effects (k text NOT NULL)")) {
-      IdempotentExecutor executor = t.idem().executor().build();
-      assertThat(slotsOf(executor, RecentKeys.class)).as("recent keys before any call").containsExactly(0);
-      assertThat(slotsOf(executor, RecentAnswers.class)).as("kept rows before any call").containsExactly(0);
+  void anExecutorAllocatesItsMemoriesAsItIsUsed(Idem idem, TestDatabase db) throws Exception {
+    IdempotentExecutor executor = idem.executor().build();
+    assertThat(slotsOf(executor, RecentKeys.class)).as("recent keys before any call").containsExactly(0);
+    assertThat(slotsOf(executor, RecentAnswers.class)).as("kept rows before any call").containsExactly(0);
 
-      for (int i = 0; i < 10; i++) {
-        String k = "k" + i;
-        executor.execute(IdempotencyKey.of("memory", k), Fingerprint.ofFields(Map.of("k", k)), Codec.utf8(), tx -> {
-          tx.dsl().execute("INSERT INTO effects (k) VALUES (?)", k);
-          return k;
-        });
-      }
-      assertThat(t.db().count("SELECT count(*) FROM effects")).isEqualTo(10);
-      assertThat(t.db().count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'memory'")).isEqualTo(10);
-      assertThat(slotsOf(executor, RecentKeys.class)).as("10 keys: the first table, 4 KiB").containsExactly(512);
-      assertThat(slotsOf(executor, RecentAnswers.class)).as("10 rows kept: the table, 32 KiB").containsExactly(RecentAnswers.SLOTS);
+    for (int i = 0; i < 10; i++) {
+      String k = "k" + i;
+      executor.execute(IdempotencyKey.of("memory", k), Fingerprint.ofFields(Map.of("k", k)), Codec.utf8(), tx -> {
+        tx.dsl().execute("INSERT INTO effects (k) VALUES (?)", k);
+        return k;
+      });
     }
+    assertThat(db.count("SELECT count(*) FROM effects")).isEqualTo(10);
+    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'memory'")).isEqualTo(10);
+    assertThat(slotsOf(executor, RecentKeys.class)).as("10 keys: the first table, 4 KiB").containsExactly(512);
+    assertThat(slotsOf(executor, RecentAnswers.class)).as("10 rows kept: the table, 32 KiB").containsExactly(RecentAnswers.SLOTS);
   }
 
   /** The {@code slots()} of every {@code type} the guard reaches through idem's own objects. */

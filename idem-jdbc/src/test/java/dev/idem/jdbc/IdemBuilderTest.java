@@ -1,13 +1,13 @@
 package dev.idem.jdbc;
 
-import dev.idem.flyway.IdemFlyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.tx.RetryBudget;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Proxies;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.io.IOException;
 import java.sql.SQLException;
 import java.time.Duration;
@@ -15,29 +15,21 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.jooq.impl.DSL;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-class IdemTest {
+/** What {@link Idem.Builder} builds: its schema migrated, its transactions, and the settings it refuses. */
+@IdemTest(schema = "idem_custom", poolSize = 4, sql = "CREATE TABLE notes (id int PRIMARY KEY)")
+class IdemBuilderTest {
   static TestDatabase db;
   static DataSource ds;
   static Idem idem;
 
   @BeforeAll
-  static void start() throws SQLException {
-    db = TestPostgres.newDatabase("idem");
-    ds = db.dataSource(4);
-    idem = Idem.builder(ds).schema("idem_custom").build();
-    IdemFlyway.migrate(ds, idem.schema());
-    try (var c = ds.getConnection(); var st = c.createStatement()) {
-      st.execute("CREATE TABLE notes (id int PRIMARY KEY)");
-    }
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource pool, Idem custom) {
+    db = database;
+    ds = pool;
+    idem = custom;
   }
 
   private static int notes() {
@@ -213,17 +205,15 @@ class IdemTest {
    */
   @Test
   void idemFlywayRunsTheMigrationsIdemJdbcShips() {
-    try (TestDatabase own = TestPostgres.newDatabase("idem_flyway_constants")) {
-      DataSource ownDs = own.dataSource(2);
-      IdemFlyway.migrate(ownDs);
-      org.flywaydb.core.Flyway yours = org.flywaydb.core.Flyway.configure().dataSource(ownDs)
-          .schemas(Idem.DEFAULT_SCHEMA).table(Idem.HISTORY_TABLE).locations(Idem.MIGRATIONS).load();
-      assertThat(yours.info().pending()).isEmpty();
-      assertThat(yours.info().applied()).isNotEmpty();
-      assertThat(yours.validateWithResult().validationSuccessful).isTrue();
-      assertThat(own.count("SELECT count(*) FROM " + Idem.DEFAULT_SCHEMA + "." + Idem.HISTORY_TABLE
-          + " WHERE success AND version IS NOT NULL")).isPositive();
-    }
+    // the default schema, beside this class's idem_custom: each schema keeps its own history
+    IdemFlyway.migrate(ds);
+    org.flywaydb.core.Flyway yours = org.flywaydb.core.Flyway.configure().dataSource(ds)
+        .schemas(Idem.DEFAULT_SCHEMA).table(Idem.HISTORY_TABLE).locations(Idem.MIGRATIONS).load();
+    assertThat(yours.info().pending()).isEmpty();
+    assertThat(yours.info().applied()).isNotEmpty();
+    assertThat(yours.validateWithResult().validationSuccessful).isTrue();
+    assertThat(db.count("SELECT count(*) FROM " + Idem.DEFAULT_SCHEMA + "." + Idem.HISTORY_TABLE
+        + " WHERE success AND version IS NOT NULL")).isPositive();
   }
 
 }
