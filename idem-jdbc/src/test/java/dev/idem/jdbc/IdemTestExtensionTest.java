@@ -8,6 +8,7 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import java.util.Map;
+import dev.idem.testing.FaultyDataSource;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
@@ -58,9 +59,10 @@ class IdemTestExtensionTest {
     }
 
     @Test
-    void theSameFixtureInEveryTest(Idem idem, DataSource ds) {
+    void theSameFixtureInEveryTest(Idem idem, DataSource ds, FaultyDataSource faulty) {
       injected.add(idem);
       injected.add(ds);
+      assertThat(faulty.target()).as("the wrapper around the class's own pool").isSameAs(ds);
     }
 
     @Nested
@@ -114,8 +116,14 @@ class IdemTestExtensionTest {
         .anyMatch(m -> m.contains("@IdemTest(poolSize = 0)"));
   }
 
+  /**
+   * The tests' events of {@code testClass}'s run, once its classes' own events (set-up and
+   * teardown, where the extension does its work) are known to have no failure.
+   */
   private static Events run(Class<?> testClass) {
-    return EngineTestKit.engine("junit-jupiter").selectors(selectClass(testClass)).execute().testEvents();
+    var results = EngineTestKit.engine("junit-jupiter").selectors(selectClass(testClass)).execute();
+    results.containerEvents().assertStatistics(s -> s.failed(0));
+    return results.testEvents();
   }
 
   private static boolean exists(String database) throws Exception {
