@@ -6,17 +6,20 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
 import dev.idem.testing.RecordingListener;
+import dev.idem.testing.TestDatabase;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.HexFormat;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -25,12 +28,13 @@ import org.junit.jupiter.api.Test;
  * Whose key it is, and what copies in one process wait for: over real HTTP and a real PostgreSQL,
  * every answer checked against the rows in {@code payments} and idem's key table.
  */
+@IdemTest(poolSize = HttpFixture.POOL, sql = HttpFixture.PAYMENTS)
 class CallerScopeTest {
   static HttpFixture f;
 
   @BeforeAll
-  static void start() {
-    f = new HttpFixture("http_scope");
+  static void start(TestDatabase db, DataSource ds, Idem idem) {
+    f = new HttpFixture(db, ds, idem);
   }
 
   @AfterAll
@@ -166,7 +170,7 @@ class CallerScopeTest {
     assertThat(f.entered.get(order).await(10, TimeUnit.SECONDS)).isTrue();
     long parked = HttpFixture.parkedCopies();
     CompletableFuture<HttpResponse<String>> copy = CompletableFuture.supplyAsync(() -> post(uri, payment(order, 4000, "block"), key));
-    HttpFixture.await("the copy waits on the first", () -> HttpFixture.parkedCopies() - parked == 1);
+    Poll.until("the copy waits on the first", () -> HttpFixture.parkedCopies() - parked == 1);
 
     HttpResponse<String> other = post(uri, payment(order, 9900, "block"), key);
     assertThat(other.statusCode()).isEqualTo(422);

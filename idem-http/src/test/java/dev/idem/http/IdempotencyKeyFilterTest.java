@@ -4,7 +4,10 @@ import static dev.idem.http.HttpFixture.json;
 import static dev.idem.http.HttpFixture.payment;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idem.jdbc.Idem;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
+import dev.idem.testing.TestDatabase;
 import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -13,6 +16,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -23,13 +27,14 @@ import org.junit.jupiter.params.provider.ValueSource;
  * The filter over real HTTP on loopback (embedded Tomcat) and a real PostgreSQL: every test
  * checks the answer and counts the rows in {@code payments} and in idem's key table.
  */
+@IdemTest(poolSize = HttpFixture.POOL, sql = HttpFixture.PAYMENTS)
 class IdempotencyKeyFilterTest {
   static HttpFixture f;
   static URI payments;
 
   @BeforeAll
-  static void start() throws Exception {
-    f = new HttpFixture("http_filter");
+  static void start(TestDatabase db, DataSource ds, Idem idem) throws Exception {
+    f = new HttpFixture(db, ds, idem);
     payments = f.serve(b -> b);
   }
 

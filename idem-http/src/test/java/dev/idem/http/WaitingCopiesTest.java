@@ -3,6 +3,10 @@ package dev.idem.http;
 import static dev.idem.http.HttpFixture.payment;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idem.jdbc.Idem;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.Poll;
+import dev.idem.testing.TestDatabase;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -13,6 +17,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -24,12 +29,13 @@ import org.junit.jupiter.params.provider.ValueSource;
  * a real PostgreSQL: what they get when the leader fails, and that they are not held by the
  * leader's own client. Every outcome is read back from the payments and key rows.
  */
+@IdemTest(poolSize = HttpFixture.POOL, sql = HttpFixture.PAYMENTS)
 class WaitingCopiesTest {
   static HttpFixture f;
 
   @BeforeAll
-  static void start() {
-    f = new HttpFixture("http_waiting");
+  static void start(TestDatabase db, DataSource ds, Idem idem) {
+    f = new HttpFixture(db, ds, idem);
   }
 
   @AfterAll
@@ -60,7 +66,7 @@ class WaitingCopiesTest {
       copies.add(CompletableFuture.supplyAsync(() -> post(uri, payment(order, 1, card), key), senders));
     }
     senders.shutdown();
-    HttpFixture.await("5 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 5);
+    Poll.until("5 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 5);
 
     gate.countDown();
     assertThat(leader.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(card.equals("block1-503") ? 503 : 500);
@@ -104,7 +110,7 @@ class WaitingCopiesTest {
       copies.add(CompletableFuture.supplyAsync(() -> post(uri, payment(order, 7, "block"), key), senders));
     }
     senders.shutdown();
-    HttpFixture.await("3 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 3);
+    Poll.until("3 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 3);
 
     gate.countDown();
     assertThat(f.answering.get(order).await(10, TimeUnit.SECONDS)).as("the leader writes to its client").isTrue();
