@@ -4,8 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.jdbc.Idem;
 import dev.idem.micrometer.IdemMetrics;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
+import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.FilteredClassLoader;
 
@@ -15,10 +16,15 @@ import org.springframework.boot.test.context.FilteredClassLoader;
  * start-up check for idem's tables still says how to get them. Read from the database.
  */
 class IdemWithoutFlywayOrMicrometerTest {
+  // Each test shows what a context does to a database no context has touched: a @Nested class
+  // each, as @IdemTest gives each annotated @Nested class of this unannotated class a database of
+  // its own (see IdemOnAnEmptyDatabaseTest).
 
-  @Test
-  void withoutFlywayNothingMigratesAndStartUpSaysHowToGetTheTables() {
-    try (TestDatabase fresh = TestPostgres.newDatabase("starter-noflyway")) {
+  @Nested
+  @IdemTest(migrate = false)
+  class WithoutFlyway {
+    @Test
+    void withoutFlywayNothingMigratesAndStartUpSaysHowToGetTheTables(TestDatabase fresh) {
       IdemAutoConfigurationTest.runner(fresh).withClassLoader(new FilteredClassLoader("org.flywaydb"))
           .run(ctx -> {
             assertThat(ctx).hasFailed();
@@ -34,9 +40,11 @@ class IdemWithoutFlywayOrMicrometerTest {
     }
   }
 
-  @Test
-  void withoutMicrometerTheMetersAreLeftOut() {
-    try (TestDatabase fresh = TestPostgres.newDatabase("starter-nometer")) {
+  @Nested
+  @IdemTest(migrate = false)
+  class WithoutMicrometer {
+    @Test
+    void withoutMicrometerTheMetersAreLeftOut(TestDatabase fresh) {
       IdemAutoConfigurationTest.runner(fresh).withClassLoader(new FilteredClassLoader("io.micrometer"))
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean(IdemMetrics.class)
               .doesNotHaveBean(IdemMetricsAutoConfiguration.class));
