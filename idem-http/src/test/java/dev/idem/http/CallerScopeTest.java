@@ -6,10 +6,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
-import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.RecordingListener;
-import dev.idem.testing.TestDatabase;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -19,28 +17,13 @@ import java.util.HexFormat;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
  * Whose key it is, and what copies in one process wait for: over real HTTP and a real PostgreSQL,
  * every answer checked against the rows in {@code payments} and idem's key table.
  */
-@IdemTest(poolSize = HttpFixture.POOL, sql = HttpFixture.PAYMENTS)
-class CallerScopeTest {
-  static HttpFixture f;
-
-  @BeforeAll
-  static void start(TestDatabase db, DataSource ds, Idem idem) {
-    f = new HttpFixture(db, ds, idem);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
-  }
+class CallerScopeTest extends AbstractHttpTest {
 
   @Test
   void byDefaultARequestWithoutAPrincipalIsRefusedAndNothingRuns() throws Exception {
@@ -189,13 +172,5 @@ class CallerScopeTest {
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(recording.of(IdemEvent.FingerprintMismatch.class)).hasSize(1);
     assertThat(recording.of(IdemEvent.InFlight.class)).isEmpty(); // the copy waited and was replayed: not in flight
-  }
-
-  private static HttpResponse<String> post(URI uri, String body, String key) {
-    try {
-      return f.post(uri, body, "Idempotency-Key", key);
-    } catch (Exception e) {
-      throw new IllegalStateException(e);
-    }
   }
 }

@@ -4,10 +4,7 @@ import static dev.idem.http.HttpFixture.json;
 import static dev.idem.http.HttpFixture.payment;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idem.jdbc.Idem;
-import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
-import dev.idem.testing.TestDatabase;
 import dev.idem.window.DedupeWindow;
 import java.net.URI;
 import java.net.http.HttpResponse;
@@ -17,25 +14,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** The builder's options, each on a server of its own, over real HTTP and a real PostgreSQL. */
-@IdemTest(poolSize = HttpFixture.POOL, sql = HttpFixture.PAYMENTS)
-class FilterOptionsTest {
-  static HttpFixture f;
-
-  @BeforeAll
-  static void start(TestDatabase db, DataSource ds, Idem idem) {
-    f = new HttpFixture(db, ds, idem);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
-  }
+class FilterOptionsTest extends AbstractHttpTest {
 
   @Test
   void aKeyReusedAfterItsWindowRunsAgain() throws Exception {

@@ -196,9 +196,14 @@ final class HttpFixture implements AutoCloseable {
     return prefix + "-" + java.util.UUID.randomUUID();
   }
 
-  /** Stops the servers; the database is the test class's, dropped by {@link IdemTest} after it. */
+  /**
+   * Lets every held handler and slow client go (a test that failed half-way leaves them waiting),
+   * then stops the servers; the database is the test class's, dropped by {@link IdemTest} after it.
+   */
   @Override
   public void close() {
+    slowClients.values().forEach(CountDownLatch::countDown);
+    gates.values().forEach(CountDownLatch::countDown);
     for (Tomcat t : servers) {
       try {
         t.stop();

@@ -3,10 +3,7 @@ package dev.idem.http;
 import static dev.idem.http.HttpFixture.payment;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idem.jdbc.Idem;
-import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
-import dev.idem.testing.TestDatabase;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -17,9 +14,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -29,21 +23,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * a real PostgreSQL: what they get when the leader fails, and that they are not held by the
  * leader's own client. Every outcome is read back from the payments and key rows.
  */
-@IdemTest(poolSize = HttpFixture.POOL, sql = HttpFixture.PAYMENTS)
-class WaitingCopiesTest {
-  static HttpFixture f;
-
-  @BeforeAll
-  static void start(TestDatabase db, DataSource ds, Idem idem) {
-    f = new HttpFixture(db, ds, idem);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.slowClients.values().forEach(CountDownLatch::countDown);
-    f.gates.values().forEach(CountDownLatch::countDown);
-    f.close();
-  }
+class WaitingCopiesTest extends AbstractHttpTest {
 
   /**
    * The leader fails (a 503, not stored, or an exception) while 5 copies wait on it: its writes
@@ -131,13 +111,5 @@ class WaitingCopiesTest {
     assertThat(first.statusCode()).isEqualTo(201);
     assertThat(answers).extracting(HttpResponse::body).containsOnly(first.body());
     assertThat(f.runs.get(order)).hasValue(1);
-  }
-
-  private static HttpResponse<String> post(URI uri, String body, String key) {
-    try {
-      return f.post(uri, body, "Idempotency-Key", key);
-    } catch (Exception e) {
-      throw new IllegalStateException(e);
-    }
   }
 }
