@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.event.IdemListener;
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
@@ -22,14 +23,19 @@ import dev.idem.spring.SpringTransactionBinding;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
+import dev.idem.testing.TestPostgres;
+import dev.idem.testing.TimedKeys;
 import java.time.Duration;
+import java.time.LocalDate;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.function.ThrowingConsumer;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.BadSqlGrammarException;
@@ -42,8 +48,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  * The starter in a real Spring context on a real PostgreSQL: what it makes, what it backs off from,
  * and Spring's transaction as idem's, checked by reading the rows. The class's database is not
  * migrated beforehand ({@code migrate = false}): the contexts run idem's migrations, as an
- * application's does. What a context does to a database no context has touched is in {@link
- * IdemOnAnEmptyDatabaseTest}.
+ * application's does. What a context does to a database no context has touched needs a database
+ * of its own per test: {@link #onAnEmptyDatabase}.
  */
 @IdemTest(migrate = false, sql = "CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)")
 class IdemAutoConfigurationTest {
@@ -63,6 +69,18 @@ class IdemAutoConfigurationTest {
         .withUserConfiguration(Boot.class)
         .withPropertyValues("spring.datasource.url=" + database.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size=6",
             "spring.flyway.enabled=false"); // this application has no Flyway migrations of its own
+  }
+
+  /**
+   * Runs {@code test} on a new, empty database of its own, dropped after it: for the tests of what a
+   * context does to a database no context has touched (idem's migrations beside the application's,
+   * the start-up checks without idem-flyway or Flyway), which the class's database, migrated by the
+   * first context, cannot show. The starter's one way to get such a database.
+   */
+  static void onAnEmptyDatabase(String hint, ThrowingConsumer<TestDatabase> test) throws Throwable {
+    try (TestDatabase fresh = TestPostgres.newDatabase(hint)) {
+      test.accept(fresh);
+    }
   }
 
   /** Every auto-configuration on the class path, as in an application (and the same on Boot 3 and 4). */
@@ -140,6 +158,32 @@ class IdemAutoConfigurationTest {
     Holder(@Qualifier("payments") IdempotentExecutor payments) {
       this.payments = payments;
     }
+  }
+
+  @Test
+  void idemsMigrationsRunBesideTheApplicationsOwnFlywayEachWithItsHistory() throws Throwable {
+    onAnEmptyDatabase("starter-flyway", fresh -> runner(fresh).withPropertyValues("spring.flyway.enabled=true",
+        "spring.flyway.locations=classpath:db/app").run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
+          assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE script LIKE '%idem%'")).isZero();
+          assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
+          assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE script = 'V1__orders.sql'")).isZero();
+        }));
+  }
+
+  @Test
+  void withoutIdemFlywayStartUpChecksTheTablesAndSaysHowToGetThem() throws Throwable {
+    onAnEmptyDatabase("starter-bare", fresh -> {
+      runner(fresh).withClassLoader(new FilteredClassLoader(IdemFlyway.class))
+          .run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).hasStackTraceContaining("add the dependency dev.idem:idem-flyway");
+          });
+      assertThat(fresh.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'")).isZero();
+      runner(fresh).withClassLoader(new FilteredClassLoader(IdemFlyway.class)).withPropertyValues("idem.migrate.enabled=false")
+          .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class));
+    });
   }
 
   @Test
@@ -341,5 +385,18 @@ class IdemAutoConfigurationTest {
       shortLived.execute(key("ex"), Fingerprint.of("ex"), Codec.utf8(), t -> "x");
       Poll.until("the expired key deleted", () -> keys("ex") == 0);
     });
+  }
+
+  @Test
+  void thePartitionedLayoutIsChosenByAPropertyAndTheExpiryScheduleMaintainsItsPartitions() throws Throwable {
+    onAnEmptyDatabase("starter-partitioned", fresh ->
+        runner(fresh).withPropertyValues("idem.migrate.layout=partitioned", "idem.expiry.interval=100ms").run(ctx -> {
+          assertThat(fresh.count("SELECT count(*) FROM pg_partitioned_table WHERE partrelid IN"
+              + " ('idem.idem_keys'::regclass, 'idem.idem_inbox'::regclass)")).isEqualTo(2);
+          // a day the migration did not create, older than the partitions it creates: the schedule drops it
+          fresh.execute(TimedKeys.keyPartitionOf(LocalDate.of(2000, 1, 1)));
+          Poll.until("the old empty partition dropped",
+              () -> fresh.count("SELECT count(*) FROM pg_class WHERE relname = 'idem_keys_p20000101'") == 0);
+        }));
   }
 }

@@ -4,27 +4,20 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.jdbc.Idem;
 import dev.idem.micrometer.IdemMetrics;
-import dev.idem.testing.IdemTest;
-import dev.idem.testing.TestDatabase;
-import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.FilteredClassLoader;
 
 /**
  * The starter brings idem-flyway and idem-micrometer without Flyway and Micrometer: an application
  * that has neither starts without them (Boot's own Flyway auto-configuration stays off), and the
- * start-up check for idem's tables still says how to get them. Read from the database.
+ * start-up check for idem's tables still says how to get them. Read from the database, each test's
+ * own and empty before it ({@link IdemAutoConfigurationTest#onAnEmptyDatabase}).
  */
 class IdemWithoutFlywayOrMicrometerTest {
-  // Each test shows what a context does to a database no context has touched: a @Nested class
-  // each, as @IdemTest gives each annotated @Nested class of this unannotated class a database of
-  // its own (see IdemOnAnEmptyDatabaseTest).
 
-  @Nested
-  @IdemTest(migrate = false)
-  class WithoutFlyway {
-    @Test
-    void withoutFlywayNothingMigratesAndStartUpSaysHowToGetTheTables(TestDatabase fresh) {
+  @Test
+  void withoutFlywayNothingMigratesAndStartUpSaysHowToGetTheTables() throws Throwable {
+    IdemAutoConfigurationTest.onAnEmptyDatabase("starter-noflyway", fresh -> {
       IdemAutoConfigurationTest.runner(fresh).withClassLoader(new FilteredClassLoader("org.flywaydb"))
           .run(ctx -> {
             assertThat(ctx).hasFailed();
@@ -37,18 +30,16 @@ class IdemWithoutFlywayOrMicrometerTest {
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean(IdemMigrations.class)
               .doesNotHaveBean("flyway").doesNotHaveBean("flywayInitializer"));
       assertThat(fresh.count("SELECT count(*) FROM pg_tables WHERE tablename LIKE '%schema_history'")).isZero();
-    }
+    });
   }
 
-  @Nested
-  @IdemTest(migrate = false)
-  class WithoutMicrometer {
-    @Test
-    void withoutMicrometerTheMetersAreLeftOut(TestDatabase fresh) {
+  @Test
+  void withoutMicrometerTheMetersAreLeftOut() throws Throwable {
+    IdemAutoConfigurationTest.onAnEmptyDatabase("starter-nometer", fresh -> {
       IdemAutoConfigurationTest.runner(fresh).withClassLoader(new FilteredClassLoader("io.micrometer"))
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean(IdemMetrics.class)
               .doesNotHaveBean(IdemMetricsAutoConfiguration.class));
       assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
-    }
+    });
   }
 }
