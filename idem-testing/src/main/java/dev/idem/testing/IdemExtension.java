@@ -3,7 +3,6 @@ package dev.idem.testing;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.flyway.IdemFlyway;
 import java.lang.reflect.InvocationTargetException;
-import java.util.Optional;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
@@ -21,6 +20,8 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
   private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(IdemExtension.class);
   /** Named, not linked: idem-jdbc's own tests use this module, so it cannot depend on idem-jdbc. */
   private static final String IDEM = "dev.idem.jdbc.Idem";
+  /** Named too: loading TestKafka needs kafka-clients, which a test without Kafka does not have. */
+  private static final String KAFKA = "dev.idem.testing.TestKafka";
 
   @Override
   public void beforeAll(ExtensionContext context) {
@@ -30,7 +31,7 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
   @Override
   public boolean supportsParameter(ParameterContext parameter, ExtensionContext context) {
     Class<?> type = parameter.getParameter().getType();
-    return type == TestDatabase.class || type == DataSource.class || type == TestKafka.class
+    return type == TestDatabase.class || type == DataSource.class || type.getName().equals(KAFKA)
         || type.getName().equals(IDEM);
   }
 
@@ -44,7 +45,7 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
     if (type == DataSource.class) {
       return fixture.pool;
     }
-    if (type == TestKafka.class) {
+    if (type.getName().equals(KAFKA)) {
       return fixture.kafka();
     }
     return fixture.idem(type);
@@ -73,7 +74,7 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
     final HikariDataSource pool;
     private final String schema;
     private Object idem;
-    private TestKafka kafka;
+    private AutoCloseable kafka; // a TestKafka, typed so that a test without Kafka never loads it
 
     private Fixture(TestDatabase db, HikariDataSource pool, String schema) {
       this.db = db;
@@ -127,7 +128,7 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
       return idem;
     }
 
-    synchronized TestKafka kafka() {
+    synchronized Object kafka() {
       if (kafka == null) {
         kafka = TestKafka.start();
       }
@@ -137,7 +138,11 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
     @Override
     public synchronized void close() {
       try {
-        Optional.ofNullable(kafka).ifPresent(TestKafka::close);
+        if (kafka != null) {
+          kafka.close();
+        }
+      } catch (Exception e) {
+        throw new IllegalStateException("could not stop the test's Kafka broker", e);
       } finally {
         db.close();
       }
