@@ -3,18 +3,17 @@ package dev.idem.debezium;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.inbox.Received;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.OutboxLayout;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.window.DedupeWindow;
-import io.debezium.engine.DebeziumEngine;
-import io.debezium.engine.ChangeEvent;
 import io.debezium.embedded.Connect;
+import io.debezium.engine.ChangeEvent;
+import io.debezium.engine.DebeziumEngine;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -27,7 +26,9 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -37,7 +38,6 @@ import javax.sql.DataSource;
 import org.apache.kafka.connect.header.Header;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -46,34 +46,34 @@ import org.junit.jupiter.api.io.TempDir;
  * embedded engine with {@link DebeziumOutbox}'s settings against a PostgreSQL with {@code
  * wal_level=logical}, consumed through an inbox by the {@code id} header. Counted in the database.
  */
+@IdemTest(logicalReplication = true, poolSize = 6,
+    sql = "CREATE TABLE shipments (message_id text NOT NULL, topic text NOT NULL, order_key text, body text NOT NULL)")
 class DebeziumOutboxTest {
   private static final Pattern URL = Pattern.compile("jdbc:postgresql://([^:/]+):(\\d+)/([^?]+)(\\?.*)?");
-
-  static TestDatabase db;
-  static DataSource ds;
-  static Idem idem;
-  static Inbox shipping;
+  /** The topic of {@link #awaitEverythingCommittedSoFar()}'s messages, which the tests' handlers never see. */
+  private static final String SENTINEL = "sentinel";
 
   @TempDir
   static Path offsets;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newLogicalDatabase("debezium");
-    ds = db.dataSource(6);
-    idem = Idem.builder(ds).outboxLayout(OutboxLayout.DEBEZIUM).build();
-    IdemFlyway.migrate(ds);
-    db.execute("CREATE TABLE shipments (message_id text NOT NULL, topic text NOT NULL, order_key text, body text NOT NULL)");
-    shipping = idem.inbox("shipping").window(DedupeWindow.of(Duration.ofDays(7))).build();
+  final TestDatabase db;
+  final DataSource ds;
+  final Idem idem;
+  final Inbox shipping;
+  /** Per sentinel message id: counted down when a run's engine delivered it. */
+  final Map<String, CountDownLatch> sentinels = new ConcurrentHashMap<>();
+
+  DebeziumOutboxTest(TestDatabase db, DataSource ds) {
+    this.db = db;
+    this.ds = ds;
+    this.idem = Idem.builder(ds).outboxLayout(OutboxLayout.DEBEZIUM).build();
+    this.shipping = idem.inbox("shipping").window(DedupeWindow.of(Duration.ofDays(7))).build();
   }
 
+  /** The engine's slot holds the database: dropped before {@link IdemTest} drops the database. */
   @AfterAll
-  static void stop() {
-    if (db != null) {
-      // the slot holds the database; drop it before the database
-      db.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()");
-      db.close();
-    }
+  static void dropTheSlot(TestDatabase db) {
+    db.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()");
   }
 
   /** One record as the consumer saw it. */
@@ -99,8 +99,12 @@ class DebeziumOutboxTest {
     }
   }
 
-  /** An embedded engine with the helper's settings, on this test's offsets file; each batch goes to {@code handler}. */
-  static DebeziumEngine<ChangeEvent<SourceRecord, SourceRecord>> engine(DebeziumEngine.ChangeConsumer<ChangeEvent<SourceRecord, SourceRecord>> handler) {
+  /**
+   * An embedded engine with the helper's settings, on this test's offsets file; each batch goes to
+   * {@code handler} without the sentinels of {@link #awaitEverythingCommittedSoFar()}, which are
+   * counted down after the batch.
+   */
+  DebeziumEngine<ChangeEvent<SourceRecord, SourceRecord>> engine(DebeziumEngine.ChangeConsumer<ChangeEvent<SourceRecord, SourceRecord>> handler) {
     Matcher m = URL.matcher(db.jdbcUrl());
     assertThat(m.matches()).as(db.jdbcUrl()).isTrue();
     String params = m.group(4) == null ? "" : m.group(4);
@@ -113,7 +117,34 @@ class DebeziumOutboxTest {
     p.setProperty("offset.storage", "org.apache.kafka.connect.storage.FileOffsetBackingStore");
     p.setProperty("offset.storage.file.filename", offsets.resolve("offsets.dat").toString());
     p.setProperty("offset.flush.interval.ms", "100");
-    return DebeziumEngine.create(Connect.class).using(p).notifying(handler).build();
+    return DebeziumEngine.create(Connect.class).using(p).notifying((batch, committer) -> {
+      List<String> arrived = new ArrayList<>();
+      List<ChangeEvent<SourceRecord, SourceRecord>> records = new ArrayList<>();
+      for (ChangeEvent<SourceRecord, SourceRecord> e : batch) {
+        if (SENTINEL.equals(e.value().topic())) {
+          arrived.add(Delivered.of(e.value()).id());
+        } else {
+          records.add(e);
+        }
+      }
+      if (!records.isEmpty()) {
+        handler.handleBatch(records, committer);
+      }
+      // Never marked processed here: the first run must commit no offset at all.
+      arrived.forEach(id -> sentinels.computeIfAbsent(id, k -> new CountDownLatch(1)).countDown());
+    }).build();
+  }
+
+  /**
+   * Commits a message on the {@link #SENTINEL} topic and waits until the running engine has handed
+   * it over: logical decoding streams transactions in commit order, so by then every record of a
+   * transaction committed before it has reached the test's handler. What a pause could only hope
+   * for ("anything more would have arrived by now"), known.
+   */
+  void awaitEverythingCommittedSoFar() throws InterruptedException {
+    UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(NewMessage.of(SENTINEL, "sentinel".getBytes(StandardCharsets.UTF_8))));
+    CountDownLatch delivered = sentinels.computeIfAbsent(id.toString(), k -> new CountDownLatch(1));
+    assertThat(delivered.await(60, TimeUnit.SECONDS)).as("the sentinel %s delivered", id).isTrue();
   }
 
   private static String param(String params, String name, String otherwise) {
@@ -122,7 +153,7 @@ class DebeziumOutboxTest {
   }
 
   /** Waits until the engine's replication slot streams: what is committed from then on reaches it. */
-  static void awaitStreaming() throws InterruptedException {
+  void awaitStreaming() throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
     while (db.count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'idem_outbox_test' AND active") == 0) {
       assertThat(System.nanoTime()).as("the engine's slot became active").isLessThan(deadline);
@@ -139,14 +170,14 @@ class DebeziumOutboxTest {
   }
 
   /** The consumer: each batch through the inbox by the id header, in one transaction; true if every record settled. */
-  static boolean consume(List<ChangeEvent<SourceRecord, SourceRecord>> batch) {
+  boolean consume(List<ChangeEvent<SourceRecord, SourceRecord>> batch) {
     List<Delivered> records = batch.stream().map(e -> Delivered.of(e.value())).toList();
     Received<Delivered> r = shipping.receiveAll(records, Delivered::id, (tx, d) ->
         tx.dsl().execute("INSERT INTO shipments VALUES (?, ?, ?, ?)", d.id(), d.topic(), d.key(), d.payload()));
     return r.allSettled();
   }
 
-  static Map<String, Long> shipmentsPerId() throws SQLException {
+  Map<String, Long> shipmentsPerId() throws SQLException {
     Map<String, Long> out = new TreeMap<>();
     try (Connection c = ds.getConnection(); var st = c.createStatement();
         var rs = st.executeQuery("SELECT message_id, count(*) FROM shipments GROUP BY message_id")) {
@@ -190,7 +221,7 @@ class DebeziumOutboxTest {
     assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).as("nothing for the polling relay").isZero();
 
     awaitSize(firstRun, 12);
-    Thread.sleep(500); // anything more (an update, a delete, the rolled-back message) would arrive by now
+    awaitEverythingCommittedSoFar(); // anything more (an update, a delete, the rolled-back message) came before it
     first.close();
 
     assertThat(firstRun).hasSize(12);
@@ -244,7 +275,7 @@ class DebeziumOutboxTest {
     awaitStreaming();
     UUID last = enqueueOne("third", ids);
     awaitSize(thirdRun, 1);
-    Thread.sleep(300);
+    awaitEverythingCommittedSoFar(); // a message of an earlier run delivered again would have come before it
     third.close();
     runner.shutdown();
     assertThat(runner.awaitTermination(30, TimeUnit.SECONDS)).isTrue();
@@ -252,7 +283,7 @@ class DebeziumOutboxTest {
     assertThat(shipmentsPerId()).hasSize(14).allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
   }
 
-  private static UUID enqueueOne(String body, List<UUID> ids) {
+  private UUID enqueueOne(String body, List<UUID> ids) {
     UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(NewMessage.of("orders", body.getBytes(StandardCharsets.UTF_8))
         .withAggregateKey("order-late")));
     ids.add(id);

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
+import dev.idem.testing.Poll;
 import dev.idem.testing.RecordingListener;
 import java.net.URI;
 import java.net.http.HttpResponse;
@@ -13,30 +14,16 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.HexFormat;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
  * Whose key it is, and what copies in one process wait for: over real HTTP and a real PostgreSQL,
  * every answer checked against the rows in {@code payments} and idem's key table.
  */
-class CallerScopeTest {
-  static HttpFixture f;
-
-  @BeforeAll
-  static void start() {
-    f = new HttpFixture("http_scope");
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
-  }
+class CallerScopeTest extends AbstractHttpTest {
 
   @Test
   void byDefaultARequestWithoutAPrincipalIsRefusedAndNothingRuns() throws Exception {
@@ -166,7 +153,7 @@ class CallerScopeTest {
     assertThat(f.entered.get(order).await(10, TimeUnit.SECONDS)).isTrue();
     long parked = HttpFixture.parkedCopies();
     CompletableFuture<HttpResponse<String>> copy = CompletableFuture.supplyAsync(() -> post(uri, payment(order, 4000, "block"), key));
-    HttpFixture.await("the copy waits on the first", () -> HttpFixture.parkedCopies() - parked == 1);
+    Poll.until("the copy waits on the first", () -> HttpFixture.parkedCopies() - parked == 1);
 
     HttpResponse<String> other = post(uri, payment(order, 9900, "block"), key);
     assertThat(other.statusCode()).isEqualTo(422);
@@ -185,13 +172,5 @@ class CallerScopeTest {
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(recording.of(IdemEvent.FingerprintMismatch.class)).hasSize(1);
     assertThat(recording.of(IdemEvent.InFlight.class)).isEmpty(); // the copy waited and was replayed: not in flight
-  }
-
-  private static HttpResponse<String> post(URI uri, String body, String key) {
-    try {
-      return f.post(uri, body, "Idempotency-Key", key);
-    } catch (Exception e) {
-      throw new IllegalStateException(e);
-    }
   }
 }

@@ -4,6 +4,7 @@ import static dev.idem.http.HttpFixture.json;
 import static dev.idem.http.HttpFixture.payment;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idem.testing.Poll;
 import dev.idem.window.DedupeWindow;
 import java.net.URI;
 import java.net.http.HttpResponse;
@@ -13,23 +14,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** The builder's options, each on a server of its own, over real HTTP and a real PostgreSQL. */
-class FilterOptionsTest {
-  static HttpFixture f;
-
-  @BeforeAll
-  static void start() {
-    f = new HttpFixture("http_options");
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
-  }
+class FilterOptionsTest extends AbstractHttpTest {
 
   @Test
   void aKeyReusedAfterItsWindowRunsAgain() throws Exception {
@@ -38,7 +26,7 @@ class FilterOptionsTest {
     String key = HttpFixture.unique("k");
     HttpResponse<String> first = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
     // The window is counted by the database clock: wait until the database says it is over.
-    HttpFixture.await("the key's window is over", () -> f.db.count(
+    Poll.until("the key's window is over", () -> f.db.count(
         "SELECT count(*) FROM idem.idem_keys WHERE key = ? AND expires_at <= clock_timestamp()", key) == 1);
     HttpResponse<String> late = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
 

@@ -2,11 +2,10 @@ package dev.idem.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
-import dev.idem.testing.TestDatabase;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
-import dev.idem.testing.TestPostgres;
+import dev.idem.testing.TestDatabase;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -31,7 +30,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.BooleanSupplier;
 import java.util.function.UnaryOperator;
 import javax.sql.DataSource;
 import org.apache.catalina.Context;
@@ -41,13 +39,18 @@ import org.apache.tomcat.util.descriptor.web.FilterDef;
 import org.apache.tomcat.util.descriptor.web.FilterMap;
 
 /**
- * One database with idem migrated and a {@code payments} table standing for the user's effect,
- * and embedded Tomcats on loopback serving {@link PaymentServlet} behind an {@link
- * IdempotencyKeyFilter}. Everything the tests assert is read back from the database as well as the
- * HTTP answer.
+ * Embedded Tomcats on loopback serving {@link PaymentServlet} behind an {@link
+ * IdempotencyKeyFilter}, on the database a test class gets from {@code @IdemTest(poolSize = POOL,
+ * sql = PAYMENTS)}: idem migrated and a {@code payments} table standing for the user's effect.
+ * Everything the tests assert is read back from the database as well as the HTTP answer.
  */
 final class HttpFixture implements AutoCloseable {
   static final ObjectMapper JSON = new ObjectMapper();
+  /** The user's table, for {@link IdemTest#sql()}. */
+  static final String PAYMENTS = "CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL,"
+      + " outcome text NOT NULL)";
+  /** The pool, for {@link IdemTest#poolSize()}: room for the copies the tests race and their servers. */
+  static final int POOL = 24;
 
   final TestDatabase db;
   final DataSource ds;
@@ -67,13 +70,11 @@ final class HttpFixture implements AutoCloseable {
   final Map<String, CountDownLatch> answering = new ConcurrentHashMap<>();
   private final List<Tomcat> servers = new ArrayList<>();
 
-  HttpFixture(String hint) {
-    db = TestPostgres.newDatabase(hint);
-    ds = db.dataSource(24);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-    db.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL,"
-        + " outcome text NOT NULL)");
+  /** On the test class's database, pool and Idem, as {@link IdemTest} injects them. */
+  HttpFixture(TestDatabase db, DataSource ds, Idem idem) {
+    this.db = db;
+    this.ds = ds;
+    this.idem = idem;
   }
 
   /** A server on a free loopback port with the filter {@code configure} makes; its base URI. */
@@ -159,17 +160,6 @@ final class HttpFixture implements AutoCloseable {
     return JSON.readTree(response.body());
   }
 
-  /** Waits until {@code condition} holds, polling, for at most ten seconds. */
-  static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting until " + what);
-      }
-      Thread.sleep(10);
-    }
-  }
-
   /** Request threads parked in the filter's in-memory wait for a running copy of their key. */
   static long parkedCopies() {
     return Poll.threadsWaitingIn(InFlightRequests.class.getName(), "admit");
@@ -206,8 +196,14 @@ final class HttpFixture implements AutoCloseable {
     return prefix + "-" + java.util.UUID.randomUUID();
   }
 
+  /**
+   * Lets every held handler and slow client go (a test that failed half-way leaves them waiting),
+   * then stops the servers; the database is the test class's, dropped by {@link IdemTest} after it.
+   */
   @Override
   public void close() {
+    slowClients.values().forEach(CountDownLatch::countDown);
+    gates.values().forEach(CountDownLatch::countDown);
     for (Tomcat t : servers) {
       try {
         t.stop();
@@ -216,7 +212,6 @@ final class HttpFixture implements AutoCloseable {
         // the JVM ends soon; a server that will not stop must not hide the test's result
       }
     }
-    db.close();
   }
 
   /**

@@ -13,7 +13,6 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -23,19 +22,12 @@ import org.junit.jupiter.params.provider.ValueSource;
  * The filter over real HTTP on loopback (embedded Tomcat) and a real PostgreSQL: every test
  * checks the answer and counts the rows in {@code payments} and in idem's key table.
  */
-class IdempotencyKeyFilterTest {
-  static HttpFixture f;
-  static URI payments;
+class IdempotencyKeyFilterTest extends AbstractHttpTest {
+  URI payments;
 
   @BeforeAll
-  static void start() throws Exception {
-    f = new HttpFixture("http_filter");
+  void serve() throws Exception {
     payments = f.serve(b -> b);
-  }
-
-  @AfterAll
-  static void stop() {
-    f.close();
   }
 
   // --- the filter's own refusals ---------------------------------------------------------------
@@ -343,11 +335,7 @@ class IdempotencyKeyFilterTest {
     assertThat(f.keyRows(key)).isEqualTo(1);
   }
 
-  private static HttpResponse<String> post(String body, String key) {
-    try {
-      return f.post(payments, body, "Idempotency-Key", key);
-    } catch (Exception e) {
-      throw new IllegalStateException(e);
-    }
+  private HttpResponse<String> post(String body, String key) {
+    return post(payments, body, key);
   }
 }

@@ -3,6 +3,7 @@ package dev.idem.http;
 import static dev.idem.http.HttpFixture.payment;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.idem.testing.Poll;
 import java.net.URI;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -13,8 +14,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -24,20 +23,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * a real PostgreSQL: what they get when the leader fails, and that they are not held by the
  * leader's own client. Every outcome is read back from the payments and key rows.
  */
-class WaitingCopiesTest {
-  static HttpFixture f;
-
-  @BeforeAll
-  static void start() {
-    f = new HttpFixture("http_waiting");
-  }
-
-  @AfterAll
-  static void stop() {
-    f.slowClients.values().forEach(CountDownLatch::countDown);
-    f.gates.values().forEach(CountDownLatch::countDown);
-    f.close();
-  }
+class WaitingCopiesTest extends AbstractHttpTest {
 
   /**
    * The leader fails (a 503, not stored, or an exception) while 5 copies wait on it: its writes
@@ -60,7 +46,7 @@ class WaitingCopiesTest {
       copies.add(CompletableFuture.supplyAsync(() -> post(uri, payment(order, 1, card), key), senders));
     }
     senders.shutdown();
-    HttpFixture.await("5 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 5);
+    Poll.until("5 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 5);
 
     gate.countDown();
     assertThat(leader.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(card.equals("block1-503") ? 503 : 500);
@@ -104,7 +90,7 @@ class WaitingCopiesTest {
       copies.add(CompletableFuture.supplyAsync(() -> post(uri, payment(order, 7, "block"), key), senders));
     }
     senders.shutdown();
-    HttpFixture.await("3 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 3);
+    Poll.until("3 copies wait on the leader", () -> HttpFixture.parkedCopies() - parked == 3);
 
     gate.countDown();
     assertThat(f.answering.get(order).await(10, TimeUnit.SECONDS)).as("the leader writes to its client").isTrue();
@@ -125,13 +111,5 @@ class WaitingCopiesTest {
     assertThat(first.statusCode()).isEqualTo(201);
     assertThat(answers).extracting(HttpResponse::body).containsOnly(first.body());
     assertThat(f.runs.get(order)).hasValue(1);
-  }
-
-  private static HttpResponse<String> post(URI uri, String body, String key) {
-    try {
-      return f.post(uri, body, "Idempotency-Key", key);
-    } catch (Exception e) {
-      throw new IllegalStateException(e);
-    }
   }
 }

@@ -2,7 +2,11 @@ package dev.idem.kafka;
 
 import dev.idem.testing.TestKafka;
 
-/** One in-process Kafka broker for all of this module's test classes: a start costs seconds. */
+/**
+ * One in-process Kafka broker for all of this module's test classes, rather than {@code @IdemTest}'s
+ * broker per class: each start costs seconds (measured: about 10 s for the first in a JVM, 1.4 s
+ * and 0.4 s to stop for each one after), and the classes' topics and groups have names of their own.
+ */
 final class Broker {
   private static TestKafka kafka;
 

@@ -14,7 +14,9 @@ import javax.sql.DataSource;
 
 /**
  * A relay or a consumer in its own JVM, for {@link KafkaCrashTest}, that says on stdout when it has
- * reached the moment to be killed at and then hangs there, so the parent kills it right there.
+ * reached the moment to be killed at and then hangs there, so the parent kills it right there. The
+ * hangs are sleeps, but nothing is ordered by them: the parent waits for the printed line, and the
+ * sleep only bounds how long a child it failed to kill lives on.
  *
  * <ul>
  *   <li>{@code relay JDBC BOOTSTRAP}: relays one batch to Kafka; once Kafka acknowledged it, prints
@@ -57,7 +59,7 @@ public final class CrashChild {
           .config(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 2000).config(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 500)
           .build();
       consumer.start();
-      Thread.sleep(120_000);
+      Thread.sleep(120_000); // the consumer runs on its own thread; the process is killed while this waits
     }
     System.out.println("NOT KILLED");
   }

@@ -2,15 +2,14 @@ package dev.idem.kafka;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestKafka;
-import dev.idem.testing.TestPostgres;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
@@ -22,22 +21,20 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
  * Real processes killed at the worst moment, and the broker restarted mid-run: every committed
- * outbox message's effect exactly once in the database, counted per id.
+ * outbox message's effect exactly once in the database, counted per id ({@code shipments} has no
+ * unique index: a second effect shows).
  */
+@IdemTest(poolSize = 8, sql = "CREATE TABLE shipments (message_id text NOT NULL)")
 class KafkaCrashTest {
-  static TestKafka kafka;
-  static TestDatabase db;
-  static DataSource ds;
-  static Idem idem;
+  final TestKafka kafka = Broker.shared();
+  final TestDatabase db;
+  final Idem idem;
 
   /** One row per application, in the inbox's transaction. */
   static final BatchEffect<ConsumerRecord<byte[], byte[]>> EFFECT = (tx, r) -> {
@@ -47,19 +44,9 @@ class KafkaCrashTest {
     }
   };
 
-  @BeforeAll
-  static void start() {
-    kafka = Broker.shared();
-    db = TestPostgres.newDatabase("kafkacrash");
-    ds = db.dataSource(8);
-    IdemFlyway.migrate(ds);
-    idem = Idem.builder(ds).build();
-    db.execute("CREATE TABLE shipments (message_id text NOT NULL)"); // no unique index: a second effect shows
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  KafkaCrashTest(TestDatabase db, Idem idem) {
+    this.db = db;
+    this.idem = idem;
   }
 
   @BeforeEach
@@ -67,7 +54,7 @@ class KafkaCrashTest {
     db.execute("TRUNCATE shipments; TRUNCATE idem.idem_outbox");
   }
 
-  static List<UUID> enqueue(String topic, int n) {
+  List<UUID> enqueue(String topic, int n) {
     List<NewMessage> messages = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       messages.add(NewMessage.of(topic, ("ship " + i).getBytes(StandardCharsets.UTF_8)).withAggregateKey("order-" + i));
@@ -104,11 +91,11 @@ class KafkaCrashTest {
     assertThat(child.waitFor(30, TimeUnit.SECONDS)).isTrue();
   }
 
-  static long shipments() {
+  long shipments() {
     return db.count("SELECT count(*) FROM shipments");
   }
 
-  static long idsShippedMoreThanOnce() {
+  long idsShippedMoreThanOnce() {
     return db.count("SELECT count(*) FROM (SELECT message_id FROM shipments GROUP BY message_id HAVING count(*) > 1) t");
   }
 

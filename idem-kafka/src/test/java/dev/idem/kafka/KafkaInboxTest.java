@@ -3,16 +3,15 @@ package dev.idem.kafka;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestKafka;
-import dev.idem.testing.TestPostgres;
 import java.nio.charset.StandardCharsets;
 import java.sql.PreparedStatement;
 import java.time.Duration;
@@ -21,7 +20,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
-import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -35,24 +33,24 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@link KafkaInbox} against a real broker and database: effects counted per message id in the
- * database, records counted on the topics.
+ * database, records counted on the topics. {@code effects} has no unique index: a second effect shows.
  */
+@IdemTest(poolSize = 8, sql = "CREATE TABLE effects (message_id text NOT NULL, payload text NOT NULL, thread text NOT NULL)")
 class KafkaInboxTest {
   static TestKafka kafka;
-  static TestDatabase db;
-  static DataSource ds;
-  static Idem idem;
   static KafkaPublisher publisher;
   static KafkaProducer<byte[], byte[]> producer;
+  final TestDatabase db;
+  final Idem idem;
+
+  KafkaInboxTest(TestDatabase db, Idem idem) {
+    this.db = db;
+    this.idem = idem;
+  }
 
   @BeforeAll
   static void start() {
     kafka = Broker.shared();
-    db = TestPostgres.newDatabase("kafkainbox");
-    ds = db.dataSource(8);
-    IdemFlyway.migrate(ds);
-    idem = Idem.builder(ds).build();
-    db.execute("CREATE TABLE effects (message_id text NOT NULL, payload text NOT NULL, thread text NOT NULL)"); // no unique index: a second effect shows
     publisher = KafkaPublisher.builder(kafka.bootstrapServers()).build();
     producer = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers()),
         new ByteArraySerializer(), new ByteArraySerializer());
@@ -62,7 +60,6 @@ class KafkaInboxTest {
   static void stop() {
     producer.close();
     publisher.close();
-    db.close();
   }
 
   @BeforeEach
@@ -87,7 +84,7 @@ class KafkaInboxTest {
         .config(ConsumerConfig.METADATA_MAX_AGE_CONFIG, 1000);
   }
 
-  static List<UUID> enqueue(String topic, int n, String prefix) {
+  List<UUID> enqueue(String topic, int n, String prefix) {
     List<NewMessage> messages = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       messages.add(NewMessage.of(topic, (prefix + i).getBytes(StandardCharsets.UTF_8)).withAggregateKey("k" + (i % 8)));
@@ -95,7 +92,7 @@ class KafkaInboxTest {
     return idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), messages));
   }
 
-  static void relayAll(int n) {
+  void relayAll(int n) {
     Relay relay = idem.relay(publisher).batchSize(500).build();
     int sent = 0;
     for (int i = 0; i < 100 && sent < n; i++) {
@@ -104,11 +101,11 @@ class KafkaInboxTest {
     assertThat(sent).isEqualTo(n);
   }
 
-  static long effects() {
+  long effects() {
     return db.count("SELECT count(*) FROM effects");
   }
 
-  static long idsAppliedMoreThanOnce() {
+  long idsAppliedMoreThanOnce() {
     return db.count("SELECT count(*) FROM (SELECT message_id FROM effects GROUP BY message_id HAVING count(*) > 1) t");
   }
 

@@ -3,13 +3,12 @@ package dev.idem.kafka;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestKafka;
-import dev.idem.testing.TestPostgres;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -17,7 +16,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.junit.jupiter.api.AfterAll;
@@ -26,27 +24,27 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** The relay to a real broker through {@link KafkaPublisher}: records counted on the topic, marks in the outbox table. */
+@IdemTest(poolSize = 4)
 class KafkaPublisherTest {
   static TestKafka kafka;
-  static TestDatabase db;
-  static DataSource ds;
-  static Idem idem;
   static KafkaPublisher publisher;
+  final TestDatabase db;
+  final Idem idem;
+
+  KafkaPublisherTest(TestDatabase db, Idem idem) {
+    this.db = db;
+    this.idem = idem;
+  }
 
   @BeforeAll
   static void start() {
     kafka = Broker.shared();
-    db = TestPostgres.newDatabase("kafkapublisher");
-    ds = db.dataSource(4);
-    IdemFlyway.migrate(ds);
-    idem = Idem.builder(ds).build();
     publisher = KafkaPublisher.builder(kafka.bootstrapServers()).build();
   }
 
   @AfterAll
   static void stop() {
     publisher.close();
-    db.close();
   }
 
   @BeforeEach

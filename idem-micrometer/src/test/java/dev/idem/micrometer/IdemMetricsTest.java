@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.entry;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
@@ -20,8 +19,8 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.StatePath;
 import dev.idem.window.DedupeWindow;
@@ -41,8 +40,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -50,24 +48,18 @@ import org.junit.jupiter.api.Test;
  * Real traffic through a real {@link Idem} on a real PostgreSQL, then the meters read back and
  * compared with the calls made and with the rows in the database.
  */
+@IdemTest(poolSize = 6, sql = {
+    "CREATE TABLE charges (ref text NOT NULL)",
+    "CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL)"})
 class IdemMetricsTest {
-  static TestDatabase db;
-  static HikariDataSource ds;
+  final TestDatabase db;
+  final DataSource ds;
   SimpleMeterRegistry registry;
   Idem idem;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("micrometer");
-    ds = db.dataSource(6);
-    IdemFlyway.migrate(ds);
-    db.execute("CREATE TABLE charges (ref text NOT NULL)");
-    db.execute("CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  IdemMetricsTest(TestDatabase db, DataSource ds) {
+    this.db = db;
+    this.ds = ds;
   }
 
   @BeforeEach

@@ -7,9 +7,9 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.outbox.OutboxMessage;
 import dev.idem.micrometer.IdemMetrics;
 import dev.idem.spring.RelayLifecycle;
-import dev.idem.testing.TestDatabase;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
-import dev.idem.testing.TestPostgres;
+import dev.idem.testing.TestDatabase;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.distribution.CountAtBucket;
 import java.net.URI;
@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -34,8 +35,10 @@ import org.springframework.transaction.support.TransactionTemplate;
 /**
  * The Boot payments sample as a client sees it, over real HTTP on loopback, against a real
  * PostgreSQL and a card provider on loopback; every check also counts rows (payments, receipts,
- * idem's keys) and the provider's charges.
+ * idem's keys) and the provider's charges. The database starts empty ({@code migrate = false}):
+ * the application migrates its own tables and idem's, as it does when deployed.
  */
+@IdemTest(migrate = false)
 class PaymentsApplicationTest {
   static TestDatabase db;
   static CardProviderServer provider;
@@ -44,8 +47,8 @@ class PaymentsApplicationTest {
   static final HttpClient http = HttpClient.newHttpClient();
 
   @BeforeAll
-  static void start() throws Exception {
-    db = TestPostgres.newDatabase("boot-payments");
+  static void start(TestDatabase database) throws Exception {
+    db = database;
     provider = new CardProviderServer();
     // as command-line arguments, which override application.properties
     app = new SpringApplicationBuilder(PaymentsApplication.class).run(
@@ -66,7 +69,6 @@ class PaymentsApplicationTest {
     if (provider != null) {
       provider.close();
     }
-    db.close();
   }
 
   /** The merchant most tests pay as; the gateway sets its id in X-Merchant-Id. */
@@ -200,7 +202,7 @@ class PaymentsApplicationTest {
   void aKeyUsedAgainAfterItsWindowRunsAgainButTheChargeIsNotRepeated() throws Exception {
     long before = chargesAtProvider();
     assertThat(pay("k-window", "o-window", 300).statusCode()).isEqualTo(201);
-    Thread.sleep(3_200); // idem.http.window is 3 s here
+    Thread.sleep(3_200); // a real duration, not an ordering: idem.http.window is 3 s here
     HttpResponse<String> late = pay("k-window", "o-window", 300);
     assertThat(late.statusCode()).isEqualTo(201);
     assertThat(late.headers().firstValue("Idempotent-Replayed")).isEmpty(); // the handler ran again
@@ -235,9 +237,20 @@ class PaymentsApplicationTest {
     OutboxMessage again = broker.log().stream().filter(m -> "o-redeliver".equals(m.aggregateKey())).findFirst().orElseThrow();
     broker.redeliver(again);
     broker.redeliver(again);
-    Poll.until("the inbox row of the message", () -> db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'receipts' AND message_id = ?", again.id().toString()) == 1);
-    Thread.sleep(300); // both redeliveries consumed
+    awaitReceiptsOfEverythingPublishedSoFar(); // both redeliveries consumed
+    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'receipts' AND message_id = ?", again.id().toString())).isEqualTo(1);
     assertThat(receipts("o-redeliver")).isEqualTo(1);
+  }
+
+  /**
+   * Returns once the receipt consumer has taken every message handed to the broker before the
+   * call: a new payment's message is published after them, and the broker's one consumer takes
+   * messages in order, so its receipt comes after theirs.
+   */
+  static void awaitReceiptsOfEverythingPublishedSoFar() throws Exception {
+    String order = "o-after-" + UUID.randomUUID();
+    assertThat(pay("k-" + order, order, 1).statusCode()).isEqualTo(201);
+    Poll.until("the receipt of " + order, () -> receipts(order) == 1);
   }
 
   @Test
@@ -248,7 +261,10 @@ class PaymentsApplicationTest {
     try {
       assertThat(relay.isRunning()).isFalse();
       app.getBean(TransactionTemplate.class).executeWithoutResult(s -> app.getBean(Checkout.class).pay("o-stopped", 100));
-      Thread.sleep(300); // the relay is stopped: the message waits
+      // Not an ordering of threads: a stopped relay has no thread to publish with, and there is no
+      // event to wait for when nothing happens. Three poll intervals (100 ms) in which a relay
+      // still running would have published it.
+      Thread.sleep(300);
       assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE aggregate_key = 'o-stopped' AND status = 'P'")).isEqualTo(1);
     } finally {
       app.start();
@@ -421,7 +437,7 @@ class PaymentsApplicationTest {
     Map<Double, Double> early = minus(windowUsedBuckets(), start);
     assertThat(early.get(25.0)).as("an early repeat, in the le=25%% bucket: %s", early).isEqualTo(1.0);
 
-    Thread.sleep(2_000); // idem.http.window is 3 s here: the next repeat is two thirds into it
+    Thread.sleep(2_000); // a real duration: idem.http.window is 3 s here, the next repeat is two thirds into it
     Map<Double, Double> beforeLate = windowUsedBuckets();
     assertThat(pay("k-buckets", "o-buckets", 100).headers().firstValue("Idempotent-Replayed")).hasValue("true");
     Map<Double, Double> late = minus(windowUsedBuckets(), beforeLate);

@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.fence.StaleFenceException;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.ExternalAttempt;
 import dev.idem.jdbc.executor.ExternalCall;
@@ -14,8 +13,7 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
-import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
+import dev.idem.testing.IdemTest;
 import java.io.IOException;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -33,9 +31,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -44,27 +40,19 @@ import org.junit.jupiter.api.Test;
  * {@code attempt.callKey()} through {@link ProviderCalls} to a real HTTP provider that dedupes by
  * it. What is asserted is read back from idem's key table and counted at the provider.
  */
+@IdemTest(poolSize = 6)
 class ExternalCallOverHttpTest {
   static final HttpClient HTTP = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
-  static TestDatabase db;
-  static DataSource ds;
-  static Idem idem;
+  final DataSource ds;
+  final Idem idem;
 
   ChargeProvider provider;
   final ProviderCalls calls = ProviderCalls.of(
       CallPolicy.builder().backoff(Duration.ofMillis(1), Duration.ofMillis(5)).build(), CallRetryBudget.standard());
 
-  @BeforeAll
-  static void database() {
-    db = TestPostgres.newDatabase("http_client_external");
-    ds = db.dataSource(6);
-    idem = Idem.builder(ds).build();
-    IdemFlyway.migrate(ds);
-  }
-
-  @AfterAll
-  static void dropDatabase() {
-    db.close();
+  ExternalCallOverHttpTest(DataSource ds, Idem idem) {
+    this.ds = ds;
+    this.idem = idem;
   }
 
   @BeforeEach
@@ -94,7 +82,7 @@ class ExternalCallOverHttpTest {
   }
 
   /** The key's row: state, fence, call_key, result as text. */
-  static Map<String, String> row(IdempotencyKey key) throws SQLException {
+  Map<String, String> row(IdempotencyKey key) throws SQLException {
     try (Connection c = ds.getConnection();
         PreparedStatement ps = c.prepareStatement("SELECT state, fence::text, call_key, convert_from(result, 'UTF8')"
             + " FROM idem.idem_keys WHERE scope = ? AND key = ?")) {

@@ -2,9 +2,10 @@ package dev.idem.spring.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
-import dev.idem.flyway.IdemFlyway;
 import dev.idem.event.IdemListener;
+import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.inbox.Inbox;
@@ -19,26 +20,23 @@ import dev.idem.result.Execution;
 import dev.idem.spring.IdemExceptionTranslator;
 import dev.idem.spring.RelayLifecycle;
 import dev.idem.spring.SpringTransactionBinding;
-import dev.idem.testing.TestDatabase;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
+import dev.idem.testing.TestDatabase;
 import dev.idem.testing.TestPostgres;
 import dev.idem.testing.TimedKeys;
 import java.time.Duration;
 import java.time.LocalDate;
 import java.util.List;
-import com.zaxxer.hikari.HikariDataSource;
 import java.util.UUID;
-import javax.sql.DataSource;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.function.ThrowingConsumer;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
-import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.BadSqlGrammarException;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -48,23 +46,20 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * The starter in a real Spring context on a real PostgreSQL: what it makes, what it backs off from,
- * and Spring's transaction as idem's, checked by reading the rows.
+ * and Spring's transaction as idem's, checked by reading the rows. The class's database is not
+ * migrated beforehand ({@code migrate = false}): the contexts run idem's migrations, as an
+ * application's does. What a context does to a database no context has touched needs a database
+ * of its own per test: {@link #onAnEmptyDatabase}.
  */
+@IdemTest(migrate = false, sql = "CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)")
 class IdemAutoConfigurationTest {
-  static TestDatabase db;
+  final TestDatabase db;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter");
-    db.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
+  IdemAutoConfigurationTest(TestDatabase db) {
+    this.db = db;
   }
 
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
-
-  static ApplicationContextRunner runner() {
+  ApplicationContextRunner runner() {
     return runner(db);
   }
 
@@ -76,6 +71,18 @@ class IdemAutoConfigurationTest {
             "spring.flyway.enabled=false"); // this application has no Flyway migrations of its own
   }
 
+  /**
+   * Runs {@code test} on a new, empty database of its own, dropped after it: for the tests of what a
+   * context does to a database no context has touched (idem's migrations beside the application's,
+   * the start-up checks without idem-flyway or Flyway), which the class's database, migrated by the
+   * first context, cannot show. The starter's one way to get such a database.
+   */
+  static void onAnEmptyDatabase(String hint, ThrowingConsumer<TestDatabase> test) throws Throwable {
+    try (TestDatabase fresh = TestPostgres.newDatabase(hint)) {
+      test.accept(fresh);
+    }
+  }
+
   /** Every auto-configuration on the class path, as in an application (and the same on Boot 3 and 4). */
   @Configuration(proxyBeanMethods = false)
   @EnableAutoConfiguration
@@ -85,11 +92,11 @@ class IdemAutoConfigurationTest {
     return IdempotencyKey.of("starter", value);
   }
 
-  static long payments(String order) {
+  long payments(String order) {
     return db.count("SELECT count(*) FROM payments WHERE order_id = ?", order);
   }
 
-  static long keys(String value) {
+  long keys(String value) {
     return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'starter' AND key = ?", value);
   }
 
@@ -154,32 +161,29 @@ class IdemAutoConfigurationTest {
   }
 
   @Test
-  void idemsMigrationsRunBesideTheApplicationsOwnFlywayEachWithItsHistory() {
-    try (TestDatabase fresh = TestPostgres.newDatabase("starter-flyway")) {
-      runner().withPropertyValues("spring.datasource.url=" + fresh.jdbcUrl(), "spring.flyway.enabled=true",
-          "spring.flyway.locations=classpath:db/app").run(ctx -> {
-            assertThat(ctx).hasNotFailed();
-            assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
-            assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE script LIKE '%idem%'")).isZero();
-            assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
-            assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE script = 'V1__orders.sql'")).isZero();
-          });
-    }
+  void idemsMigrationsRunBesideTheApplicationsOwnFlywayEachWithItsHistory() throws Throwable {
+    onAnEmptyDatabase("starter-flyway", fresh -> runner(fresh).withPropertyValues("spring.flyway.enabled=true",
+        "spring.flyway.locations=classpath:db/app").run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
+          assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE script LIKE '%idem%'")).isZero();
+          assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
+          assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE script = 'V1__orders.sql'")).isZero();
+        }));
   }
 
   @Test
-  void withoutIdemFlywayStartUpChecksTheTablesAndSaysHowToGetThem() {
-    try (TestDatabase fresh = TestPostgres.newDatabase("starter-bare")) {
-      runner().withClassLoader(new FilteredClassLoader(IdemFlyway.class)).withPropertyValues("spring.datasource.url=" + fresh.jdbcUrl())
+  void withoutIdemFlywayStartUpChecksTheTablesAndSaysHowToGetThem() throws Throwable {
+    onAnEmptyDatabase("starter-bare", fresh -> {
+      runner(fresh).withClassLoader(new FilteredClassLoader(IdemFlyway.class))
           .run(ctx -> {
             assertThat(ctx).hasFailed();
             assertThat(ctx.getStartupFailure()).hasStackTraceContaining("add the dependency dev.idem:idem-flyway");
           });
       assertThat(fresh.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'")).isZero();
-      runner().withClassLoader(new FilteredClassLoader(IdemFlyway.class))
-          .withPropertyValues("spring.datasource.url=" + fresh.jdbcUrl(), "idem.migrate.enabled=false")
+      runner(fresh).withClassLoader(new FilteredClassLoader(IdemFlyway.class)).withPropertyValues("idem.migrate.enabled=false")
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class));
-    }
+    });
   }
 
   @Test
@@ -339,7 +343,10 @@ class IdemAutoConfigurationTest {
           ctx.stop();
           assertThat(relay.isRunning()).isFalse();
           UUID second = tx.execute(s -> outbox.enqueue(NewMessage.of("orders", new byte[] {2})));
-          Thread.sleep(100); // a stopped relay publishes nothing
+          // Not an ordering of threads: a stopped relay has no thread to publish with, and there is
+          // no event to wait for when nothing happens. Five poll intervals (20 ms) in which a relay
+          // still running would have published it.
+          Thread.sleep(100);
           assertThat(published).doesNotContain(second);
           assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE id = ? AND status = 'P'", second)).isEqualTo(1);
 
@@ -381,17 +388,15 @@ class IdemAutoConfigurationTest {
   }
 
   @Test
-  void thePartitionedLayoutIsChosenByAPropertyAndTheExpiryScheduleMaintainsItsPartitions() {
-    try (TestDatabase fresh = TestPostgres.newDatabase("starter-partitioned")) {
-      runner(fresh).withPropertyValues("idem.migrate.layout=partitioned", "idem.expiry.interval=100ms").run(ctx -> {
-        assertThat(fresh.count("SELECT count(*) FROM pg_partitioned_table WHERE partrelid IN"
-            + " ('idem.idem_keys'::regclass, 'idem.idem_inbox'::regclass)")).isEqualTo(2);
-        // a day the migration did not create, older than the partitions it creates: the schedule drops it
-        fresh.execute(TimedKeys.keyPartitionOf(LocalDate.of(2000, 1, 1)));
-        Poll.until("the old empty partition dropped",
-            () -> fresh.count("SELECT count(*) FROM pg_class WHERE relname = 'idem_keys_p20000101'") == 0);
-      });
-    }
+  void thePartitionedLayoutIsChosenByAPropertyAndTheExpiryScheduleMaintainsItsPartitions() throws Throwable {
+    onAnEmptyDatabase("starter-partitioned", fresh ->
+        runner(fresh).withPropertyValues("idem.migrate.layout=partitioned", "idem.expiry.interval=100ms").run(ctx -> {
+          assertThat(fresh.count("SELECT count(*) FROM pg_partitioned_table WHERE partrelid IN"
+              + " ('idem.idem_keys'::regclass, 'idem.idem_inbox'::regclass)")).isEqualTo(2);
+          // a day the migration did not create, older than the partitions it creates: the schedule drops it
+          fresh.execute(TimedKeys.keyPartitionOf(LocalDate.of(2000, 1, 1)));
+          Poll.until("the old empty partition dropped",
+              () -> fresh.count("SELECT count(*) FROM pg_class WHERE relname = 'idem_keys_p20000101'") == 0);
+        }));
   }
-
 }

@@ -7,29 +7,26 @@ import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.spring.RelayLifecycle;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import dev.idem.testing.TestDatabase;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.actuate.health.HealthIndicator;
 import org.springframework.boot.actuate.health.Status;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /** {@code /actuator/health/idem} (Spring Boot 3's Actuator): the outbox's counts and the relay's state. */
+@IdemTest
 class IdemHealthTest {
-  @BeforeAll
-  static void start() {
-    IdemAutoConfigurationTest.start();
-  }
+  final TestDatabase db;
 
-  @AfterAll
-  static void stop() {
-    IdemAutoConfigurationTest.stop();
+  IdemHealthTest(TestDatabase db) {
+    this.db = db;
   }
 
   @Test
   void reportsParkedMessagesAndIsDownWhileTheRelayIsStopped() {
-    IdemAutoConfigurationTest.runner()
+    IdemAutoConfigurationTest.runner(db)
         .withBean(Publisher.class, () -> m -> {
           throw new IllegalStateException("broker down");
         })
@@ -45,7 +42,7 @@ class IdemHealthTest {
           ctx.getBean(RelayLifecycle.class).stop();
           assertThat(health.health().getStatus()).isEqualTo(Status.DOWN);
         });
-    IdemAutoConfigurationTest.runner().withPropertyValues("management.health.idem.enabled=false")
+    IdemAutoConfigurationTest.runner(db).withPropertyValues("management.health.idem.enabled=false")
         .run(ctx -> assertThat(ctx).doesNotHaveBean("idemHealthIndicator"));
   }
 }

@@ -3,8 +3,8 @@ package dev.idem.spring.boot;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.http.IdempotencyKeyFilter;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -31,16 +31,17 @@ import org.springframework.web.bind.annotation.RestController;
  * controller's JdbcTemplate writes commit with the key in Spring's transaction, and the rows say
  * so; keys are per tenant ({@code idem.http.scope-header}); the actuator is never guarded.
  */
+@IdemTest(sql = "CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)")
 class IdemHttpAutoConfigurationTest {
   static TestDatabase db;
   static ConfigurableApplicationContext app;
   static URI base;
   static final HttpClient http = HttpClient.newHttpClient();
 
+  /** One application for the class, on the class's database. */
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter-http");
-    db.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
+  static void start(TestDatabase database) {
+    db = database;
     app = new SpringApplicationBuilder(App.class).properties(Map.of(
         "spring.datasource.url", db.jdbcUrl(), "spring.flyway.enabled", "false", "server.port", "0",
         "idem.http.url-patterns", "/*", "idem.http.methods", "GET,POST", "idem.http.scope-header", "X-Tenant",
@@ -53,7 +54,6 @@ class IdemHttpAutoConfigurationTest {
     if (app != null) {
       app.close();
     }
-    db.close();
   }
 
   @SpringBootConfiguration

@@ -8,10 +8,10 @@ import dev.idem.event.IdemListener;
 import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.http.StorePolicy;
 import dev.idem.spring.Idempotent;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.RecordingListener;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import jakarta.servlet.Filter;
 import jakarta.servlet.http.HttpServletRequest;
 import java.net.URI;
@@ -30,7 +30,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.BooleanSupplier;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -61,6 +60,7 @@ import org.springframework.web.util.UrlPathHelper;
  * are per tenant ({@code idem.http.scope-header}), copies of a running request wait holding no pool
  * connection, another body is refused at once and counted as a mismatch. Every test reads the rows.
  */
+@IdemTest(sql = "CREATE TABLE effects (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL)")
 class IdemHttpGuardsTest {
   static TestDatabase db;
   static ConfigurableApplicationContext app;
@@ -76,10 +76,10 @@ class IdemHttpGuardsTest {
   /** Per X-Probe value: the handler-mapping attributes a filter mapped after the guard saw on the request. */
   static final Map<String, List<String>> probes = new ConcurrentHashMap<>();
 
+  /** One application for the class, on the class's database. */
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter-guards");
-    db.execute("CREATE TABLE effects (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL)");
+  static void start(TestDatabase database) {
+    db = database;
     app = new SpringApplicationBuilder(App.class).properties(Map.of(
         "spring.datasource.url", db.jdbcUrl(), "spring.datasource.hikari.maximum-pool-size", "10",
         "spring.flyway.enabled", "false", "server.port", "0",
@@ -94,7 +94,6 @@ class IdemHttpGuardsTest {
     if (app != null) {
       app.close();
     }
-    db.close();
   }
 
   @SpringBootConfiguration
@@ -244,17 +243,6 @@ class IdemHttpGuardsTest {
     return Poll.threadsWaitingIn("dev.idem.http.InFlightRequests", "admit");
   }
 
-
-  static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out waiting until " + what);
-      }
-      Thread.sleep(10);
-    }
-  }
-
   @Test
   void unannotatedRoutesPassWithoutAKey() {
     HttpResponse<String> webhook = post("/webhook", null, null, order("wh-1", 5, false));
@@ -341,7 +329,7 @@ class IdemHttpGuardsTest {
       copies.add(CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", body), senders));
     }
     senders.shutdown();
-    await("5 copies wait in memory", () -> waitingInMemory() - parked == 5);
+    Poll.until("5 copies wait in memory", () -> waitingInMemory() - parked == 5);
 
     gate.countDown();
     assertThat(leader.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(500);
@@ -424,7 +412,7 @@ class IdemHttpGuardsTest {
       copies.add(CompletableFuture.supplyAsync(() -> post("/orders", key, "tenant-a", order(order, 40, true)), senders));
     }
     senders.shutdown();
-    await("19 copies wait in memory", () -> waitingInMemory() - parked == 19);
+    Poll.until("19 copies wait in memory", () -> waitingInMemory() - parked == 19);
     int active = pool.getHikariPoolMXBean().getActiveConnections();
     assertThat(active).as("pool connections in use while 19 copies wait").isLessThanOrEqualTo(1);
 

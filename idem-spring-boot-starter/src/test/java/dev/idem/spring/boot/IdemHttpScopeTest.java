@@ -6,8 +6,8 @@ import static org.assertj.core.api.Assertions.catchThrowable;
 
 import dev.idem.http.ScopeResolver;
 import dev.idem.spring.Idempotent;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import jakarta.servlet.Filter;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
@@ -19,8 +19,6 @@ import java.security.Principal;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.SpringBootConfiguration;
@@ -47,23 +45,17 @@ import org.springframework.web.context.WebApplicationContext;
  * the principal an authentication filter set) one key from two users is two keys.
  */
 @ExtendWith(OutputCaptureExtension.class)
+@IdemTest(sql = "CREATE TABLE effects (id bigserial PRIMARY KEY, order_id text NOT NULL)")
 class IdemHttpScopeTest {
-  static TestDatabase db;
   static final HttpClient http = HttpClient.newHttpClient();
   static final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+  final TestDatabase db;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter-scope");
-    db.execute("CREATE TABLE effects (id bigserial PRIMARY KEY, order_id text NOT NULL)");
+  IdemHttpScopeTest(TestDatabase db) {
+    this.db = db;
   }
 
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
-
-  static SpringApplicationBuilder app(Class<?> config) {
+  SpringApplicationBuilder app(Class<?> config) {
     return new SpringApplicationBuilder(config).properties(Map.of(
         "spring.datasource.url", db.jdbcUrl(), "spring.flyway.enabled", "false", "server.port", "0"));
   }

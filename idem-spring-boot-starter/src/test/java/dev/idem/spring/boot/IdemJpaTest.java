@@ -8,14 +8,12 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.spring.Idempotent;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import jakarta.persistence.Entity;
 import jakarta.persistence.Id;
 import jakarta.persistence.Table;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.ComponentScan;
@@ -36,18 +34,12 @@ import org.springframework.transaction.support.TransactionTemplate;
  * transaction begun inside idem's own transaction, which it cannot join, is refused before
  * anything is written. Read from the database.
  */
+@IdemTest(sql = "CREATE TABLE charge (id text PRIMARY KEY, amount int NOT NULL)")
 class IdemJpaTest {
-  static TestDatabase db;
+  final TestDatabase db;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter-jpa");
-    db.execute("CREATE TABLE charge (id text PRIMARY KEY, amount int NOT NULL)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  IdemJpaTest(TestDatabase db) {
+    this.db = db;
   }
 
   @Entity
@@ -93,7 +85,7 @@ class IdemJpaTest {
       includeFilters = @ComponentScan.Filter(type = FilterType.ASSIGNABLE_TYPE, classes = Charges.class))
   static class Jpa {}
 
-  static ApplicationContextRunner runner() {
+  ApplicationContextRunner runner() {
     return IdemAutoConfigurationTest.runner(db)
         // The starter's other tests run without Hibernate's auto-configuration (JpaOnlyWhenAsked); here it runs.
         .withPropertyValues("idem.test.jpa=true", "spring.jpa.hibernate.ddl-auto=none",
@@ -102,11 +94,11 @@ class IdemJpaTest {
         .withBean(Checkout.class);
   }
 
-  static long charges(String id) {
+  long charges(String id) {
     return db.count("SELECT count(*) FROM charge WHERE id = ?", id);
   }
 
-  static long keys(String scope, String id) {
+  long keys(String scope, String id) {
     return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, id);
   }
 

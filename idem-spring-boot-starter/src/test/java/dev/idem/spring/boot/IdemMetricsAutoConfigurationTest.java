@@ -6,16 +6,14 @@ import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
-import dev.idem.micrometer.IdemMetrics;
 import dev.idem.micrometer.IdemGauges;
+import dev.idem.micrometer.IdemMetrics;
 import dev.idem.result.Codec;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
@@ -23,20 +21,15 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
 /** idem's meters in a real Spring context on a real PostgreSQL: they appear after a call, and back off without idem-micrometer. */
+@IdemTest
 class IdemMetricsAutoConfigurationTest {
-  static TestDatabase db;
+  final TestDatabase db;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter-metrics");
+  IdemMetricsAutoConfigurationTest(TestDatabase db) {
+    this.db = db;
   }
 
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
-
-  static ApplicationContextRunner runner() {
+  ApplicationContextRunner runner() {
     return IdemAutoConfigurationTest.runner(db).withUserConfiguration(Registry.class);
   }
 

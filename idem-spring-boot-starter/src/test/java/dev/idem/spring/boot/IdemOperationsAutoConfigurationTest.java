@@ -11,32 +11,25 @@ import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.Codec;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
 /** The idem actuator endpoint: made over the application's Idem, and reading and acting on the real tables. */
+@IdemTest
 class IdemOperationsAutoConfigurationTest {
-  static TestDatabase db;
+  final TestDatabase db;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter_ops");
+  IdemOperationsAutoConfigurationTest(TestDatabase db) {
+    this.db = db;
   }
 
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
-
-  static ApplicationContextRunner runner() {
+  ApplicationContextRunner runner() {
     return IdemAutoConfigurationTest.runner(db).withPropertyValues("management.endpoints.web.exposure.include=idem");
   }
 

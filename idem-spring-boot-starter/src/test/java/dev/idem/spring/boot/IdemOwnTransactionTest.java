@@ -8,13 +8,11 @@ import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.ApplicationContext;
@@ -31,36 +29,31 @@ import org.springframework.transaction.support.TransactionTemplate;
  * so an effect that writes and then throws leaves nothing, and its redelivery leaves exactly one
  * row with its key. Read from the database.
  */
-class IdemOwnTransactionTest {
-  static TestDatabase db;
-
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter-own");
-    db.execute("CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)");
+@IdemTest(sql = {
+    "CREATE TABLE payments (order_id text NOT NULL, amount int NOT NULL)",
     // A second payment for an order fails at COMMIT, not at the INSERT: a commit that fails.
-    db.execute("CREATE TABLE audits (order_id text NOT NULL, CONSTRAINT one_audit UNIQUE (order_id) DEFERRABLE INITIALLY DEFERRED)");
+    "CREATE TABLE audits (order_id text NOT NULL, CONSTRAINT one_audit UNIQUE (order_id) DEFERRABLE INITIALLY DEFERRED)"})
+class IdemOwnTransactionTest {
+  final TestDatabase db;
+
+  IdemOwnTransactionTest(TestDatabase db) {
+    this.db = db;
   }
 
-  @AfterAll
-  static void stop() {
-    db.close();
-  }
-
-  static ApplicationContextRunner runner() {
+  ApplicationContextRunner runner() {
     return IdemAutoConfigurationTest.runner(db)
         .withPropertyValues("idem.executors.payments.window=1h", "idem.inboxes.orders.window=1h");
   }
 
-  static long payments(String order) {
+  long payments(String order) {
     return db.count("SELECT count(*) FROM payments WHERE order_id = ?", order);
   }
 
-  static long keys(String scope, String value) {
+  long keys(String scope, String value) {
     return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, value);
   }
 
-  static long inboxRows(String id) {
+  long inboxRows(String id) {
     return db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'orders' AND message_id = ?", id);
   }
 

@@ -3,13 +3,17 @@ package dev.idem.spring.boot;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.PropertyNamingStrategies;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import dev.idem.key.KeyReuseException;
 import dev.idem.result.InFlightException;
 import dev.idem.spring.IdempotencyKey;
 import dev.idem.spring.Idempotent;
+import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -18,27 +22,21 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.diagnostics.FailureAnalysis;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.PropertyNamingStrategies;
-import com.fasterxml.jackson.databind.json.JsonMapper;
-import java.util.Arrays;
 import org.springframework.aop.Advisor;
 import org.springframework.aop.framework.Advised;
 import org.springframework.aop.support.AopUtils;
+import org.springframework.boot.diagnostics.FailureAnalysis;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.Ordered;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.annotation.EnableTransactionManagement;
 import org.springframework.transaction.annotation.Isolation;
 import org.springframework.transaction.annotation.Propagation;
 import org.springframework.transaction.annotation.Transactional;
 import org.springframework.transaction.interceptor.BeanFactoryTransactionAttributeSourceAdvisor;
-import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.support.TransactionTemplate;
 import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
@@ -48,19 +46,13 @@ import org.springframework.web.bind.annotation.RestController;
  * per key across repeats and racing copies, the stored value returned, another request under the
  * key refused, the method's exception rolling the key back, and bad annotations stopping start-up.
  */
+@IdemTest(sql = {"CREATE TABLE charges (id text NOT NULL, amount int NOT NULL)",
+    "CREATE TABLE isolated (id text NOT NULL, isolation text NOT NULL)"})
 class IdempotentMethodsTest {
-  static TestDatabase db;
+  final TestDatabase db;
 
-  @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("starter-aop");
-    db.execute("CREATE TABLE charges (id text NOT NULL, amount int NOT NULL)");
-    db.execute("CREATE TABLE isolated (id text NOT NULL, isolation text NOT NULL)");
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  IdempotentMethodsTest(TestDatabase db) {
+    this.db = db;
   }
 
   record Order(String id, int amount) {}
@@ -260,15 +252,15 @@ class IdempotentMethodsTest {
     }
   }
 
-  static ApplicationContextRunner runner() {
+  ApplicationContextRunner runner() {
     return IdemAutoConfigurationTest.runner(db).withUserConfiguration(App.class);
   }
 
-  static long charges(String id) {
+  long charges(String id) {
     return db.count("SELECT count(*) FROM charges WHERE id = ?", id);
   }
 
-  static long keys(String scope, String id) {
+  long keys(String scope, String id) {
     return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, id);
   }
 
