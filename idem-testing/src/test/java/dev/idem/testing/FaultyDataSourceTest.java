@@ -8,7 +8,6 @@ import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Statement;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.postgresql.PGConnection;
@@ -18,22 +17,17 @@ import org.postgresql.PGConnection;
  * writing, and that a kill really terminates the backend, before the commit (nothing of it in the
  * table) or after it (the row there, the caller told the connection died). Read from the database.
  */
+@IdemTest(migrate = false, poolSize = 4, sql = "CREATE TABLE t (v text NOT NULL)")
 class FaultyDataSourceTest {
   private static TestDatabase db;
   private static DataSource pool;
   private static FaultyDataSource faulty;
 
   @BeforeAll
-  static void start() {
-    db = TestPostgres.newDatabase("faulty");
-    pool = db.dataSource(4);
-    db.execute("CREATE TABLE t (v text NOT NULL)");
-    faulty = FaultyDataSource.wrap(pool);
-  }
-
-  @AfterAll
-  static void stop() {
-    db.close();
+  static void start(TestDatabase database, DataSource ds, FaultyDataSource wrapped) {
+    db = database;
+    pool = ds;
+    faulty = wrapped;
   }
 
   private static long rows(String v) {
