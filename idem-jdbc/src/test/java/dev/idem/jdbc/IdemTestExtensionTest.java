@@ -32,6 +32,7 @@ class IdemTestExtensionTest {
   /** What the classes under test saw, for the assertions after they ran. */
   static final List<String> databases = new ArrayList<>();
   static final List<Object> injected = new ArrayList<>();
+  static final List<String> innerDatabases = new ArrayList<>();
 
   @IdemTest(poolSize = 3, sql = "CREATE TABLE payments (order_id text NOT NULL)")
   static class PaymentsTest {
@@ -72,6 +73,16 @@ class IdemTestExtensionTest {
         databases.add(db.name());
       }
     }
+
+    @Nested
+    @IdemTest(migrate = false)
+    class InnerWithItsOwn {
+      @Test
+      void getsADatabaseOfItsOwn(TestDatabase db) {
+        innerDatabases.add(db.name());
+        assertThat(db.count("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'idem'")).isZero();
+      }
+    }
   }
 
   @IdemTest(migrate = false, schema = "elsewhere")
@@ -93,7 +104,10 @@ class IdemTestExtensionTest {
   void aClassGetsAMigratedDatabaseOfItsOwnDroppedAfterIt() throws Exception {
     databases.clear();
     injected.clear();
-    run(PaymentsTest.class).assertStatistics(s -> s.succeeded(3).failed(0));
+    innerDatabases.clear();
+    run(PaymentsTest.class).assertStatistics(s -> s.succeeded(4).failed(0));
+    assertThat(innerDatabases).hasSize(1).doesNotContain(databases.get(0));
+    assertThat(exists(innerDatabases.get(0))).isFalse();
     assertThat(databases).hasSize(2).allMatch(databases.get(0)::equals);
     assertThat(injected).hasSize(4);
     assertThat(injected.get(0)).isSameAs(injected.get(2)); // one Idem per class

@@ -63,7 +63,9 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
     }
     IdemTest settings = AnnotationSupport.findAnnotation(owner.getRequiredTestClass(), IdemTest.class).orElseThrow();
     String hint = owner.getRequiredTestClass().getSimpleName();
-    return owner.getStore(NAMESPACE).getOrComputeIfAbsent(Fixture.class, k -> Fixture.start(hint, settings), Fixture.class);
+    // Keyed by the annotated class: a store also answers from its parents', so a key shared by all
+    // classes would hand an annotated @Nested class its enclosing class's database.
+    return owner.getStore(NAMESPACE).getOrComputeIfAbsent(owner.getRequiredTestClass(), k -> Fixture.start(hint, settings), Fixture.class);
   }
 
   private static boolean isAnnotatedClass(ExtensionContext context) {

@@ -26,8 +26,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * <p>Before the class's first test, the extension takes the {@link TestPostgres} server (from
  * {@code IDEM_JDBC_URL}, else Testcontainers, else an embedded PostgreSQL), creates a database of
  * the class's own, runs idem's migrations in {@link #schema()} and then {@link #sql()}. After the
- * class's last test it closes the pools and drops the database. {@code @Nested} classes share
- * their enclosing class's database.
+ * class's last test it closes the pools and drops the database. A {@code @Nested} class shares its
+ * enclosing class's database, unless it is annotated {@code @IdemTest} itself: then it gets one of
+ * its own, with its own settings.
  *
  * <p>Test constructors, lifecycle methods and test methods may declare parameters of these types,
  * all on that one database:
