@@ -362,21 +362,17 @@ public final class FaultyDataSource implements DataSource {
           w.kill = what + " could not be: pg_terminate_backend(" + pid + ") returned false";
           return false;
         }
-        long deadline = System.nanoTime() + GONE_WITHIN.toNanos();
         try (PreparedStatement ps = w.killer.prepareStatement("SELECT count(*) FROM pg_stat_activity WHERE pid = ?")) {
           ps.setInt(1, pid);
-          while (true) {
+          boolean gone = Poll.within(GONE_WITHIN, Duration.ofMillis(2), () -> {
             try (ResultSet rs = ps.executeQuery()) {
               rs.next();
-              if (rs.getLong(1) == 0) {
-                break;
-              }
+              return rs.getLong(1) == 0;
             }
-            if (System.nanoTime() - deadline > 0) {
-              w.kill = what + ": backend " + pid + " signalled but still in pg_stat_activity after " + GONE_WITHIN.toSeconds() + " s";
-              return false;
-            }
-            Thread.sleep(2);
+          });
+          if (!gone) {
+            w.kill = what + ": backend " + pid + " signalled but still in pg_stat_activity after " + GONE_WITHIN.toSeconds() + " s";
+            return false;
           }
         }
         w.kill = what + " (backend " + pid + " terminated)";

@@ -79,25 +79,22 @@ public final class KafkaTarget implements Target, AutoCloseable {
     }
     TopicPartition tp = new TopicPartition(sent.topic(), sent.partition());
     String at = tp + "@" + sent.offset();
-    long deadline = System.nanoTime() + CONSUMED_WITHIN.toNanos();
-    while (true) {
-      Map<TopicPartition, OffsetAndMetadata> committed;
+    OffsetAndMetadata[] committed = {null}; // the group's last answer, for the report
+    boolean consumed = Poll.within(CONSUMED_WITHIN, Duration.ofMillis(20), () -> {
       try {
-        committed = admin().listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
-            .get(CONSUMED_WITHIN.toMillis(), TimeUnit.MILLISECONDS);
+        committed[0] = admin().listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+            .get(CONSUMED_WITHIN.toMillis(), TimeUnit.MILLISECONDS).get(tp);
       } catch (ExecutionException | TimeoutException e) {
-        committed = Map.of(); // the coordinator may not be ready yet: ask again within the bound
+        committed[0] = null;
+        return false; // the coordinator may not be ready yet: ask again within the bound
       }
-      OffsetAndMetadata offset = committed.get(tp);
-      if (offset != null && offset.offset() > sent.offset()) {
-        return Attempt.done("produced at " + at + ", group " + group + " committed past it");
-      }
-      if (System.nanoTime() - deadline > 0) {
-        return Attempt.done("produced at " + at + "; group " + group + " did not commit past it within "
-            + CONSUMED_WITHIN.toSeconds() + " s (committed: " + (offset == null ? "nothing" : offset.offset()) + ")");
-      }
-      Thread.sleep(20); // a poll of the group's offsets, bounded above
+      return committed[0] != null && committed[0].offset() > sent.offset();
+    });
+    if (consumed) {
+      return Attempt.done("produced at " + at + ", group " + group + " committed past it");
     }
+    return Attempt.done("produced at " + at + "; group " + group + " did not commit past it within "
+        + CONSUMED_WITHIN.toSeconds() + " s (committed: " + (committed[0] == null ? "nothing" : committed[0].offset()) + ")");
   }
 
   private synchronized KafkaProducer<String, String> producer() {

@@ -17,13 +17,31 @@ public final class Poll {
    * @throws AssertionError naming {@code what} if it does not hold within {@link #BOUND}
    */
   public static void until(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + BOUND.toNanos();
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() - deadline > 0) {
-        throw new AssertionError("waited " + BOUND.toSeconds() + " s for " + what);
-      }
-      Thread.sleep(10);
+    if (!within(BOUND, Duration.ofMillis(10), condition::getAsBoolean)) {
+      throw new AssertionError("waited " + BOUND.toSeconds() + " s for " + what);
     }
+  }
+
+  /** A condition read by {@link #within}, which may fail as its source does (SQL, a broker). */
+  @FunctionalInterface
+  interface Check<X extends Exception> {
+    boolean holds() throws X;
+  }
+
+  /**
+   * Whether {@code condition} came to hold within {@code bound}, checked every {@code pause}: the
+   * one bounded poll of this module, for callers that report a timeout rather than fail on it.
+   */
+  static <X extends Exception> boolean within(Duration bound, Duration pause, Check<X> condition)
+      throws X, InterruptedException {
+    long deadline = System.nanoTime() + bound.toNanos();
+    while (!condition.holds()) {
+      if (System.nanoTime() - deadline > 0) {
+        return false;
+      }
+      Thread.sleep(pause.toMillis());
+    }
+    return true;
   }
 
   /**
