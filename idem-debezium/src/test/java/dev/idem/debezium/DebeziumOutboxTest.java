@@ -217,8 +217,8 @@ class DebeziumOutboxTest {
       idem.outbox().enqueue(NewMessage.of("orders", "rolled back".getBytes(StandardCharsets.UTF_8)));
       throw new IOException("the business change failed");
     })).isInstanceOf(IOException.class);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox_events")).as("the events table stays empty").isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).as("nothing for the polling relay").isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox_events")).as("the events table stays empty").isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox")).as("nothing for the polling relay").isZero();
 
     awaitSize(firstRun, 12);
     awaitEverythingCommittedSoFar(); // anything more (an update, a delete, the rolled-back message) came before it
@@ -259,7 +259,7 @@ class DebeziumOutboxTest {
     assertThat(secondRun).extracting(Delivered::id).as("re-delivered, with the same ids")
         .containsAll(firstRun.stream().map(Delivered::id).toList());
     assertThat(shipmentsPerId()).hasSize(13).allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'shipping'")).isEqualTo(13);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'shipping'")).isEqualTo(13);
 
     // Run 3: offsets were committed; a restart delivers only what is new
     List<Delivered> thirdRun = new CopyOnWriteArrayList<>();
@@ -300,7 +300,7 @@ class DebeziumOutboxTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("slot");
     assertThatThrownBy(() -> DebeziumOutbox.builder(null)).isInstanceOf(IllegalArgumentException.class);
     Map<String, String> p = DebeziumOutbox.builder(idem).database("h", 5432, "d").build();
-    assertThat(p).containsEntry("table.include.list", "idem.idem_outbox_events")
+    assertThat(p).containsEntry("table.include.list", "idem_outbox_events")
         .containsEntry("transforms.outbox.route.topic.replacement", "${routedByValue}")
         .containsAllEntriesOf(DebeziumOutbox.eventRouter());
   }

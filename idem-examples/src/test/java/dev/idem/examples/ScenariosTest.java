@@ -38,8 +38,8 @@ class ScenariosTest {
         var sql = DSL.using(c, SQLDialect.POSTGRES);
         sql.fetch("SELECT order_id, count(*) FROM shop.payments GROUP BY order_id HAVING count(*) > 1")
             .forEach(row -> duplicateOrders.put(row.get(0, String.class), row.get(1, Long.class)));
-        sql.fetch("SELECT 'executor:payments', count(*) FROM idem.idem_keys WHERE scope = ?"
-                + " UNION ALL SELECT 'inbox:' || consumer, count(*) FROM idem.idem_inbox GROUP BY consumer",
+        sql.fetch("SELECT 'executor:payments', count(*) FROM idem_keys WHERE scope = ?"
+                + " UNION ALL SELECT 'inbox:' || consumer, count(*) FROM idem_inbox GROUP BY consumer",
                 PaymentsService.KEY_SCOPE)
             .forEach(row -> rowsBySource.put(row.get(0, String.class), row.get(1, Long.class)));
       }

@@ -27,7 +27,7 @@ class FilterOptionsTest extends AbstractHttpTest {
     HttpResponse<String> first = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
     // The window is counted by the database clock: wait until the database says it is over.
     Poll.until("the key's window is over", () -> f.db.count(
-        "SELECT count(*) FROM idem.idem_keys WHERE key = ? AND expires_at <= clock_timestamp()", key) == 1);
+        "SELECT count(*) FROM idem_keys WHERE key = ? AND expires_at <= clock_timestamp()", key) == 1);
     HttpResponse<String> late = f.post(uri, payment(order, 4000, "ok"), "Idempotency-Key", key);
 
     assertThat(first.statusCode()).isEqualTo(201);
@@ -42,7 +42,7 @@ class FilterOptionsTest extends AbstractHttpTest {
   void anOptionalKeyLetsARequestWithoutOneThroughUnguarded() throws Exception {
     URI uri = f.serve(b -> b.keyRequired(false));
     String order = HttpFixture.unique("o");
-    long keysBefore = f.db.count("SELECT count(*) FROM idem.idem_keys");
+    long keysBefore = f.db.count("SELECT count(*) FROM idem_keys");
     HttpResponse<String> one = f.post(uri, payment(order, 4000, "ok"));
     HttpResponse<String> two = f.post(uri, payment(order, 4000, "ok"));
 
@@ -50,7 +50,7 @@ class FilterOptionsTest extends AbstractHttpTest {
     assertThat(two.statusCode()).isEqualTo(201);
     assertThat(two.headers().firstValue("Idempotent-Replayed")).isEmpty();
     assertThat(f.payments(order)).isEqualTo(2); // no key, no guard
-    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keysBefore);
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys")).isEqualTo(keysBefore);
   }
 
   @Test

@@ -149,7 +149,7 @@ final class HttpFixture implements AutoCloseable {
   }
 
   long keyRows(String scope, String key) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, key);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", scope, key);
   }
 
   long keyRows(String key) {

@@ -54,7 +54,7 @@ class IdempotencyKeyFilterTest extends AbstractHttpTest {
       "a,b", "\"\"", "   "})
   void aMalformedKeyIs400ProblemAndNothingRuns(String field) throws Exception {
     String order = HttpFixture.unique("o");
-    long keysBefore = f.db.count("SELECT count(*) FROM idem.idem_keys");
+    long keysBefore = f.db.count("SELECT count(*) FROM idem_keys");
     HttpResponse<String> r = f.post(payments, payment(order, 4000, "ok"), "Idempotency-Key", field);
 
     assertThat(r.statusCode()).isEqualTo(400);
@@ -62,7 +62,7 @@ class IdempotencyKeyFilterTest extends AbstractHttpTest {
     assertThat(json(r).get("title").asText()).isEqualTo("Idempotency key is malformed");
     assertThat(json(r).get("detail").asText()).startsWith("Idempotency-Key");
     assertThat(f.payments(order)).isZero();
-    assertThat(f.db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keysBefore);
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys")).isEqualTo(keysBefore);
   }
 
   @Test

@@ -88,6 +88,6 @@ class ApiSurfaceTest {
     // the registered factory still answers: the refused one never replaced it
     assertThat(idem.leases()).isNotNull().isNotSameAs(leases);
     assertThat(idem.leases().acquire("r", "h", java.time.Duration.ofSeconds(5))).isPresent();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_leases WHERE resource = 'r' AND holder = 'h'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_leases WHERE resource = 'r' AND holder = 'h'")).isEqualTo(1);
   }
 }

@@ -56,7 +56,7 @@ class IdemTestExtensionTest {
         });
       }
       assertThat(db.count("SELECT count(*) FROM payments WHERE order_id = 'order-1'")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys")).isEqualTo(1);
     }
 
     @Test

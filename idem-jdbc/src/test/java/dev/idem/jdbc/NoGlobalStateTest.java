@@ -43,7 +43,7 @@ class NoGlobalStateTest {
 
     // the calls did run: one payment row and one key row
     assertThat(db.count("SELECT count(*) FROM payments")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys")).isEqualTo(1);
   }
 
   /** The child JVM: reads the properties, then builds idem, runs a call and its repeat, and prints what changed. */

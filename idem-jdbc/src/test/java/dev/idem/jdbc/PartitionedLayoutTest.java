@@ -89,11 +89,11 @@ class PartitionedLayoutTest {
     }
     for (IdempotencyKey key : keys) {
       assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", key.value())).as("effects of " + key).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key.value())).as("rows of " + key).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key.value())).as("rows of " + key).isEqualTo(1);
       // filed under the day of the key's own time, not the day it arrived
       String day = LocalDate.ofInstant(Instant.ofEpochMilli(Long.parseLong(key.value().substring(0, 8)
           + key.value().substring(9, 13), 16)), ZoneOffset.UTC).toString().replace("-", "");
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys_p" + day + " WHERE key = ?", key.value())).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys_p" + day + " WHERE key = ?", key.value())).isEqualTo(1);
     }
   }
 
@@ -103,7 +103,7 @@ class PartitionedLayoutTest {
     // maintenance that creates that day's partition: each is refused before, or claims after,
     // and the key is claimed once, its effect made once.
     LocalDate day = today().plusDays(9);
-    db.execute("DROP TABLE IF EXISTS idem.idem_keys_p" + day.toString().replace("-", ""));
+    db.execute("DROP TABLE IF EXISTS idem_keys_p" + day.toString().replace("-", ""));
     IdempotencyKey key = IdempotencyKey.of("shop", TimedKeys.uuidV7(midnight(day).plusSeconds(5)));
     List<String> outcomes = Race.together(8, copy -> {
       if (copy == 0) {
@@ -127,7 +127,7 @@ class PartitionedLayoutTest {
     assertThat(outcomes.get(0)).isNotEqualTo("created 0");
     assertThat(outcomes.subList(1, 8)).containsOnlyOnce("applied").doesNotContain("refused");
     assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", key.value())).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key.value())).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key.value())).isEqualTo(1);
   }
 
   @Test
@@ -138,7 +138,7 @@ class PartitionedLayoutTest {
         tx -> tx.dsl().execute("INSERT INTO received (id) VALUES (?)", id)));
     assertThat(copies).filteredOn(Execution::applied).hasSize(1);
     assertThat(db.count("SELECT count(*) FROM received WHERE id = ?", id)).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = ?", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE message_id = ?", id)).isEqualTo(1);
   }
 
   @Test
@@ -162,7 +162,7 @@ class PartitionedLayoutTest {
       assertThat(db.count("SELECT count(*) FROM received WHERE id = ?", id)).as("effects of " + id).isEqualTo(1);
       String day = LocalDate.ofInstant(Instant.ofEpochMilli(Long.parseLong(id.substring(0, 8) + id.substring(9, 13), 16)),
           ZoneOffset.UTC).toString().replace("-", "");
-      assertThat(db.count("SELECT count(*) FROM idem.idem_inbox_p" + day + " WHERE message_id = ?", id)).as("row of " + id).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_inbox_p" + day + " WHERE message_id = ?", id)).as("row of " + id).isEqualTo(1);
     }
     assertThatThrownBy(() -> inbox.receiveAll(List.of(TimedKeys.uuidV7(boundary.plusSeconds(3)), "msg-2"), id -> id, (tx, id) ->
         tx.dsl().execute("INSERT INTO received (id) VALUES (?)", id)))
@@ -198,7 +198,7 @@ class PartitionedLayoutTest {
         }));
     assertThat(copies).filteredOn(Execution::applied).hasSize(1);
     assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", payment.value())).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys_p" + today().minusDays(1).toString().replace("-", "")
+    assertThat(db.count("SELECT count(*) FROM idem_keys_p" + today().minusDays(1).toString().replace("-", "")
         + " WHERE key = ?", payment.value())).as("filed under the root's day").isEqualTo(1);
     assertThatThrownBy(() -> executor.execute(Keys.child(root, "payment"), Fingerprint.EMPTY, Codec.none(), tx -> null))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7");
@@ -229,8 +229,8 @@ class PartitionedLayoutTest {
       for (String k : List.of(key.value(), id)) {
         assertThat(db.count("SELECT count(*) FROM payments WHERE key = ?", k)).as("effects of " + k).isEqualTo(1);
       }
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys_p" + day + " WHERE key = ?", key.value())).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_inbox_p" + day + " WHERE message_id = ?", id)).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys_p" + day + " WHERE key = ?", key.value())).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_inbox_p" + day + " WHERE message_id = ?", id)).isEqualTo(1);
     }
     assertThatThrownBy(() -> executor.execute(IdempotencyKey.of("shop", "order-43"), Fingerprint.EMPTY,
         DSL.query("INSERT INTO payments (key, copy) VALUES ('order-43', 0)")))
@@ -238,8 +238,8 @@ class PartitionedLayoutTest {
     assertThatThrownBy(() -> inbox.receive("msg-3", DSL.query("INSERT INTO payments (key, copy) VALUES ('msg-3', 0)")))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'msg-3' does not begin with a UUIDv7");
     assertThat(db.count("SELECT count(*) FROM payments WHERE key IN ('order-43', 'msg-3')")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'order-43'")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = 'msg-3'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'order-43'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE message_id = 'msg-3'")).isZero();
   }
 
   @Test
@@ -257,10 +257,10 @@ class PartitionedLayoutTest {
     assertThatThrownBy(() -> executor.execute(IdempotencyKey.of("shop", upper), Fingerprint.EMPTY, Codec.none(), tx -> null))
         .as("the key's text decides its partition, byte by byte: an uppercase UUIDv7 would sort into another day")
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not begin with a UUIDv7 in lowercase");
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE upper(key) = ?", upper)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE upper(key) = ?", upper)).isZero();
     assertThat(db.count("SELECT count(*) FROM payments WHERE key = 'order-42'")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'order-42'")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = 'msg-1'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'order-42'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE message_id = 'msg-1'")).isZero();
   }
 
   @Test
@@ -281,12 +281,12 @@ class PartitionedLayoutTest {
     assertThat(executor.expire()).as("rows are not deleted one by one in this layout").isZero();
 
     assertThat(ops.maintainPartitions().dropped()).as("rows within their window").isZero();
-    db.execute("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE key IN ('"
+    db.execute("UPDATE idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE key IN ('"
         + local.value() + "', '" + external.value() + "')");
     assertThat(ops.maintainPartitions().dropped()).as("an external claim in flight: an unknown outcome").isZero();
     assertThat(db.count("SELECT count(*) FROM pg_class WHERE relname = '" + part + "'")).isEqualTo(1);
 
-    db.execute("UPDATE idem.idem_keys SET state = 'C', lease_expires_at = NULL WHERE key = '" + external.value() + "'");
+    db.execute("UPDATE idem_keys SET state = 'C', lease_expires_at = NULL WHERE key = '" + external.value() + "'");
     PartitionMaintenance run = ops.maintainPartitions();
     assertThat(run.dropped()).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM pg_class WHERE relname = '" + part + "'")).isZero();

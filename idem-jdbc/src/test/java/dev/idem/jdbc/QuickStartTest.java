@@ -30,7 +30,7 @@ class QuickStartTest {
     assertThat(retry.replayed()).isTrue();
     assertThat(retry.value()).isEqualTo("pay_o1").isEqualTo(first.value());
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("SELECT (SELECT count(*) FROM payments), (SELECT count(*) FROM idem.idem_keys)")) {
+        ResultSet rs = st.executeQuery("SELECT (SELECT count(*) FROM payments), (SELECT count(*) FROM idem_keys)")) {
       rs.next();
       assertThat(rs.getLong(1)).as("payment rows").isEqualTo(1);
       assertThat(rs.getLong(2)).as("key rows").isEqualTo(1);

@@ -51,7 +51,7 @@ class KafkaCrashTest {
 
   @BeforeEach
   void clean() {
-    db.execute("TRUNCATE shipments; TRUNCATE idem.idem_outbox");
+    db.execute("TRUNCATE shipments; TRUNCATE idem_outbox");
   }
 
   List<UUID> enqueue(String topic, int n) {
@@ -114,12 +114,12 @@ class KafkaCrashTest {
     kill(relayChild);
     // Kafka has every message; the outbox was never told.
     assertThat(kafka.records("crash-relay")).hasSize(20);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isEqualTo(20);
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'P'")).isEqualTo(20);
 
     try (KafkaPublisher kafkaPublisher = KafkaPublisher.builder(kafka.bootstrapServers()).build()) {
       assertThat(idem.relay(kafkaPublisher).batchSize(100).build().runOnce()).isEqualTo(20);
     }
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(20);
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(20);
     assertThat(kafka.records("crash-relay")).hasSize(40);
     // each republished with the same id
     assertThat(kafka.records("crash-relay")).extracting(r -> UUID.fromString(KafkaPublisherTest.header(r, "id")))
@@ -189,10 +189,10 @@ class KafkaCrashTest {
       producer.join(TimeUnit.SECONDS.toMillis(120));
       assertThat(restarted).isTrue();
       Poll.until(n + " shipments", () -> shipments() >= n);
-      Poll.until("every message sent", () -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") == n);
+      Poll.until("every message sent", () -> db.count("SELECT count(*) FROM idem_outbox WHERE status = 'S'") == n);
     }
     assertThat(shipments()).isEqualTo(n);
     assertThat(idsShippedMoreThanOnce()).isZero();
-    assertThat(db.count("SELECT count(*) FROM shipments s JOIN idem.idem_outbox o ON o.id::text = s.message_id")).isEqualTo(n);
+    assertThat(db.count("SELECT count(*) FROM shipments s JOIN idem_outbox o ON o.id::text = s.message_id")).isEqualTo(n);
   }
 }

@@ -64,7 +64,7 @@ class KafkaInboxTest {
 
   @BeforeEach
   void clean() {
-    db.execute("TRUNCATE effects; TRUNCATE idem.idem_outbox");
+    db.execute("TRUNCATE effects; TRUNCATE idem_outbox");
   }
 
   /** The effect: one row per application, written in the inbox's transaction. */

@@ -49,7 +49,7 @@ class KafkaPublisherTest {
 
   @BeforeEach
   void clean() {
-    db.execute("TRUNCATE idem.idem_outbox");
+    db.execute("TRUNCATE idem_outbox");
   }
 
   static String text(byte[] b) {
@@ -76,7 +76,7 @@ class KafkaPublisherTest {
       sent += relay.runOnce();
     }
     assertThat(sent).isEqualTo(60);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S' AND attempts = 1")).isEqualTo(60);
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'S' AND attempts = 1")).isEqualTo(60);
 
     List<ConsumerRecord<byte[], byte[]>> records = kafka.records("pub-orders");
     assertThat(records).hasSize(60);
@@ -109,10 +109,10 @@ class KafkaPublisherTest {
       Relay relay = idem.relay(mapped).maxAttempts(1).build();
       assertThat(relay.runOnce()).isEqualTo(1);
 
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S' AND id = ?", good)).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND id = ? AND last_error LIKE ?",
+      assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'S' AND id = ?", good)).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'X' AND id = ? AND last_error LIKE ?",
           clash, "%own header 'message-id', the header that carries its id%")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND id = ? AND last_error LIKE ?",
+      assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'X' AND id = ? AND last_error LIKE ?",
           unmapped, "%gave no Kafka topic for outbox topic 'elsewhere'%")).isEqualTo(1);
       List<ConsumerRecord<byte[], byte[]>> records = kafka.records("pub-mapped-kafka");
       assertThat(records).hasSize(1);
@@ -127,7 +127,7 @@ class KafkaPublisherTest {
     try (KafkaPublisher nowhere = KafkaPublisher.builder("127.0.0.1:1").deliveryTimeout(Duration.ofSeconds(1)).linger(Duration.ZERO).build()) {
       UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of("pub-nowhere", new byte[] {1})));
       assertThat(idem.relay(nowhere).build().runOnce()).isZero();
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE id = ? AND status = 'P' AND attempts = 1 AND last_error IS NOT NULL", id))
+      assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE id = ? AND status = 'P' AND attempts = 1 AND last_error IS NOT NULL", id))
           .isEqualTo(1);
     }
   }

@@ -64,7 +64,7 @@ class IdemMetricsTest {
 
   @BeforeEach
   void fresh() {
-    db.execute("TRUNCATE charges, orders, idem.idem_keys, idem.idem_inbox, idem.idem_outbox");
+    db.execute("TRUNCATE charges, orders, idem_keys, idem_inbox, idem_outbox");
     registry = new SimpleMeterRegistry();
     idem = Idem.builder(ds).listener(IdemMetrics.of(registry)).build();
   }
@@ -98,7 +98,7 @@ class IdemMetricsTest {
         .isInstanceOf(KeyReuseException.class);
 
     String source = "executor:payments";
-    long rows = db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'shop'");
+    long rows = db.count("SELECT count(*) FROM idem_keys WHERE scope = 'shop'");
     assertThat(rows).isEqualTo(keys).isEqualTo(db.count("SELECT count(*) FROM charges"));
     assertThat(count(IdemMetrics.APPLIED, "source", source)).isEqualTo(rows);
     assertThat(count(IdemMetrics.REPEATS, "source", source, "kind", "replayed")).isEqualTo(keys * repeatsEach);
@@ -125,10 +125,10 @@ class IdemMetricsTest {
     ages.forEach((name, age) -> {
       IdempotencyKey key = IdempotencyKey.of("windowed", name);
       payments.execute(key, request(1), Codec.utf8(), tx -> "ok");
-      db.execute("UPDATE idem.idem_keys SET created_at = created_at - interval '" + age + "' WHERE scope = 'windowed' AND key = '" + name + "'");
+      db.execute("UPDATE idem_keys SET created_at = created_at - interval '" + age + "' WHERE scope = 'windowed' AND key = '" + name + "'");
       assertThat(repeats.execute(key, request(1), Codec.utf8(), tx -> "again").replayed()).isTrue();
     });
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'windowed'")).isEqualTo(3);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'windowed'")).isEqualTo(3);
 
     DistributionSummary used = registry.find(IdemMetrics.REPEAT_WINDOW_USED).tags("source", "executor:windowed").summary();
     assertThat(used.getId().getBaseUnit()).isEqualTo("percent");
@@ -150,7 +150,7 @@ class IdemMetricsTest {
     for (String id : new String[] {"m1", "m2", "m1", "m1"}) {
       billing.receive(id, tx -> tx.dsl().execute("INSERT INTO charges VALUES (?)", id));
     }
-    long rows = db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'billing'");
+    long rows = db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'billing'");
     assertThat(rows).isEqualTo(2).isEqualTo(db.count("SELECT count(*) FROM charges"));
     assertThat(count(IdemMetrics.APPLIED, "source", "inbox:billing")).isEqualTo(rows);
     assertThat(count(IdemMetrics.REPEATS, "source", "inbox:billing", "kind", "replayed")).isEqualTo(2);
@@ -204,7 +204,7 @@ class IdemMetricsTest {
       assertThat(gauge(IdemGauges.PARKED)).isZero();
       // the oldest pending message's age, by the database clock
       assertThat(gauge(IdemGauges.OLDEST_PENDING)).isGreaterThanOrEqualTo(0)
-          .isLessThanOrEqualTo(db.count("SELECT ceil(extract(epoch FROM now() - min(created_at)))::bigint FROM idem.idem_outbox WHERE status = 'P'") + 1);
+          .isLessThanOrEqualTo(db.count("SELECT ceil(extract(epoch FROM now() - min(created_at)))::bigint FROM idem_outbox WHERE status = 'P'") + 1);
       assertThat(gauge(IdemGauges.UNKNOWN_OUTCOMES)).isZero();
 
       try (Relay relay = idem.relay(ObservedPublisher.wrap(publisher, observations)).maxAttempts(1).build()) {
@@ -212,8 +212,8 @@ class IdemMetricsTest {
           // until nothing is due
         }
       }
-      long sent = db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'");
-      long parked = db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'");
+      long sent = db.count("SELECT count(*) FROM idem_outbox WHERE status = 'S'");
+      long parked = db.count("SELECT count(*) FROM idem_outbox WHERE status = 'X'");
       assertThat(sent).isEqualTo(3);
       assertThat(parked).isEqualTo(2);
       assertThat(count(IdemMetrics.OUTBOX_PUBLISHED, "source", "outbox")).isEqualTo(sent);
@@ -229,7 +229,7 @@ class IdemMetricsTest {
       assertThat(gauge(IdemGauges.PENDING)).isEqualTo(5); // a scrape never queries: still the last refresh
       assertThat(gauges.refresh()).isTrue();
       assertThat(gauge(IdemGauges.PARKED)).isEqualTo(parked);
-      assertThat(gauge(IdemGauges.PENDING)).isEqualTo(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isZero();
+      assertThat(gauge(IdemGauges.PENDING)).isEqualTo(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'P'")).isZero();
       assertThat(gauge(IdemGauges.OLDEST_PENDING)).isZero();
     }
     assertThat(registry.find(IdemGauges.PENDING).gauge()).isNull(); // close() removed them
@@ -254,7 +254,7 @@ class IdemMetricsTest {
     assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "applied").timer().count()).isEqualTo(1);
     assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "replayed").timer().count()).isEqualTo(1);
     assertThat(registry.find(ObservedExecutor.NAME).tags("executor", "payments", "outcome", "error").timer().count()).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'observed'")).isEqualTo(1); // the failed one rolled back
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'observed'")).isEqualTo(1); // the failed one rolled back
   }
 
   @Test
@@ -285,8 +285,8 @@ class IdemMetricsTest {
       relay.runOnce();
     }
     assertThat(batches).containsExactly(4);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(3);
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'X'")).isEqualTo(1);
     assertThat(registry.find(ObservedPublisher.BATCH_NAME).timer().count()).isEqualTo(1);
     assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "orders", "error", "none").timer().count()).isEqualTo(3);
     assertThat(registry.find(ObservedPublisher.NAME).tags("topic", "broken", "error", "IllegalStateException").timer().count()).isEqualTo(1);
@@ -294,7 +294,7 @@ class IdemMetricsTest {
 
   @Test
   void aFailedRefreshKeepsTheLastValues() {
-    db.execute("INSERT INTO idem.idem_outbox (id, topic, payload, status) VALUES (gen_random_uuid(), 't', '\\x00', 'X')");
+    db.execute("INSERT INTO idem_outbox (id, topic, payload, status) VALUES (gen_random_uuid(), 't', '\\x00', 'X')");
     HikariDataSource doomed = db.dataSource(1);
     try (IdemGauges gauges = IdemGauges.start(Idem.builder(doomed).build().operations(), registry, Duration.ofHours(1))) {
       assertThat(gauges.refresh()).isTrue();

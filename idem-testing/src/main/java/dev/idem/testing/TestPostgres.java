@@ -94,7 +94,16 @@ public final class TestPostgres {
     } catch (SQLException e) {
       throw new IllegalStateException("could not create test database " + name + " on " + s.kind(), e);
     }
-    return new TestDatabase(s, name, s.urlOf(name));
+    return new TestDatabase(s, name, withIdemOnPath(s.urlOf(name)));
+  }
+
+  /**
+   * {@code url} with {@code search_path} {@code public, idem}: tests name idem's tables without a
+   * schema ({@code idem_keys}), as they do on MariaDB, where idem's tables are in the database
+   * itself; tables they create unqualified still go to {@code public}.
+   */
+  private static String withIdemOnPath(String url) {
+    return url + (url.contains("?") ? "&" : "?") + "currentSchema=public,idem";
   }
 
   /**

@@ -137,7 +137,7 @@ class FaultyDataSourceTest {
 
   @Test
   void sqlText_findsCommitsAndWhatCannotRunInATransaction() {
-    assertThat(SqlText.endsInCommit("insert into idem.idem_inbox values ($1)\n;\nINSERT INTO t VALUES ('x')\n;\nCOMMIT")).isTrue();
+    assertThat(SqlText.endsInCommit("insert into idem_inbox values ($1)\n;\nINSERT INTO t VALUES ('x')\n;\nCOMMIT")).isTrue();
     assertThat(SqlText.endsInCommit("COMMIT;")).isTrue();
     assertThat(SqlText.onlyCommit(" commit work ")).isTrue();
     assertThat(SqlText.endsInCommit("SELECT CASE WHEN true THEN 1 END")).isFalse();

@@ -93,7 +93,7 @@ class PaymentsApplicationTest {
   }
 
   static long httpKeys(String key) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", MERCHANT, key);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", MERCHANT, key);
   }
 
   static long receipts(String order) {
@@ -221,7 +221,7 @@ class PaymentsApplicationTest {
       throw new IllegalStateException("the caller fails after paying");
     })).hasMessageContaining("the caller fails");
     assertThat(payments("o-rollback")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE aggregate_key = 'o-rollback'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE aggregate_key = 'o-rollback'")).isZero();
     // the charge's own key committed before the call went out, so paying again does not charge again
     long before = chargesAtProvider();
     tx.executeWithoutResult(s -> checkout.pay("o-rollback", 100));
@@ -238,7 +238,7 @@ class PaymentsApplicationTest {
     broker.redeliver(again);
     broker.redeliver(again);
     awaitReceiptsOfEverythingPublishedSoFar(); // both redeliveries consumed
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'receipts' AND message_id = ?", again.id().toString())).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'receipts' AND message_id = ?", again.id().toString())).isEqualTo(1);
     assertThat(receipts("o-redeliver")).isEqualTo(1);
   }
 
@@ -265,7 +265,7 @@ class PaymentsApplicationTest {
       // event to wait for when nothing happens. Three poll intervals (100 ms) in which a relay
       // still running would have published it.
       Thread.sleep(300);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE aggregate_key = 'o-stopped' AND status = 'P'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE aggregate_key = 'o-stopped' AND status = 'P'")).isEqualTo(1);
     } finally {
       app.start();
     }
@@ -292,7 +292,7 @@ class PaymentsApplicationTest {
     assertThat(redrive.statusCode()).isEqualTo(200);
     assertThat(redrive.body()).contains("\"action\":\"redriveAll\"");
     // neither left an HTTP key: only the annotated route claims one
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key NOT LIKE 'k-%'", MERCHANT)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key NOT LIKE 'k-%'", MERCHANT)).isZero();
   }
 
   @Test
@@ -309,7 +309,7 @@ class PaymentsApplicationTest {
     assertThat(payAs("shop-a", "k-same", "o-shop-a", 100).body()).isEqualTo(a.body());
     assertThat(payments("o-shop-a")).isEqualTo(1);
     assertThat(payments("o-shop-b")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-same' AND scope IN ('shop-a', 'shop-b')")).isEqualTo(2);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-same' AND scope IN ('shop-a', 'shop-b')")).isEqualTo(2);
     // a request naming no merchant is refused, and nothing runs
     HttpRequest anonymous = HttpRequest.newBuilder(base.resolve("/payments")).header("Content-Type", "application/json")
         .header("Idempotency-Key", "\"k-same\"").POST(HttpRequest.BodyPublishers.ofString("{\"order\":\"o-nobody\",\"amount\":1}")).build();
@@ -333,7 +333,7 @@ class PaymentsApplicationTest {
     HttpResponse<String> early = webhook("evt-refund", "charge.refunded", "o-refund");
     assertThat(early.statusCode()).isEqualTo(503);
     assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isZero();
 
     assertThat(pay("k-refund", "o-refund", 900).statusCode()).isEqualTo(201);
     HttpResponse<String> redelivered = webhook("evt-refund", "charge.refunded", "o-refund");
@@ -343,7 +343,7 @@ class PaymentsApplicationTest {
     assertThat(again.body()).isEqualTo(redelivered.body()).contains("\"refunded\":true");
     assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM payments WHERE order_id = 'o-refund' AND refunded")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isEqualTo(1);
   }
 
   /** Request threads parked in memory behind the first copy of a key (they hold no connection). */

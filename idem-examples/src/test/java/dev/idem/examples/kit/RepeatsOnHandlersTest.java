@@ -111,7 +111,7 @@ class RepeatsOnHandlersTest {
         .target(Targets.handler(copy -> service.charge(copy.key(), copy.intent()))).deliver(PAST_WINDOW).run();
     RepeatReport.Trial t = report.trials().get(0);
     assertThat(chargeRows(t)).isEqualTo(1);
-    assertThat(service.db.count("SELECT count(*) FROM idem.idem_inbox WHERE message_id = ? AND expires_at < now()",
+    assertThat(service.db.count("SELECT count(*) FROM idem_inbox WHERE message_id = ? AND expires_at < now()",
         t.steps().get(1).key())).isEqualTo(1);
     assertThat(report.toString()).contains("--   PAST_WINDOW, intent " + t.intent() + ": 1 effect, outside idem's guarantee,"
         + " not asserted: past the window a repeat is new: size the window to the slowest path")

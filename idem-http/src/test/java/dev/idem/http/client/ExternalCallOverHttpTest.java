@@ -85,7 +85,7 @@ class ExternalCallOverHttpTest {
   Map<String, String> row(IdempotencyKey key) throws SQLException {
     try (Connection c = ds.getConnection();
         PreparedStatement ps = c.prepareStatement("SELECT state, fence::text, call_key, convert_from(result, 'UTF8')"
-            + " FROM idem.idem_keys WHERE scope = ? AND key = ?")) {
+            + " FROM idem_keys WHERE scope = ? AND key = ?")) {
       ps.setString(1, key.scope());
       ps.setString(2, key.value());
       try (ResultSet rs = ps.executeQuery()) {

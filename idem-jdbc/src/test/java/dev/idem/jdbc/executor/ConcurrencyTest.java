@@ -134,7 +134,7 @@ class ConcurrencyTest {
     }
     assertThat(f.count("SELECT count(*) FROM payments WHERE request LIKE 'batch-" + batch + "/%'")).isEqualTo(1000);
     assertThat(f.count("SELECT count(DISTINCT request) FROM payments WHERE request LIKE 'batch-" + batch + "/%'")).isEqualTo(1000);
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'batch-" + batch + "'")).isEqualTo(1000);
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = 'batch-" + batch + "'")).isEqualTo(1000);
     assertThat(seen).hasSize(1000);
     System.out.println(isolation + ": serialization failures surfaced after re-runs: " + surfaced);
     assertThat(seen.values()).allSatisfy(results -> assertThat(results).hasSize(3).containsOnly(results.get(0)));

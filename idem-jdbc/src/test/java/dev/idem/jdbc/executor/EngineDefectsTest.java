@@ -183,7 +183,7 @@ class EngineDefectsTest {
     }
     assertThat(inbox.receive(id, tx -> ExecutorFixture.pay(tx, id, 1)).replayed()).isTrue();
     assertThat(f.payments(id)).isEqualTo(1);
-    assertThat(f.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'stalled' AND message_id = ?", id)).isEqualTo(1);
+    assertThat(f.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'stalled' AND message_id = ?", id)).isEqualTo(1);
   }
 
   /**
@@ -249,7 +249,7 @@ class EngineDefectsTest {
       bound.rollback();
     }
     assertThat(f.payments(request)).isZero(); // nothing of the caller's was committed behind its back
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'proxy' AND key = ?", request)).isZero();
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = 'proxy' AND key = ?", request)).isZero();
   }
 
   /**
@@ -272,7 +272,7 @@ class EngineDefectsTest {
           + " WHERE c.relname = 'payments' AND l.mode = 'ExclusiveLock' AND l.granted")).as("the caller's lock").isEqualTo(1);
       bound.rollback();
     }
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'proxy' AND key = ?", request)).isZero();
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = 'proxy' AND key = ?", request)).isZero();
   }
 
   /**
@@ -295,7 +295,7 @@ class EngineDefectsTest {
     assertThatThrownBy(() -> inbox.receive(request, statements)).isInstanceOf(org.jooq.exception.DataAccessException.class);
     assertThat(f.payments(request)).isZero();
     assertThat(f.keyRows(key)).isZero();
-    assertThat(f.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'long' AND message_id = ?", request)).isZero();
+    assertThat(f.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'long' AND message_id = ?", request)).isZero();
     statements[statements.length - 1] = dsl.query("SELECT 1");
     assertThat(executor.execute(key, Fingerprint.EMPTY, statements).applied()).isTrue();
     assertThat(f.payments(request)).isEqualTo(299);

@@ -113,13 +113,13 @@ final class ExecutorFixture {
   }
 
   long keyRows(IdempotencyKey key) {
-    return count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + key.scope() + "' AND key = '" + key.value() + "'");
+    return count("SELECT count(*) FROM idem_keys WHERE scope = '" + key.scope() + "' AND key = '" + key.value() + "'");
   }
 
   /** The key's row as text, for "unchanged" checks: every column. */
   String keyRow(IdempotencyKey key) {
     try (Connection c = ds.getConnection();
-        PreparedStatement ps = c.prepareStatement("SELECT k::text FROM idem.idem_keys k WHERE scope = ? AND key = ?")) {
+        PreparedStatement ps = c.prepareStatement("SELECT k::text FROM idem_keys k WHERE scope = ? AND key = ?")) {
       ps.setString(1, key.scope());
       ps.setString(2, key.value());
       try (ResultSet rs = ps.executeQuery()) {
@@ -135,21 +135,21 @@ final class ExecutorFixture {
    * clock, which is what the guards judge by (an answer kept in memory ends no later).
    */
   void awaitPastWindow(IdempotencyKey key) throws InterruptedException {
-    Poll.until("the window of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem.idem_keys"
+    Poll.until("the window of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem_keys"
         + " WHERE scope = ? AND key = ? AND expires_at < clock_timestamp()"
         + " AND coalesce(lease_expires_at, '-infinity') < clock_timestamp()", key.scope(), key.value()) == 1);
   }
 
   /** Returns once {@code key}'s lease is over by the database clock. */
   void awaitLeaseOver(IdempotencyKey key) throws InterruptedException {
-    Poll.until("the lease of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem.idem_keys"
+    Poll.until("the lease of " + key + " over on the database clock", () -> count("SELECT count(*) FROM idem_keys"
         + " WHERE scope = ? AND key = ? AND lease_expires_at < clock_timestamp()", key.scope(), key.value()) == 1);
   }
 
   String column(IdempotencyKey key, String column) {
     try (Connection c = ds.getConnection();
         PreparedStatement ps = c.prepareStatement(
-            "SELECT (" + column + ")::text FROM idem.idem_keys WHERE scope = ? AND key = ?")) {
+            "SELECT (" + column + ")::text FROM idem_keys WHERE scope = ? AND key = ?")) {
       ps.setString(1, key.scope());
       ps.setString(2, key.value());
       try (ResultSet rs = ps.executeQuery()) {

@@ -150,7 +150,7 @@ class ExpiryTest {
     f.awaitPastWindow(key); // past the window
     assertThat(shortMemory.expire()).isGreaterThanOrEqualTo(1);
     assertThat(f.keyRows(key)).as("the completed external key is deleted").isZero();
-    assertThat(f.count("SELECT last_value FROM idem.idem_fence_floor")).isGreaterThanOrEqualTo(bToken);
+    assertThat(f.count("SELECT last_value FROM idem_fence_floor")).isGreaterThanOrEqualTo(bToken);
 
     Execution<String> d = shortMemory.executeExternal(key, Fingerprint.of("intent D"), Codec.utf8(), attempt -> "" + attempt.token().value());
     wake.countDown();
@@ -170,7 +170,7 @@ class ExpiryTest {
     IdempotencyKey key = IdempotencyKey.of("retention", UUID.randomUUID().toString());
     shortMemory.executeExternal(key, Fingerprint.of("first"), Codec.utf8(), attempt -> "first");
     // Many takeovers in its life: the row's fence is far above the floor a new claim would read now.
-    f.sql("UPDATE idem.idem_keys SET fence = (SELECT last_value FROM idem.idem_fence_floor) + 50,"
+    f.sql("UPDATE idem_keys SET fence = (SELECT last_value FROM idem_fence_floor) + 50,"
         + " expires_at = clock_timestamp() - interval '1 second' WHERE key = '" + key.value() + "'");
     long deletedFence = Long.parseLong(f.column(key, "fence"));
     try (Connection gate = f.ds.getConnection()) {
@@ -178,7 +178,7 @@ class ExpiryTest {
       // its delete not committed yet.
       gate.setAutoCommit(false);
       try (Statement st = gate.createStatement()) {
-        st.execute("SELECT pg_advisory_xact_lock(hashtext('idem.idem_fence_floor'))");
+        st.execute("SELECT pg_advisory_xact_lock(hashtext('idem_fence_floor'))");
       }
       CompletableFuture<Long> expiry = CompletableFuture.supplyAsync(shortMemory::expire);
       Poll.until("expiry waits to raise the floor", () -> waiting("Lock", "%idem_raise_fence_floor%") == 1);
@@ -209,12 +209,12 @@ class ExpiryTest {
     for (int i = 0; i < 7; i++) {
       executor.execute(IdempotencyKey.of(scope, "k-" + i), Fingerprint.EMPTY, Codec.none(), tx -> null);
     }
-    f.sql("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE scope = '" + scope + "'");
+    f.sql("UPDATE idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE scope = '" + scope + "'");
     org.assertj.core.api.Assertions.assertThatThrownBy(() -> f.idem.useTransaction(tx -> {
       assertThat(executor.expire()).isGreaterThanOrEqualTo(7);
       throw new IllegalStateException("the caller's transaction rolls back");
     })).hasMessageContaining("rolls back");
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "'")).isZero();
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = '" + scope + "'")).isZero();
   }
 
   @Test
@@ -224,11 +224,11 @@ class ExpiryTest {
     for (int i = 0; i < 3; i++) {
       executor.execute(IdempotencyKey.of(scope, "k-" + i), Fingerprint.EMPTY, Codec.none(), tx -> null);
     }
-    f.sql("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE scope = '" + scope + "'");
+    f.sql("UPDATE idem_keys SET expires_at = clock_timestamp() - interval '1 second' WHERE scope = '" + scope + "'");
     java.util.concurrent.CompletableFuture<Void> caller = java.util.concurrent.CompletableFuture.runAsync(() ->
         f.idem.useTransaction(tx -> {
           // the caller holds one expired row (as a re-claim of it would), then expires keys
-          tx.dsl().execute("SELECT 1 FROM idem.idem_keys WHERE scope = ? AND key = 'k-0' FOR UPDATE", scope);
+          tx.dsl().execute("SELECT 1 FROM idem_keys WHERE scope = ? AND key = 'k-0' FOR UPDATE", scope);
           executor.expire();
         }));
     try {
@@ -237,8 +237,8 @@ class ExpiryTest {
       f.sql("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
       throw new AssertionError("expire() waited on a row its caller's own transaction holds");
     }
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "' AND key = 'k-0'")).isEqualTo(1);
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "'")).isEqualTo(1);
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = '" + scope + "' AND key = 'k-0'")).isEqualTo(1);
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = '" + scope + "'")).isEqualTo(1);
   }
 
   @Test
@@ -261,20 +261,20 @@ class ExpiryTest {
     } catch (IOException expected) {
       // ending the lease is what the policy does; give it a live one again below
     }
-    f.sql("UPDATE idem.idem_keys SET lease_expires_at = clock_timestamp() + interval '1 hour' WHERE key = 'holding' AND scope = '" + scope + "'");
+    f.sql("UPDATE idem_keys SET lease_expires_at = clock_timestamp() + interval '1 hour' WHERE key = 'holding' AND scope = '" + scope + "'");
     while (executor.expire() > 0) {
       // first forget what other tests of this class left past its window
     }
     // Time passes for the old ones (the test moves their window's end instead of sleeping an hour).
-    f.sql("UPDATE idem.idem_keys SET expires_at = clock_timestamp() - interval '1 second'"
+    f.sql("UPDATE idem_keys SET expires_at = clock_timestamp() - interval '1 second'"
         + " WHERE scope = '" + scope + "' AND (key LIKE 'old-%' OR key = 'holding')");
     f.events.clear();
 
     assertThat(executor.expire()).as("two batches of ten at most").isEqualTo(20);
     assertThat(executor.expire()).isEqualTo(5);
     assertThat(executor.expire()).isZero();
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "' AND key LIKE 'old-%'")).isZero();
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = '" + scope + "' AND key LIKE 'young-%'")).isEqualTo(5);
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = '" + scope + "' AND key LIKE 'old-%'")).isZero();
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = '" + scope + "' AND key LIKE 'young-%'")).isEqualTo(5);
     assertThat(f.keyRows(holding)).isEqualTo(1);
     assertThat(f.events.of(IdemEvent.Expired.class)).extracting(IdemEvent.Expired::count).containsExactly(20L, 5L);
   }

@@ -205,7 +205,7 @@ class ExternalEffectTest {
       throw new IOException("read timed out"); // ... but the answer was lost
     })).isInstanceOf(IOException.class).hasMessage("read timed out");
     assertThat(f.column(key, "state")).isEqualTo("I");
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE key = '" + key.value()
         + "' AND lease_expires_at <= clock_timestamp()")).as("lease ended at once").isEqualTo(1);
 
     Execution<String> e = takenOverWithTheResolverAsked(key, 70);
@@ -219,7 +219,7 @@ class ExternalEffectTest {
     IdempotencyKey key = newKey();
     String callKey = Keys.child(key, "external").value();
     Provider.charge(f.ds, callKey, 40); // the holder's charge went through, then the holder died
-    f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
+    f.sql("INSERT INTO idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
         + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
         + " now() - interval '2 days', '" + callKey + "', now() - interval '3 days', now() - interval '2 days')");
     takenOverWithTheResolverAsked(key, 40);
@@ -244,7 +244,7 @@ class ExternalEffectTest {
     Fingerprint first = Fingerprint.of("request a");
     Fingerprint other = Fingerprint.of("request b");
     String callKey = Keys.child(key, "external").value();
-    f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
+    f.sql("INSERT INTO idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
         + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', decode('" + first.hex() + "', 'hex'), 'I', 1,"
         + " now() + interval '1 hour', '" + callKey + "', now() - interval '2 days', now() - interval '1 day')");
     String before = f.keyRow(key);
@@ -263,7 +263,7 @@ class ExternalEffectTest {
     assertThat(f.events.of(IdemEvent.FingerprintMismatch.class, key)).isEmpty();
 
     // The attempt's lease ends: the key starts a new life for the other request, with a new token.
-    f.sql("UPDATE idem.idem_keys SET lease_expires_at = now() - interval '1 second' WHERE key = '" + key.value() + "'");
+    f.sql("UPDATE idem_keys SET lease_expires_at = now() - interval '1 second' WHERE key = '" + key.value() + "'");
     Execution<String> runs = impatient.executeExternal(key, other, Codec.utf8(), a -> {
       called.incrementAndGet();
       return Provider.charge(f.ds, a.callKey().value(), 7);
@@ -322,7 +322,7 @@ class ExternalEffectTest {
         .isInstanceOf(CodecException.class).hasMessageContaining("no encoding for ok").hasMessageContaining("nothing was stored");
     assertThat(f.column(key, "state")).isEqualTo("I");
     assertThat(f.column(key, "result")).isNull();
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE key = '" + key.value()
         + "' AND lease_expires_at <= clock_timestamp()")).isEqualTo(1);
   }
 

@@ -47,7 +47,7 @@ class ExternalIsolationTest {
   }
 
   /** Another copy's takeover of the key's ended lease. */
-  static final String TAKE_OVER = "UPDATE idem.idem_keys SET fence = fence + 1,"
+  static final String TAKE_OVER = "UPDATE idem_keys SET fence = fence + 1,"
       + " lease_expires_at = now() + interval '30 seconds' WHERE scope = ? AND key = ?";
 
   /** An executor on {@code pool}, answering "in flight" at once. */
@@ -104,7 +104,7 @@ class ExternalIsolationTest {
   void aClaimThatWaitedOnAnotherCopysClaimIsInFlight(String isolation) throws Exception {
     IdempotencyKey key = newKey();
     // another copy's phase 1: the key in flight with a live lease
-    Execution<String> got = copyBehind(isolation, key, "INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence,"
+    Execution<String> got = copyBehind(isolation, key, "INSERT INTO idem_keys (scope, key, fingerprint, state, fence,"
         + " lease_expires_at, call_key, created_at, expires_at) VALUES (?, ?, substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
         + " now() + interval '30 seconds', 'other-copy', now(), now() + interval '1 day')");
     assertThat(got).isInstanceOf(Execution.InFlight.class);
@@ -116,7 +116,7 @@ class ExternalIsolationTest {
   @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aTakeoverThatWaitedOnAnotherCopysTakeoverIsInFlight(String isolation) throws Exception {
     IdempotencyKey key = newKey();
-    f.sql("INSERT INTO idem.idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
+    f.sql("INSERT INTO idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
         + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
         + " now() - interval '1 second', 'crashed-copy', now(), now() + interval '1 day')");
     assertThat(copyBehind(isolation, key, TAKE_OVER)).isInstanceOf(Execution.InFlight.class);
@@ -145,7 +145,7 @@ class ExternalIsolationTest {
       assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
       other.setAutoCommit(false);
       if (afterLeaseEnds) {
-        Poll.until("the holder's lease over on the database clock", () -> f.count("SELECT count(*) FROM idem.idem_keys"
+        Poll.until("the holder's lease over on the database clock", () -> f.count("SELECT count(*) FROM idem_keys"
             + " WHERE scope = ? AND key = ? AND lease_expires_at <= clock_timestamp()", key.scope(), key.value()) == 1);
       }
       run(other, write, key);
@@ -178,7 +178,7 @@ class ExternalIsolationTest {
   @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aRecordThatWaitedOnAWriteLeavingItsTokenIsRecorded(String isolation) throws Exception {
     IdempotencyKey key = newKey();
-    assertThat(recordBehind(isolation, key, "UPDATE idem.idem_keys SET call_key = call_key WHERE scope = ? AND key = ?",
+    assertThat(recordBehind(isolation, key, "UPDATE idem_keys SET call_key = call_key WHERE scope = ? AND key = ?",
         false)).isEqualTo(new Execution.Applied<>("charged"));
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");

@@ -143,7 +143,7 @@ class ExternalRecordTest {
       return charge;
     })).isInstanceOf(DataAccessException.class);
     assertThat(state(key)).as("the outcome is unknown to idem: in flight").isEqualTo("I");
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'record' AND key = ? AND lease_expires_at <= clock_timestamp()",
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = 'record' AND key = ? AND lease_expires_at <= clock_timestamp()",
         key.value())).as("the lease was ended").isEqualTo(1);
 
     Execution<String> retry = executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {

@@ -244,7 +244,7 @@ class LocalEffectTest {
 
   @Test
   void badInputIsRefusedBeforeAnythingIsWritten() {
-    long keysBefore = f.count("SELECT count(*) FROM idem.idem_keys");
+    long keysBefore = f.count("SELECT count(*) FROM idem_keys");
     IdempotencyKey key = newKey();
     assertThatThrownBy(() -> executor.execute(null, Fingerprint.EMPTY, Codec.utf8(), tx -> "x"))
         .isInstanceOf(IllegalArgumentException.class).hasMessage("key must not be null");
@@ -267,7 +267,7 @@ class LocalEffectTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("value must not be empty");
     assertThatThrownBy(() -> IdempotencyKey.of("tenant", "x".repeat(256)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("at most 255");
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keysBefore);
+    assertThat(f.count("SELECT count(*) FROM idem_keys")).isEqualTo(keysBefore);
   }
 
   @Test
@@ -297,7 +297,7 @@ class LocalEffectTest {
     IdempotencyKey key = IdempotencyKey.of("orders", "longest-" + UUID.randomUUID());
     assertThat(longest.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)).applied()).isTrue();
     assertThat(f.payments(key.value())).isEqualTo(1);
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE key = '" + key.value()
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE key = '" + key.value()
         + "' AND expires_at > now() + interval '99 years'")).isEqualTo(1);
   }
 

@@ -176,7 +176,7 @@ class ReadFirstTest {
     assertThat(Taken.now().since(before)).as("the read finds 6 newer; the claim's transaction applies it").isEqualTo(new Taken(2, 1));
     assertThat(f.count("SELECT (string_agg(seq::text, ',' ORDER BY seq) = '5,6')::int FROM read_first_prices WHERE entity = ?::text",
         entity)).as("one effect per applied number: 5, 6").isEqualTo(1);
-    assertThat(f.count("SELECT last_applied FROM idem.idem_sequences WHERE stream = 'read-first' AND entity = ?::text", entity))
+    assertThat(f.count("SELECT last_applied FROM idem_sequences WHERE stream = 'read-first' AND entity = ?::text", entity))
         .isEqualTo(6);
   }
 
@@ -269,7 +269,7 @@ class ReadFirstTest {
     Taken before = Taken.now();
     assertThat(reader.execute(key, Fingerprint.EMPTY, Codec.bytes(), tx -> new byte[] {9}).value()).containsExactly(stored);
     assertThat(Taken.now().since(before)).isEqualTo(new Taken(0, 0));
-    assertThat(f.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ? AND result = '\\x010203'::bytea",
+    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ? AND result = '\\x010203'::bytea",
         key.scope(), key.value())).isEqualTo(1);
   }
 

@@ -56,7 +56,7 @@ class InboxBatchTest {
 
   @BeforeEach
   void clean() {
-    db.execute("TRUNCATE charges; TRUNCATE idem.idem_inbox");
+    db.execute("TRUNCATE charges; TRUNCATE idem_inbox");
     events.clear();
   }
 
@@ -69,7 +69,7 @@ class InboxBatchTest {
   }
 
   static long inboxRows(String id) {
-    return db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'billing' AND message_id = ?", id);
+    return db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'billing' AND message_id = ?", id);
   }
 
   /** The charges per message id, as the database holds them. */
@@ -108,7 +108,7 @@ class InboxBatchTest {
     assertThat(replay.applied()).isEmpty();
     Map<String, Long> perId = chargesPerId();
     assertThat(perId).hasSize(500).allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'billing'")).isEqualTo(500);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'billing'")).isEqualTo(500);
 
     // events: one applied per id, then one replay per id with its age
     assertThat(events.of(IdemEvent.Applied.class)).hasSize(500);
@@ -242,7 +242,7 @@ class InboxBatchTest {
     java.util.Set<String> delivered = deliveries.stream().flatMap(List::stream).map(Msg::id).collect(Collectors.toSet());
     assertThat(perId.keySet()).isEqualTo(delivered);
     assertThat(perId).allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'billing'")).isEqualTo(delivered.size());
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'billing'")).isEqualTo(delivered.size());
     assertThat(events.of(IdemEvent.Applied.class)).hasSize(delivered.size());
     System.out.println("in flight, redelivered: " + inFlight);
   }
@@ -256,7 +256,7 @@ class InboxBatchTest {
       throw new IOException("the caller's work failed");
     })).isInstanceOf(IOException.class);
     assertThat(db.count("SELECT count(*) FROM charges")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox")).isZero();
 
     // committed with the caller's transaction, the caller's own write beside it
     idem.useTransaction(tx -> {
@@ -272,7 +272,7 @@ class InboxBatchTest {
     assertThat(charges("caller")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM charges WHERE message_id LIKE 't-%'")).isEqualTo(19);
     assertThat(inboxRows("t-7")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox")).isEqualTo(19);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox")).isEqualTo(19);
   }
 
   @Test
@@ -346,12 +346,12 @@ class InboxBatchTest {
     assertThat(brief.receiveAll(msgs, Msg::id, InboxBatchTest::charge).applied()).hasSize(5);
     assertThat(brief.receiveAll(msgs, Msg::id, InboxBatchTest::charge).duplicates()).hasSize(5);
     Poll.until("the ids past their window on the database clock",
-        () -> db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND expires_at >= clock_timestamp()") == 0);
+        () -> db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'brief' AND expires_at >= clock_timestamp()") == 0);
     List<Msg> mixed = new ArrayList<>(msgs);
     mixed.add(new Msg("e-new", 1));
     assertThat(brief.receiveAll(mixed, Msg::id, InboxBatchTest::charge).applied()).containsExactlyElementsOf(mixed);
     assertThat(chargesPerId()).containsEntry("e-0", 2L).containsEntry("e-4", 2L).containsEntry("e-new", 1L);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'")).isEqualTo(6);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'brief'")).isEqualTo(6);
   }
 
   @Test
@@ -376,7 +376,7 @@ class InboxBatchTest {
           .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("messages[3]");
     }
     assertThat(db.count("SELECT count(*) FROM charges")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox")).isZero();
   }
 
   @Test
@@ -386,6 +386,6 @@ class InboxBatchTest {
     });
     assertThat(r.failed()).hasSize(2).allSatisfy(f -> assertThat(f.error()).isInstanceOf(IllegalStateException.class));
     assertThat(db.count("SELECT count(*) FROM charges")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_inbox")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox")).isZero();
   }
 }

@@ -72,7 +72,7 @@ class InboxStatementsTest {
   }
 
   static long inboxRows(String consumer, String id) {
-    return db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = '" + consumer + "' AND message_id = '" + id + "'");
+    return db.count("SELECT count(*) FROM idem_inbox WHERE consumer = '" + consumer + "' AND message_id = '" + id + "'");
   }
 
   /** A new inbox of the consumer: it remembers no id, so its copies meet the row in the claim. */
@@ -128,7 +128,7 @@ class InboxStatementsTest {
     Inbox brief = idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(1))).build();
     String id = newId();
     assertThat(brief.receive(id, charge(id, 1))).matches(Execution::applied);
-    Poll.until("the id past its window on the database clock", () -> db.count("SELECT count(*) FROM idem.idem_inbox"
+    Poll.until("the id past its window on the database clock", () -> db.count("SELECT count(*) FROM idem_inbox"
         + " WHERE consumer = 'brief' AND message_id = ? AND expires_at < clock_timestamp()", id) == 1);
     assertThat(idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(1))).build().receive(id, charge(id, 2)))
         .matches(Execution::applied);

@@ -50,7 +50,7 @@ class InboxTest {
 
   @BeforeEach
   void clean() throws SQLException {
-    sql("TRUNCATE charges; TRUNCATE idem.idem_inbox");
+    sql("TRUNCATE charges; TRUNCATE idem_inbox");
   }
 
   static void sql(String s) {
@@ -66,7 +66,7 @@ class InboxTest {
   }
 
   static long inboxRows(String consumer, String id) {
-    return count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = '" + consumer + "' AND message_id = '" + id + "'");
+    return count("SELECT count(*) FROM idem_inbox WHERE consumer = '" + consumer + "' AND message_id = '" + id + "'");
   }
 
   static void charge(dev.idem.jdbc.tx.Tx tx, String id) {
@@ -223,7 +223,7 @@ class InboxTest {
     }
     assertThat(charges("caller-after-failures")).isEqualTo(1);
     assertThat(count("SELECT count(*) FROM charges WHERE message_id LIKE 'm-sp-%'")).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE message_id LIKE 'm-sp-%'")).isZero();
+    assertThat(count("SELECT count(*) FROM idem_inbox WHERE message_id LIKE 'm-sp-%'")).isZero();
   }
 
   /**
@@ -320,7 +320,7 @@ class InboxTest {
     assertThatThrownBy(() -> idem.inbox("c").window(DedupeWindow.of(Duration.ofDays(200 * 366))).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("window");
     assertThat(count("SELECT count(*) FROM charges")).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_inbox")).isZero();
+    assertThat(count("SELECT count(*) FROM idem_inbox")).isZero();
   }
 
   @Test
@@ -333,20 +333,20 @@ class InboxTest {
     }
     assertThat(billing.receive("m-10", tx -> {})).matches(Execution::applied); // another consumer, long window
     // the database clock decides: wait until the database says the window is over
-    Poll.until("m-9 past its window on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+    Poll.until("m-9 past its window on the database clock", () -> count("SELECT count(*) FROM idem_inbox"
         + " WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 1);
     assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).matches(Execution::applied);
     assertThat(charges("m-9")).isEqualTo(2);
     assertThat(inboxRows("brief", "m-9")).isEqualTo(1);
 
-    Poll.until("the bulk ids past their window on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+    Poll.until("the bulk ids past their window on the database clock", () -> count("SELECT count(*) FROM idem_inbox"
         + " WHERE consumer = 'brief' AND expires_at >= clock_timestamp() AND message_id <> 'm-9'") == 0);
-    long before = count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'");
+    long before = count("SELECT count(*) FROM idem_inbox WHERE consumer = 'brief'");
     long deleted = brief.expire(); // three batches of at most 1000
     // all 2500 bulk ids were past their window; the re-claimed m-9 may or may not be by now
     assertThat(deleted).isBetween(2500L, 2501L);
-    assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief'")).isEqualTo(before - deleted);
-    assertThat(count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'brief' AND message_id LIKE 'bulk-%'")).isZero();
+    assertThat(count("SELECT count(*) FROM idem_inbox WHERE consumer = 'brief'")).isEqualTo(before - deleted);
+    assertThat(count("SELECT count(*) FROM idem_inbox WHERE consumer = 'brief' AND message_id LIKE 'bulk-%'")).isZero();
     assertThat(inboxRows("billing", "m-10")).isEqualTo(1);
   }
 
@@ -368,7 +368,7 @@ class InboxTest {
     }).build();
     Inbox inbox = watched.inbox("watched").window(DedupeWindow.of(Duration.ofDays(1))).build();
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::applied);
-    Poll.until("m-11 50 ms old on the database clock", () -> count("SELECT count(*) FROM idem.idem_inbox"
+    Poll.until("m-11 50 ms old on the database clock", () -> count("SELECT count(*) FROM idem_inbox"
         + " WHERE consumer = 'watched' AND message_id = 'm-11' AND received_at <= clock_timestamp() - interval '50 milliseconds'") == 1);
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::replayed);
     assertThat(charges("m-11")).isEqualTo(1);

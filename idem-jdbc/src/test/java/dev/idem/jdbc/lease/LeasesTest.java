@@ -65,7 +65,7 @@ class LeasesTest {
 
   /** The lease row: "holder token", or "none". */
   static String leaseRow(String resource) throws SQLException {
-    return query("SELECT coalesce(holder, '-') || ' ' || token FROM idem.idem_leases WHERE resource = ?", resource);
+    return query("SELECT coalesce(holder, '-') || ' ' || token FROM idem_leases WHERE resource = ?", resource);
   }
 
   static long writes(String resource) throws SQLException {
@@ -75,7 +75,7 @@ class LeasesTest {
   /** Waits until the database clock is past the lease's end; never trusts the JVM clock. */
   static void awaitExpiryOnDatabaseClock(String resource) throws Exception {
     Poll.until("the lease on " + resource + " over on the database clock",
-        () -> db.count("SELECT count(*) FROM idem.idem_leases WHERE resource = ? AND expires_at <= clock_timestamp()", resource) == 1);
+        () -> db.count("SELECT count(*) FROM idem_leases WHERE resource = ? AND expires_at <= clock_timestamp()", resource) == 1);
   }
 
   static void write(Lease lease) throws SQLException {
@@ -168,7 +168,7 @@ class LeasesTest {
       assertThat(leaseRow(resource)).isEqualTo("- " + (i + 1));
     }
     assertThat(tokens).containsExactly(1L, 2L, 3L, 4L, 5L);
-    assertThat(query("SELECT count(*) FROM idem.idem_leases WHERE resource = ?", resource)).isEqualTo("1");
+    assertThat(query("SELECT count(*) FROM idem_leases WHERE resource = ?", resource)).isEqualTo("1");
     assertThat(events.of(IdemEvent.LeaseTakenOver.class)).noneMatch(e -> e.key().value().equals(resource));
   }
 
@@ -177,15 +177,15 @@ class LeasesTest {
     String resource = "renewals";
     Lease a = leases.acquire(resource, "worker-a", Duration.ofSeconds(30)).orElseThrow();
     Instant firstEnd = a.expiresAt();
-    String before = query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", resource);
+    String before = query("SELECT expires_at::text FROM idem_leases WHERE resource = ?", resource);
     // Someone else, even with the right token, cannot extend it.
     assertThat(leases.renew(resource, "mallory", a.token(), LONG)).isFalse();
     assertThat(leases.renew(resource, "worker-a", a.token().next(), LONG)).isFalse();
-    assertThat(query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", resource)).isEqualTo(before);
+    assertThat(query("SELECT expires_at::text FROM idem_leases WHERE resource = ?", resource)).isEqualTo(before);
     // The holder can, and the database's end time moves.
     assertThat(a.renew(LONG)).isTrue();
     assertThat(a.expiresAt()).isAfter(firstEnd);
-    assertThat(query("SELECT (expires_at > clock_timestamp() + interval '4 minutes')::text FROM idem.idem_leases"
+    assertThat(query("SELECT (expires_at > clock_timestamp() + interval '4 minutes')::text FROM idem_leases"
         + " WHERE resource = ?", resource)).isEqualTo("true");
     assertThat(leaseRow(resource)).isEqualTo("worker-a 1");
 
@@ -220,7 +220,7 @@ class LeasesTest {
     try (HikariDataSource strictPool = db.dataSource(6, isolation); Connection other = ds.getConnection()) {
       Leases strict = Idem.builder(strictPool).build().leases();
       other.setAutoCommit(false);
-      try (var ps = other.prepareStatement("INSERT INTO idem.idem_leases (resource, holder, token, expires_at)"
+      try (var ps = other.prepareStatement("INSERT INTO idem_leases (resource, holder, token, expires_at)"
           + " VALUES (?, 'worker-a', 1, clock_timestamp() + interval '5 minutes')")) {
         ps.setString(1, job);
         ps.executeUpdate();
@@ -314,12 +314,12 @@ class LeasesTest {
     assertThat(leaseRow("bad-input")).isEqualTo("none");
 
     Lease l = leases.acquire("bad-renew", "h", LONG).orElseThrow();
-    String before = query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", "bad-renew");
+    String before = query("SELECT expires_at::text FROM idem_leases WHERE resource = ?", "bad-renew");
     assertThatThrownBy(() -> l.renew(Duration.ZERO))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ttl");
     assertThatThrownBy(() -> leases.renew("bad-renew", "h", null, LONG))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("token");
-    assertThat(query("SELECT expires_at::text FROM idem.idem_leases WHERE resource = ?", "bad-renew"))
+    assertThat(query("SELECT expires_at::text FROM idem_leases WHERE resource = ?", "bad-renew"))
         .isEqualTo(before);
   }
 
@@ -365,7 +365,7 @@ class LeasesTest {
       holder.shutdownNow();
     }
     // nothing changed: w1 still holds the first grant
-    assertThat(db.count("SELECT count(*) FROM idem.idem_leases WHERE resource = ? AND holder = 'w1' AND token = ?",
+    assertThat(db.count("SELECT count(*) FROM idem_leases WHERE resource = ? AND holder = 'w1' AND token = ?",
         resource, held.token().value())).isEqualTo(1);
   }
 

@@ -78,7 +78,7 @@ class NotificationsTest {
       // Once recorded, every redelivery is a duplicate.
       assertThat(receipts.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
       assertThat(sends(id)).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = ?", id)).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = ?", id)).isEqualTo(1);
     }
   }
 
@@ -117,13 +117,13 @@ class NotificationsTest {
       assertThat(((SendResult.InFlight) whileAlive).retryAfter()).isPositive().isLessThanOrEqualTo(Duration.ofSeconds(2));
       assertThat(sends("otp-7")).isEqualTo(1);
       // The lease ends by the database clock: the redelivery takes the claim over and sends again.
-      Poll.until("the first sender's lease over on the database clock", () -> db.count("SELECT count(*) FROM idem.idem_keys"
+      Poll.until("the first sender's lease over on the database clock", () -> db.count("SELECT count(*) FROM idem_keys"
           + " WHERE key = 'otp-7' AND state = 'I' AND lease_expires_at < clock_timestamp()") == 1);
       SendResult afterDeath = codes.send(n, NotificationsTest::record);
       assertThat(afterDeath).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-7"), true));
       assertThat(sends("otp-7")).isEqualTo(2);
       assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'otp-7' AND takeover")).isEqualTo(1);
-      assertThat(db.count("SELECT fence FROM idem.idem_keys WHERE key = 'otp-7'")).isEqualTo(2);
+      assertThat(db.count("SELECT fence FROM idem_keys WHERE key = 'otp-7'")).isEqualTo(2);
       release.countDown();
       first.get(30, TimeUnit.SECONDS); // its late record is fenced off; the message went out either way
       assertThat(codes.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
@@ -153,7 +153,7 @@ class NotificationsTest {
     // Claimed before the send: the redelivery does not send. The digest is lost, never doubled.
     assertThat(digest.send(d, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
     assertThat(sends("digest-w40")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'digest-w40' AND state = 'C'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'digest-w40' AND state = 'C'")).isEqualTo(1);
   }
 
   @Test
@@ -168,7 +168,7 @@ class NotificationsTest {
     assertThat(results.stream().filter(r -> r instanceof SendResult.Capped)).hasSize(13)
         .allSatisfy(r -> assertThat(r).isEqualTo(new SendResultValue.CappedValue("order-77", cap)));
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
-    assertThat(db.count("SELECT cardinality(sent_at) FROM idem.idem_notification_caps"
+    assertThat(db.count("SELECT cardinality(sent_at) FROM idem_notification_caps"
         + " WHERE cap = 'transactional-email' AND recipient = 'order-77'")).isEqualTo(3);
     // A refused notification stays refused: its redelivery is answered Capped, not sent later.
     int refused = results.indexOf(results.stream().filter(r -> !(r instanceof SendResult.Sent)).findFirst().orElseThrow());
@@ -221,7 +221,7 @@ class NotificationsTest {
         assertThat(results).allSatisfy(r -> assertThat(r).isInstanceOfAny(SendResult.Sent.class,
             SendResult.Duplicate.class, SendResult.InFlight.class));
         assertThat(sends(id)).as(id).isEqualTo(1);
-        assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = ?"
+        assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = ?"
             + " AND state = 'C' AND fence = 1", id)).as(id).isEqualTo(1);
       }
     }
@@ -244,23 +244,23 @@ class NotificationsTest {
         throw new java.io.IOException("SMTP timeout");
       })).hasMessage("SMTP timeout");
     }
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life')"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life')"
         + " AND state = 'I' AND fence = 1 AND lease_expires_at <= clock_timestamp()")).isEqualTo(2);
-    Poll.until("both past their 1 s window, by the database clock", () -> db.count("SELECT count(*) FROM idem.idem_keys"
+    Poll.until("both past their 1 s window, by the database clock", () -> db.count("SELECT count(*) FROM idem_keys"
         + " WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life') AND expires_at < clock_timestamp()") == 2);
 
     SendResult other = shortLived.send(new Notification("new-life", "email", "order-6"), NotificationsTest::record);
     assertThat(other).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("new-life"), false));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'new-life' AND recipient = 'order-6'"
         + " AND NOT takeover")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = 'new-life'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = 'new-life'"
         + " AND state = 'C' AND fence = 2")).isEqualTo(1);
     assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "new-life"))).isEmpty();
 
     SendResult same = shortLived.send(new Notification("same-life", "email", "order-5"), NotificationsTest::record);
     assertThat(same).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("same-life"), true));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'same-life' AND takeover")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'notify/email' AND key = 'same-life'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = 'same-life'"
         + " AND state = 'C' AND fence = 2")).isEqualTo(1);
     assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "same-life"))).hasSize(1);
   }
@@ -288,7 +288,7 @@ class NotificationsTest {
       });
       assertThat(first).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-terminated"), false));
       assertThat(sends("otp-terminated")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-terminated' AND state = 'C'"
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'otp-terminated' AND state = 'C'"
           + " AND fence = 1")).as("recorded under the attempt's own token").isEqualTo(1);
       assertThat(codes.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
       assertThat(sends("otp-terminated")).isEqualTo(1);
@@ -308,20 +308,20 @@ class NotificationsTest {
     try {
       assertThatThrownBy(() -> codes.send(n, out -> {
         record(out);
-        db.execute("ALTER TABLE idem.idem_keys ADD CONSTRAINT no_completion_of_otp_refused"
+        db.execute("ALTER TABLE idem_keys ADD CONSTRAINT no_completion_of_otp_refused"
             + " CHECK (key <> 'otp-refused' OR state <> 'C') NOT VALID");
       })).isInstanceOf(DataAccessException.class).hasMessageContaining("no_completion_of_otp_refused");
     } finally {
-      db.execute("ALTER TABLE idem.idem_keys DROP CONSTRAINT IF EXISTS no_completion_of_otp_refused");
+      db.execute("ALTER TABLE idem_keys DROP CONSTRAINT IF EXISTS no_completion_of_otp_refused");
     }
     assertThat(sends("otp-refused")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-refused' AND state = 'I'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'otp-refused' AND state = 'I'"
         + " AND fence = 1 AND lease_expires_at <= clock_timestamp()")).as("the lease was ended").isEqualTo(1);
 
     SendResult redelivered = codes.send(n, NotificationsTest::record);
     assertThat(redelivered).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-refused"), true));
     assertThat(sends("otp-refused")).isEqualTo(2);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'otp-refused' AND state = 'C'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'otp-refused' AND state = 'C'"
         + " AND fence = 2")).isEqualTo(1);
   }
 
@@ -380,13 +380,13 @@ class NotificationsTest {
       // Sent, then died before "sent" was recorded: the redelivery takes over and sends again.
       assertThat(redelivered).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId(id), true));
       assertThat(sends(id)).isEqualTo(2);
-      assertThat(db.count("SELECT fence FROM idem.idem_keys WHERE key = ?", id)).isEqualTo(2);
+      assertThat(db.count("SELECT fence FROM idem_keys WHERE key = ?", id)).isEqualTo(2);
     } else {
       // "Sending" was recorded before the send: nothing sends it again.
       assertThat(redelivered).isInstanceOf(SendResult.Duplicate.class);
       assertThat(sends(id)).isEqualTo(1);
     }
     assertThat(db.count("SELECT count(DISTINCT collapse_id) FROM sends WHERE notification_id = ?", id)).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ? AND state = 'C'", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = ? AND state = 'C'", id)).isEqualTo(1);
   }
 }

@@ -88,7 +88,7 @@ class OperationsTest {
 
   static String row(IdempotencyKey key) {
     return query("SELECT state::text || ' ' || fence || ' ' || call_key || ' ' || coalesce(convert_from(result, 'UTF8'), '-')"
-        + " FROM idem.idem_keys WHERE scope = ? AND key = ?", key.scope(), key.value());
+        + " FROM idem_keys WHERE scope = ? AND key = ?", key.scope(), key.value());
   }
 
   static StuckKey listed(IdempotencyKey key) {
@@ -113,7 +113,7 @@ class OperationsTest {
       }
     });
     assertThat(inCall.await(10, TimeUnit.SECONDS)).isTrue();
-    Poll.until("the call's 200 ms lease over on the database clock", () -> db.count("SELECT count(*) FROM idem.idem_keys"
+    Poll.until("the call's 200 ms lease over on the database clock", () -> db.count("SELECT count(*) FROM idem_keys"
         + " WHERE scope = ? AND key = ? AND lease_expires_at < clock_timestamp()", key.scope(), key.value()) == 1);
     StuckKey s = listed(key);
     assertThat(s).isNotNull();
@@ -194,7 +194,7 @@ class OperationsTest {
 
   @Test
   void redriveChangesExactlyTheParkedRowsItNames() {
-    db.execute("DELETE FROM idem.idem_outbox");
+    db.execute("DELETE FROM idem_outbox");
     List<UUID> ids = idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), List.of(
         NewMessage.of("a", new byte[] {1}).withAggregateKey("k1"), NewMessage.of("a", new byte[] {2}).withAggregateKey("k2"),
         NewMessage.of("a", new byte[] {3}).withAggregateKey("k3"), NewMessage.of("b", new byte[] {4}).withAggregateKey("k4"))));
@@ -233,7 +233,7 @@ class OperationsTest {
   private static String statuses(List<UUID> ids) {
     StringBuilder s = new StringBuilder();
     for (UUID id : ids) {
-      s.append(s.length() == 0 ? "" : " ").append(query("SELECT status FROM idem.idem_outbox WHERE id = ?", id));
+      s.append(s.length() == 0 ? "" : " ").append(query("SELECT status FROM idem_outbox WHERE id = ?", id));
     }
     return s.toString();
   }

@@ -43,10 +43,10 @@ class OutboxEventsLayoutTest {
     List<Event> seen = new ArrayList<>();
     long[] insertedDeleted = idem.inTransaction(tx -> {
       // a trigger keeps a copy of what the insert wrote, before the delete: the row as Debezium decodes it
-      tx.dsl().execute("CREATE TEMP TABLE seen (LIKE idem.idem_outbox_events) ON COMMIT DROP");
+      tx.dsl().execute("CREATE TEMP TABLE seen (LIKE idem_outbox_events) ON COMMIT DROP");
       tx.dsl().execute("CREATE FUNCTION pg_temp.keep() RETURNS trigger LANGUAGE plpgsql AS"
           + " $$ BEGIN INSERT INTO seen SELECT NEW.*; RETURN NEW; END $$");
-      tx.dsl().execute("CREATE TRIGGER keep AFTER INSERT ON idem.idem_outbox_events FOR EACH ROW EXECUTE FUNCTION pg_temp.keep()");
+      tx.dsl().execute("CREATE TRIGGER keep AFTER INSERT ON idem_outbox_events FOR EACH ROW EXECUTE FUNCTION pg_temp.keep()");
       ids.add(idem.outbox().enqueue(NewMessage.of("orders", bytes("one")).withAggregateKey("order-1")
           .withHeader("type", "OrderPlaced").withHeader("trace", "t-1")));
       List<NewMessage> many = new ArrayList<>();
@@ -54,7 +54,7 @@ class OutboxEventsLayoutTest {
         many.add(NewMessage.of("audit", bytes("m-" + i)));
       }
       ids.addAll(idem.outbox().enqueueAll(many));
-      assertThat(tx.dsl().fetchCount(tx.dsl().selectFrom("idem.idem_outbox_events"))).as("deleted at once").isZero();
+      assertThat(tx.dsl().fetchCount(tx.dsl().selectFrom("idem_outbox_events"))).as("deleted at once").isZero();
       try (ResultSet rs = tx.connection().createStatement().executeQuery(
           "SELECT id, aggregatetype, aggregateid, type, convert_from(payload, 'UTF8'), headers::text FROM seen")) {
         while (rs.next()) {
@@ -62,7 +62,7 @@ class OutboxEventsLayoutTest {
               rs.getString(6)));
         }
       }
-      tx.dsl().execute("DROP TRIGGER keep ON idem.idem_outbox_events");
+      tx.dsl().execute("DROP TRIGGER keep ON idem_outbox_events");
       try (ResultSet rs = tx.connection().createStatement().executeQuery(
           "SELECT n_tup_ins, n_tup_del FROM pg_stat_xact_user_tables WHERE relname = 'idem_outbox_events'")) {
         rs.next();
@@ -75,8 +75,8 @@ class OutboxEventsLayoutTest {
         "{\"type\": \"OrderPlaced\", \"trace\": \"t-1\"}"));
     assertThat(seen.get(1)).isEqualTo(new Event(ids.get(1), "audit", null, "", "m-0", "{}"));
     assertThat(seen).extracting(Event::id).containsExactlyElementsOf(ids);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox_events")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).as("nothing for the polling relay").isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox_events")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox")).as("nothing for the polling relay").isZero();
     assertThat(idem.outbox().layout()).isEqualTo(OutboxLayout.DEBEZIUM);
     assertThat(idem.outbox().notifying()).isSameAs(idem.outbox());
   }
@@ -88,7 +88,7 @@ class OutboxEventsLayoutTest {
     assertThatThrownBy(() -> Idem.builder(ds).outboxLayout(null).build()).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("outboxLayout");
     assertThat(Idem.builder(ds).build().outbox().layout()).isEqualTo(OutboxLayout.POLLED);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox_events")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox_events")).isZero();
   }
 
   private static byte[] bytes(String s) {

@@ -74,7 +74,7 @@ class RelayCrashTest {
       Thread.sleep(50);
     }
     assertThat(count("SELECT count(*) FROM published WHERE id = '" + id + "'")).isEqualTo(2);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + id + "' AND status = 'S'")).isEqualTo(1);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + id + "' AND status = 'S'")).isEqualTo(1);
 
     // The consumer gets both copies; its inbox applies the shipment once.
     Inbox shipping = idem.inbox("shipping").window(DedupeWindow.of(Duration.ofDays(8))).build();

@@ -43,7 +43,7 @@ class RelayIsolationTest {
   @CsvSource({"TRANSACTION_REPEATABLE_READ, false", "TRANSACTION_SERIALIZABLE, false",
       "TRANSACTION_REPEATABLE_READ, true", "TRANSACTION_SERIALIZABLE, true"})
   void fourRelaysPublishEachMessageOnceAndNeverFail(String isolation, boolean ordered, TestDatabase db) throws Exception {
-    db.execute("TRUNCATE published; TRUNCATE idem.idem_outbox");
+    db.execute("TRUNCATE published; TRUNCATE idem_outbox");
     int messages = ordered ? 1_000 : 2_000;
     int keys = 50;
     try (HikariDataSource pool = db.dataSource(10, isolation)) {
@@ -123,7 +123,7 @@ class RelayIsolationTest {
     }
     assertThat(db.count("SELECT count(DISTINCT id) FROM published")).isEqualTo(messages);
     assertThat(db.count("SELECT count(*) FROM published")).as("publishes, duplicates included").isEqualTo(messages);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status <> 'S'")).isZero();
   }
   /**
    * A pool in manual commit that checks a connection with a test query on borrow hands it out with
@@ -132,7 +132,7 @@ class RelayIsolationTest {
    */
   @Test
   void aPoolHandingOutConnectionsInATransactionStillRelaysAndPurges(TestDatabase db) throws Exception {
-    db.execute("TRUNCATE published; TRUNCATE idem.idem_outbox");
+    db.execute("TRUNCATE published; TRUNCATE idem_outbox");
     HikariConfig config = new HikariConfig();
     config.setJdbcUrl(db.jdbcUrl());
     config.setAutoCommit(false);
@@ -150,6 +150,6 @@ class RelayIsolationTest {
       assertThat(relay.purgeSent()).isEqualTo(1);
     }
     assertThat(db.count("SELECT count(*) FROM published")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_outbox")).isZero();
   }
 }

@@ -53,7 +53,7 @@ class RelayTest {
 
   @BeforeEach
   void clean() throws SQLException {
-    sql("TRUNCATE published; TRUNCATE idem.idem_outbox");
+    sql("TRUNCATE published; TRUNCATE idem_outbox");
   }
 
   static void sql(String s) {
@@ -65,7 +65,7 @@ class RelayTest {
   }
 
   static String status(UUID id) {
-    return idem.<String, RuntimeException>inTransaction(tx -> (String) tx.dsl().fetchValue("SELECT status FROM idem.idem_outbox WHERE id = ?", id));
+    return idem.<String, RuntimeException>inTransaction(tx -> (String) tx.dsl().fetchValue("SELECT status FROM idem_outbox WHERE id = ?", id));
   }
 
   static UUID enqueue(NewMessage m) {
@@ -97,8 +97,8 @@ class RelayTest {
       c.commit();
       c.setAutoCommit(true);
     }
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + dropped + "'")).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + kept + "' AND status = 'P' AND attempts = 0"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + dropped + "'")).isZero();
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + kept + "' AND status = 'P' AND attempts = 0"
         + " AND header_names = '{type,trace}' AND header_values = '{Shipped,t-1}' AND aggregate_key = 'order-1'")).isEqualTo(1);
     assertThat(kept.version()).isEqualTo(7);
     assertThat(kept.variant()).isEqualTo(2);
@@ -135,7 +135,7 @@ class RelayTest {
     assertThat(m.aggregateKey()).isEqualTo("order-2");
     assertThat(m.headers()).isEqualTo(Map.of("type", "Created"));
     assertThat(m.attempt()).isEqualTo(1);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + id + "' AND status = 'S' AND sent_at IS NOT NULL")).isEqualTo(1);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + id + "' AND status = 'S' AND sent_at IS NOT NULL")).isEqualTo(1);
   }
 
   @Test
@@ -145,7 +145,7 @@ class RelayTest {
         outbox.enqueue(tx.connection(), msg("m" + i));
       }
     });
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'")).isEqualTo(10_000);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'P'")).isEqualTo(10_000);
     int relays = 4;
     ExecutorService pool = Executors.newFixedThreadPool(relays);
     CountDownLatch go = new CountDownLatch(1);
@@ -181,8 +181,8 @@ class RelayTest {
     assertThat(total).isEqualTo(10_000);
     assertThat(count("SELECT count(*) FROM published")).isEqualTo(10_000);
     assertThat(count("SELECT count(DISTINCT id) FROM published")).isEqualTo(10_000);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox o JOIN published p USING (id) WHERE o.status = 'S'")).isEqualTo(10_000);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'")).isZero();
+    assertThat(count("SELECT count(*) FROM idem_outbox o JOIN published p USING (id) WHERE o.status = 'S'")).isEqualTo(10_000);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status <> 'S'")).isZero();
     assertThat(count("SELECT count(DISTINCT relay) FROM published")).isGreaterThan(1); // they shared the work
   }
 
@@ -240,10 +240,10 @@ class RelayTest {
       expected += 1 + i % 45;
     }
     assertThat(enqueued).hasSize((int) expected).doesNotHaveDuplicates();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox")).isEqualTo(expected);
+    assertThat(count("SELECT count(*) FROM idem_outbox")).isEqualTo(expected);
     assertThat(count("SELECT count(*) FROM published")).isEqualTo(expected);
     assertThat(count("SELECT count(DISTINCT id) FROM published")).isEqualTo(expected);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox o JOIN published p USING (id) WHERE o.status = 'S'")).isEqualTo(expected);
+    assertThat(count("SELECT count(*) FROM idem_outbox o JOIN published p USING (id) WHERE o.status = 'S'")).isEqualTo(expected);
     assertThat(db.count("SELECT count(*) FROM published WHERE id = ANY(?)", (Object) enqueued.toArray(new UUID[0]))).isEqualTo(expected);
   }
 
@@ -278,14 +278,14 @@ class RelayTest {
     long behind = (first.getMostSignificantBits() >>> 16) - 60_000;
     UUID skewed = new UUID((behind << 16) | (first.getMostSignificantBits() & 0xffff), first.getLeastSignificantBits());
     assertThat(skewed.toString()).isLessThan(first.toString());
-    sql("INSERT INTO idem.idem_outbox (id, topic, aggregate_key, payload) VALUES ('" + skewed + "', 'orders', 'K', 'second'::bytea)");
+    sql("INSERT INTO idem_outbox (id, topic, aggregate_key, payload) VALUES ('" + skewed + "', 'orders', 'K', 'second'::bytea)");
     List<String> order = new CopyOnWriteArrayList<>();
     Relay relay = idem.relay(m -> order.add(new String(m.payload(), StandardCharsets.UTF_8))).orderedByAggregateKey(true).build();
     while (relay.runOnce() > 0) {
       // one message of the key per batch
     }
     assertThat(order).containsExactly("first", "second");
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(2);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(2);
   }
 
   @Test
@@ -299,7 +299,7 @@ class RelayTest {
     }).maxAttempts(1).build();
     failing.runOnce();
     assertThat(idem.operations().outboxStats().pending()).isZero();
-    assertThat(idem.operations().outboxStats().parked()).isEqualTo(3).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'"));
+    assertThat(idem.operations().outboxStats().parked()).isEqualTo(3).isEqualTo(count("SELECT count(*) FROM idem_outbox WHERE status = 'X'"));
     assertThat(idem.operations().redrive(ids.get(0))).isEqualTo(1);
     assertThat(idem.operations().outboxStats().pending()).isEqualTo(1);
     assertThat(idem.operations().outboxStats().parked()).isEqualTo(2);
@@ -325,7 +325,7 @@ class RelayTest {
     counted.countDown();
     assertThat(inside.get(20, TimeUnit.SECONDS)).isEqualTo(2);
     other.shutdown();
-    assertThat(idem.operations().outboxStats().pending()).isEqualTo(2).isEqualTo(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'"));
+    assertThat(idem.operations().outboxStats().pending()).isEqualTo(2).isEqualTo(count("SELECT count(*) FROM idem_outbox WHERE status = 'P'"));
     idem.relay(m -> {}).build().runOnce();
     assertThat(idem.operations().outboxStats().pending()).isEqualTo(1); // the one backing off
   }
@@ -345,7 +345,7 @@ class RelayTest {
     // (a first batch in a cold JVM took 80 to 190 ms here: the back-off must outlast it and the checks)
     assertThat(relay.runOnce()).isZero();
     assertThat(attempts).containsExactly(1);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + id + "' AND status = 'P' AND attempts = 1"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + id + "' AND status = 'P' AND attempts = 1"
         + " AND last_error LIKE '%broker down%'"
         // back-off with jitter: between half and all of 1 s, from the database clock
         + " AND next_attempt_at > clock_timestamp() AND next_attempt_at <= clock_timestamp() + interval '1 second'")).isEqualTo(1);
@@ -359,7 +359,7 @@ class RelayTest {
       Thread.sleep(20);
     }
     assertThat(attempts).containsExactly(1, 2, 3);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + id + "' AND status = 'X' AND attempts = 3"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + id + "' AND status = 'X' AND attempts = 3"
         + " AND last_error = 'java.io.IOException: broker down'")).isEqualTo(1);
     relay.runOnce();
     assertThat(attempts).hasSize(3); // parked: not tried again
@@ -395,7 +395,7 @@ class RelayTest {
     relay.runOnce();
     assertThat(published).containsExactly(good);
     assertThat(status(good)).isEqualTo("S");
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + poison + "' AND attempts = 2"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + poison + "' AND attempts = 2"
         + " AND last_error LIKE '%AssertionError: serializer bug%'")).isEqualTo(1);
   }
 
@@ -434,17 +434,17 @@ class RelayTest {
         .batchSize(10).maxAttempts(2).backoff(Duration.ofMillis(1), Duration.ofMillis(2)).build();
 
     assertThat(relay.runOnce()).isEqualTo(3);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 1"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'P' AND attempts = 1"
         + " AND last_error = 'java.io.IOException: not acknowledged: nack'")).isEqualTo(3);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'") < 3) {
+    while (count("SELECT count(*) FROM idem_outbox WHERE status = 'X'") < 3) {
       assertThat(System.nanoTime()).isLessThan(deadline);
       relay.runOnce();
       Thread.sleep(5);
     }
     assertThat(published).containsExactlyInAnyOrder(ids.get(0), ids.get(2), ids.get(4));
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND attempts = 2")).isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'X' AND attempts = 2")).isEqualTo(3);
   }
 
   @Test
@@ -461,10 +461,10 @@ class RelayTest {
       }
     };
     assertThat(idem.relay(throwing).build().runOnce()).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 1"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'P' AND attempts = 1"
         + " AND last_error = 'java.io.IOException: broker gone'")).isEqualTo(2);
 
-    sql("UPDATE idem.idem_outbox SET next_attempt_at = now() - interval '1 second'");
+    sql("UPDATE idem_outbox SET next_attempt_at = now() - interval '1 second'");
     Publisher short1 = new Publisher() {
       @Override
       public void publish(OutboxMessage m) {}
@@ -477,7 +477,7 @@ class RelayTest {
       }
     };
     assertThat(idem.relay(short1).build().runOnce()).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 2"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'P' AND attempts = 2"
         + " AND last_error LIKE '%publishAll answered for 1 messages instead of the batch''s 2%'")).isEqualTo(2);
     assertThat(List.of(status(a), status(b))).containsOnly("P");
   }
@@ -507,11 +507,11 @@ class RelayTest {
     }).maxAttempts(1).pollInterval(Duration.ofMillis(50)).build()) {
       assertThat(relay.runOnce()).isEqualTo(2);
       assertThat(published).containsExactly(before, after);
-      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + poison + "' AND status = 'X'"
+      assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + poison + "' AND status = 'X'"
           + " AND attempts = 1 AND last_error LIKE 'java.lang.StackOverflowError%'")).isEqualTo(1);
 
       // the same in the background loop, which must still be running for a later message
-      sql("UPDATE idem.idem_outbox SET status = 'P', attempts = 0 WHERE id = '" + poison + "'");
+      sql("UPDATE idem_outbox SET status = 'P', attempts = 0 WHERE id = '" + poison + "'");
       relay.start();
       later = enqueue(msg("later"));
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
@@ -566,9 +566,9 @@ class RelayTest {
     assertThat(status(good)).isEqualTo("S");
     assertThat(count("SELECT count(*) FROM published WHERE id = '" + nul + "'")).as("publishes of the NUL message").isEqualTo(3);
     assertThat(count("SELECT count(*) FROM published WHERE id = '" + unprintable + "'")).as("publishes of the unprintable one").isEqualTo(3);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + nul + "' AND status = 'X' AND attempts = 3"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + nul + "' AND status = 'X' AND attempts = 3"
         + " AND last_error = 'java.io.IOException: broker said \\u0000 in reply'")).isEqualTo(1);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + unprintable + "' AND status = 'X' AND attempts = 3"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + unprintable + "' AND status = 'X' AND attempts = 3"
         + " AND last_error LIKE '" + UnprintableException.class.getName() + "%' AND last_error LIKE '%toString() threw%'")).isEqualTo(1);
     assertThat(batchFailures).isEmpty();
   }
@@ -582,7 +582,7 @@ class RelayTest {
         + " IF NEW.status <> 'S' AND convert_from(NEW.payload, 'UTF8') = 'refuse all' THEN RAISE EXCEPTION 'no failure mark'; END IF;"
         + " IF NEW.last_error LIKE '%broker down%' AND convert_from(NEW.payload, 'UTF8') = 'refuse text' THEN RAISE EXCEPTION 'no such text'; END IF;"
         + " RETURN NEW; END $$;"
-        + " CREATE TRIGGER refuse_marks BEFORE UPDATE ON idem.idem_outbox FOR EACH ROW EXECUTE FUNCTION refuse_marks()");
+        + " CREATE TRIGGER refuse_marks BEFORE UPDATE ON idem_outbox FOR EACH ROW EXECUTE FUNCTION refuse_marks()");
     try {
       UUID good = enqueue(msg("good"));
       UUID refuseText = enqueue(msg("refuse text"));
@@ -606,15 +606,15 @@ class RelayTest {
       }
       assertThat(count("SELECT count(*) FROM published WHERE id = '" + good + "'")).isEqualTo(1);
       assertThat(status(good)).isEqualTo("S");
-      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + counted + "' AND status = 'X' AND attempts = 2"
+      assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + counted + "' AND status = 'X' AND attempts = 2"
           + " AND last_error = 'java.io.IOException: broker down'")).isEqualTo(1);
-      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + refuseText + "' AND status = 'X' AND attempts = 2"
+      assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + refuseText + "' AND status = 'X' AND attempts = 2"
           + " AND last_error = '" + Relay.UNSTORABLE_ERROR.replace("'", "''") + "'")).isEqualTo(1);
       // never counted, so tried on every call (and never parked): the log says so
-      assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + refuseAll + "' AND status = 'P' AND attempts = 0")).isEqualTo(1);
+      assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + refuseAll + "' AND status = 'P' AND attempts = 0")).isEqualTo(1);
       assertThat(count("SELECT count(*) FROM published WHERE id = '" + refuseAll + "'")).isEqualTo(calls);
     } finally {
-      sql("DROP TRIGGER refuse_marks ON idem.idem_outbox; DROP FUNCTION refuse_marks()");
+      sql("DROP TRIGGER refuse_marks ON idem_outbox; DROP FUNCTION refuse_marks()");
     }
   }
 
@@ -626,14 +626,14 @@ class RelayTest {
       throw new IOException("down");
     }).maxAttempts(1).build();
     failing.runOnce();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X' AND attempts = 1 AND last_error = 'java.io.IOException: down'")).isEqualTo(2);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'X' AND attempts = 1 AND last_error = 'java.io.IOException: down'")).isEqualTo(2);
     UUID c = enqueue(msg("c"));
     assertThat(idem.operations().redriveAll()).isEqualTo(2);
     assertThat(idem.operations().redriveAll()).isZero();
     List<UUID> sent = new CopyOnWriteArrayList<>();
     assertThat(idem.relay(m -> sent.add(m.id())).build().runOnce()).isEqualTo(3);
     assertThat(sent).containsExactlyInAnyOrder(a, b, c);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(3);
   }
 
   @Test
@@ -734,7 +734,7 @@ class RelayTest {
     assertThat(status(meanwhile)).isEqualTo("S");
     assertThat(made).hasValue(2);
     assertThat(threads).containsOnly("mine-1", "mine-2");
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(3);
     assertThat(seen).extracting(OutboxMessage::id).doesNotHaveDuplicates().contains(meanwhile);
     assertThatThrownBy(() -> idem.relay(m -> {}).shutdownTimeout(Duration.ZERO).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("shutdownTimeout");
@@ -756,7 +756,7 @@ class RelayTest {
       @Override
       public void onPublishFailed(IdemEvent.PublishFailed e) {
         // delivered after the commit: the failure is counted in the row already
-        assertThat(count("SELECT attempts FROM idem.idem_outbox WHERE id = '" + e.id() + "'")).isEqualTo(e.attempt());
+        assertThat(count("SELECT attempts FROM idem_outbox WHERE id = '" + e.id() + "'")).isEqualTo(e.attempt());
         seen.add(e);
       }
     };
@@ -807,7 +807,7 @@ class RelayTest {
     assertThatThrownBy(relay::start).isInstanceOf(IllegalStateException.class).hasMessageContaining("has not ended yet");
     release.countDown();
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") == 0) {
+    while (count("SELECT count(*) FROM idem_outbox WHERE status = 'S'") == 0) {
       assertThat(System.nanoTime()).isLessThan(deadline);
       Thread.sleep(10);
     }
@@ -850,7 +850,7 @@ class RelayTest {
         relay.start();
         try {
           long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
-          while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < ids.size()) {
+          while (count("SELECT count(*) FROM idem_outbox WHERE status = 'S'") < ids.size()) {
             assertThat(System.nanoTime()).as("published by polling without LISTEN").isLessThan(deadline);
             Thread.sleep(10);
           }
@@ -910,7 +910,7 @@ class RelayTest {
       relay.start();
       try {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
-        while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < backlog) {
+        while (count("SELECT count(*) FROM idem_outbox WHERE status = 'S'") < backlog) {
           assertThat(System.nanoTime()).as("the backlog drained well within one 10 s poll interval").isLessThan(deadline);
           Thread.sleep(10);
         }
@@ -955,16 +955,16 @@ class RelayTest {
     UUID far = enqueue(msg("far"));
     assertThat(atLimits.runOnce()).isZero();
     assertThat(atLimits.purgeSent()).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + far + "' AND status = 'P' AND attempts = 1"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + far + "' AND status = 'P' AND attempts = 1"
         + " AND next_attempt_at BETWEEN clock_timestamp() + interval '182 days' AND clock_timestamp() + interval '365 days'")).isEqualTo(1);
 
     // the 21st failure with an initial back-off of 2^44 microseconds (about 204 days): 2^44 << 20
     // overflows to 0, which must not mean "no back-off"
     UUID late = enqueue(msg("late"));
-    sql("UPDATE idem.idem_outbox SET attempts = 20 WHERE id = '" + late + "'");
+    sql("UPDATE idem_outbox SET attempts = 20 WHERE id = '" + late + "'");
     Relay doubling = idem.relay(failing).backoff(Duration.of(1L << 44, ChronoUnit.MICROS), Relay.MAX_BACKOFF).maxAttempts(100).build();
     assertThat(doubling.runOnce()).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE id = '" + late + "' AND status = 'P' AND attempts = 21"
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + late + "' AND status = 'P' AND attempts = 21"
         + " AND next_attempt_at >= clock_timestamp() + interval '182 days'")).as("backing off the capped 365 days").isEqualTo(1);
   }
 
@@ -990,7 +990,7 @@ class RelayTest {
       order.add(text);
     }).orderedByAggregateKey(true).backoff(Duration.ofMillis(600), Duration.ofSeconds(1)).build();
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'") > 0) {
+    while (count("SELECT count(*) FROM idem_outbox WHERE status <> 'S'") > 0) {
       assertThat(System.nanoTime()).isLessThan(deadline);
       relay.runOnce();
       Thread.sleep(10);
@@ -1021,7 +1021,7 @@ class RelayTest {
       relays.add(pool.submit(() -> {
         go.await();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (count("SELECT count(*) FROM idem.idem_outbox WHERE status <> 'S'") > 0 && System.nanoTime() < deadline) {
+        while (count("SELECT count(*) FROM idem_outbox WHERE status <> 'S'") > 0 && System.nanoTime() < deadline) {
           relay.runOnce();
         }
         return null;
@@ -1054,11 +1054,11 @@ class RelayTest {
     UUID pending = enqueue(msg("still pending"));
     Relay keeper = idem.relay(m -> {}).retention(Duration.ofDays(7)).build();
     Poll.until("every sent message past the 100 ms retention on the database clock", () -> count("SELECT count(*)"
-        + " FROM idem.idem_outbox WHERE status = 'S' AND sent_at >= clock_timestamp() - interval '100 milliseconds'") == 0);
+        + " FROM idem_outbox WHERE status = 'S' AND sent_at >= clock_timestamp() - interval '100 milliseconds'") == 0);
     assertThat(keeper.purgeSent()).isZero();
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'")).isEqualTo(2500);
+    assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(2500);
     assertThat(relay.purgeSent()).isEqualTo(2500);
-    assertThat(count("SELECT count(*) FROM idem.idem_outbox")).isEqualTo(1);
+    assertThat(count("SELECT count(*) FROM idem_outbox")).isEqualTo(1);
     assertThat(status(pending)).isEqualTo("P");
   }
 
@@ -1074,7 +1074,7 @@ class RelayTest {
         }
       });
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-      while (count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'S'") < 250) {
+      while (count("SELECT count(*) FROM idem_outbox WHERE status = 'S'") < 250) {
         assertThat(System.nanoTime()).isLessThan(deadline);
         Thread.sleep(20);
       }

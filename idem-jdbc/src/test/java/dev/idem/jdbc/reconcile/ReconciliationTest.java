@@ -83,7 +83,7 @@ class ReconciliationTest {
     assertThat(f.clean()).as(f.toString()).isTrue();
     assertThat(f.checkedAt()).isNotNull();
     assertThat(reconciliation.record(f)).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem.idem_breaks")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_breaks")).isZero();
     assertThat(ReconcileCommand.run(args("--table", "payments", "--key-column", "order_key", "--scope", "shop"),
         new PrintStream(new ByteArrayOutputStream()), System.err)).isZero();
   }
@@ -111,11 +111,11 @@ class ReconciliationTest {
     assertThat(f.unknownSample()).extracting(s -> s.key()).containsExactly(stuck);
 
     assertThat(reconciliation.record(f)).isEqualTo(4);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_breaks WHERE effect_table = 'refunds.order_key' AND found_at = ?",
+    assertThat(db.count("SELECT count(*) FROM idem_breaks WHERE effect_table = 'refunds.order_key' AND found_at = ?",
         f.checkedAt())).isEqualTo(4);
     for (String kindAndKey : new String[] {"DUPLICATE_EFFECT r1", "EFFECT_WITHOUT_KEY -", "KEY_WITHOUT_EFFECT r2",
         "UNKNOWN_OUTCOME " + stuck}) {
-      assertThat(db.count("SELECT count(*) FROM idem.idem_breaks WHERE kind || ' ' || coalesce(key, '-') = ?", kindAndKey))
+      assertThat(db.count("SELECT count(*) FROM idem_breaks WHERE kind || ' ' || coalesce(key, '-') = ?", kindAndKey))
           .as(kindAndKey).isEqualTo(1);
     }
 
@@ -125,7 +125,7 @@ class ReconciliationTest {
     assertThat(exit).isEqualTo(1);
     assertThat(out.toString(StandardCharsets.UTF_8)).contains("duplicate effect: key r1, 2 effects", "key without effect: r2",
         "recorded 4 break row(s)");
-    assertThat(db.count("SELECT count(*) FROM idem.idem_breaks")).isEqualTo(8);
+    assertThat(db.count("SELECT count(*) FROM idem_breaks")).isEqualTo(8);
   }
 
   @Test

@@ -97,7 +97,7 @@ class IdemAutoConfigurationTest {
   }
 
   long keys(String value) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'starter' AND key = ?", value);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = 'starter' AND key = ?", value);
   }
 
   @Test
@@ -106,7 +106,7 @@ class IdemAutoConfigurationTest {
       assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).hasSingleBean(Outbox.class)
           .hasSingleBean(IdemExceptionTranslator.class).doesNotHaveBean(RelayLifecycle.class);
       assertThat(ctx.getBean(TransactionBinding.class)).isInstanceOf(SpringTransactionBinding.class);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
+      assertThat(db.count("SELECT count(*) FROM idem_schema_history WHERE success")).isPositive();
       assertThat(ctx.getBean("idem.executors.payments", IdempotentExecutor.class).window().length()).isEqualTo(Duration.ofHours(1));
       assertThat(ctx.getBean("idem.inboxes.orders", Inbox.class)).isNotNull();
       assertThat(ctx.getBean(Holder.class).payments.window().length()).isEqualTo(Duration.ofHours(1));
@@ -127,7 +127,7 @@ class IdemAutoConfigurationTest {
         String order = "memory-" + kept + "-" + UUID.randomUUID();
         Execution<String> first = pay(payments, order);
         assertThat(first.applied()).isTrue();
-        db.execute("DELETE FROM idem.idem_keys WHERE scope = 'starter' AND key = '" + order + "'");
+        db.execute("DELETE FROM idem_keys WHERE scope = 'starter' AND key = '" + order + "'");
         Execution<String> again = pay(payments, order);
         if (kept.equals("30s")) {
           assertThat(again.replayed()).as("answered from memory").isTrue();
@@ -167,8 +167,8 @@ class IdemAutoConfigurationTest {
           assertThat(ctx).hasNotFailed();
           assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
           assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE script LIKE '%idem%'")).isZero();
-          assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
-          assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE script = 'V1__orders.sql'")).isZero();
+          assertThat(fresh.count("SELECT count(*) FROM idem_schema_history WHERE success")).isPositive();
+          assertThat(fresh.count("SELECT count(*) FROM idem_schema_history WHERE script = 'V1__orders.sql'")).isZero();
         }));
   }
 
@@ -338,7 +338,7 @@ class IdemAutoConfigurationTest {
           RelayLifecycle relay = ctx.getBean(RelayLifecycle.class);
           assertThat(relay.isRunning()).isTrue();
           UUID first = tx.execute(s -> outbox.enqueue(NewMessage.of("orders", new byte[] {1})));
-          Poll.until("the first message marked sent", () -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE id = ? AND status = 'S'", first) == 1);
+          Poll.until("the first message marked sent", () -> db.count("SELECT count(*) FROM idem_outbox WHERE id = ? AND status = 'S'", first) == 1);
 
           ctx.stop();
           assertThat(relay.isRunning()).isFalse();
@@ -348,12 +348,12 @@ class IdemAutoConfigurationTest {
           // still running would have published it.
           Thread.sleep(100);
           assertThat(published).doesNotContain(second);
-          assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE id = ? AND status = 'P'", second)).isEqualTo(1);
+          assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE id = ? AND status = 'P'", second)).isEqualTo(1);
 
           ctx.start();
           assertThat(relay.isRunning()).isTrue();
           // marked sent when the batch commits, just after the publish
-          Poll.until("both messages marked sent", () -> db.count("SELECT count(*) FROM idem.idem_outbox WHERE id IN (?, ?) AND status = 'S'", first, second) == 2);
+          Poll.until("both messages marked sent", () -> db.count("SELECT count(*) FROM idem_outbox WHERE id IN (?, ?) AND status = 'S'", first, second) == 2);
           assertThat(published).containsOnlyOnce(first, second);
         });
   }
@@ -363,7 +363,7 @@ class IdemAutoConfigurationTest {
     runner().withPropertyValues("idem.outbox-layout=debezium").run(ctx -> {
       Outbox outbox = ctx.getBean(Outbox.class);
       TransactionTemplate tx = ctx.getBean(TransactionTemplate.class);
-      long before = db.count("SELECT count(*) FROM idem.idem_outbox");
+      long before = db.count("SELECT count(*) FROM idem_outbox");
       // Inside the enqueuing transaction: the row went through the router's table (inserted and
       // deleted there, as the write-ahead log carries it to Debezium), never through idem_outbox.
       List<Long> counts = tx.execute(s -> {
@@ -373,8 +373,8 @@ class IdemAutoConfigurationTest {
             + " AND relname IN ('idem_outbox_events', 'idem_outbox') ORDER BY relname DESC", Long.class);
       });
       assertThat(counts).containsExactly(1L, 0L);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox_events")).isZero();
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox")).isEqualTo(before);
+      assertThat(db.count("SELECT count(*) FROM idem_outbox_events")).isZero();
+      assertThat(db.count("SELECT count(*) FROM idem_outbox")).isEqualTo(before);
     });
   }
 
@@ -392,7 +392,7 @@ class IdemAutoConfigurationTest {
     onAnEmptyDatabase("starter-partitioned", fresh ->
         runner(fresh).withPropertyValues("idem.migrate.layout=partitioned", "idem.expiry.interval=100ms").run(ctx -> {
           assertThat(fresh.count("SELECT count(*) FROM pg_partitioned_table WHERE partrelid IN"
-              + " ('idem.idem_keys'::regclass, 'idem.idem_inbox'::regclass)")).isEqualTo(2);
+              + " ('idem_keys'::regclass, 'idem_inbox'::regclass)")).isEqualTo(2);
           // a day the migration did not create, older than the partitions it creates: the schedule drops it
           fresh.execute(TimedKeys.keyPartitionOf(LocalDate.of(2000, 1, 1)));
           Poll.until("the old empty partition dropped",

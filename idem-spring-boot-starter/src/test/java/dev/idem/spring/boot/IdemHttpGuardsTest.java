@@ -228,7 +228,7 @@ class IdemHttpGuardsTest {
   }
 
   static long keyRows(String key) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE key = ?", key);
+    return db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key);
   }
 
   static CountDownLatch gate(String order) {
@@ -249,7 +249,7 @@ class IdemHttpGuardsTest {
 
     assertThat(webhook.statusCode()).isEqualTo(200);
     assertThat(effects("wh-1")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keyRowsOfOtherTests());
+    assertThat(db.count("SELECT count(*) FROM idem_keys")).isEqualTo(keyRowsOfOtherTests());
   }
 
   /**
@@ -348,7 +348,7 @@ class IdemHttpGuardsTest {
 
   /** Key rows the other tests of this class may have made meanwhile (none are made by the above). */
   private static long keyRowsOfOtherTests() {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE key LIKE 'k-%'");
+    return db.count("SELECT count(*) FROM idem_keys WHERE key LIKE 'k-%'");
   }
 
   @Test
@@ -372,7 +372,7 @@ class IdemHttpGuardsTest {
     assertThat(bAgain.body()).isEqualTo(b.body());
     assertThat(runs.get("o-tenants")).hasValue(2);
     assertThat(effects("o-tenants")).isEqualTo(2);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-tenants' AND scope IN ('tenant-a', 'tenant-b')"))
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-tenants' AND scope IN ('tenant-a', 'tenant-b')"))
         .isEqualTo(2);
     assertThat(keyRows("k-tenants")).isEqualTo(2);
   }
@@ -386,7 +386,7 @@ class IdemHttpGuardsTest {
     assertThat(again.statusCode()).isEqualTo(404);
     assertThat(again.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).hasValue("true");
     assertThat(effects("o-missing-cancel")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-cancel'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-cancel'"
         + " AND expires_at - created_at = interval '90 seconds'")).isEqualTo(1);
   }
 

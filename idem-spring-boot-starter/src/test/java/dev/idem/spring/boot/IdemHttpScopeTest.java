@@ -181,7 +181,7 @@ class IdemHttpScopeTest {
       assertThat(log).contains("WARN").contains("POST /orders").contains(warned).contains("idem.http.filter-order");
       assertThat(log.split(java.util.regex.Pattern.quote(warned), -1)).hasSize(2); // once, not per request
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-order-early'")).isZero();
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key IN ('k-order', 'k-order-2')")).isZero();
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key IN ('k-order', 'k-order-2')")).isZero();
     }
     try (ConfigurableApplicationContext app = app(ApiKeys.class)
         .properties("idem.http.filter-order=" + Ordered.LOWEST_PRECEDENCE).run()) {
@@ -190,7 +190,7 @@ class IdemHttpScopeTest {
       assertThat(first.statusCode()).isEqualTo(200);
       assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-order'")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-order' AND scope = 'acct-carol'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-order' AND scope = 'acct-carol'")).isEqualTo(1);
     }
   }
 
@@ -206,7 +206,7 @@ class IdemHttpScopeTest {
       assertThat(noKey.statusCode()).isEqualTo(200);
       assertThat(again.statusCode()).isEqualTo(200);
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-disabled'")).isEqualTo(2);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-disabled'")).isZero();
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-disabled'")).isZero();
     }
   }
 
@@ -309,18 +309,18 @@ class IdemHttpScopeTest {
       assertThat(first.statusCode()).isEqualTo(200);
       assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-mapped'")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-mapped' AND scope = 'dave'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-mapped' AND scope = 'dave'")).isEqualTo(1);
     }
   }
 
   @Test
   void anApplicationThatGuardsNothingStartsAndItsPostsNeedNoKey() throws Exception {
     try (ConfigurableApplicationContext app = app(NothingGuarded.class).run()) {
-      long keys = db.count("SELECT count(*) FROM idem.idem_keys");
+      long keys = db.count("SELECT count(*) FROM idem_keys");
       HttpResponse<String> login = post(app, "/login", null, null, "{\"order\":\"login-1\"}");
       assertThat(login.statusCode()).isEqualTo(200);
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'login-1'")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(keys);
+      assertThat(db.count("SELECT count(*) FROM idem_keys")).isEqualTo(keys);
     }
   }
 
@@ -342,9 +342,9 @@ class IdemHttpScopeTest {
       assertThat(aliceAgain.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(runs.get("o-users")).hasValue(2);
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-users'")).isEqualTo(2);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-users' AND scope IN ('alice', 'bob')"))
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-users' AND scope IN ('alice', 'bob')"))
           .isEqualTo(2);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE key = 'k-users'")).isEqualTo(2);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-users'")).isEqualTo(2);
     }
   }
 

@@ -99,7 +99,7 @@ class IdemJpaTest {
   }
 
   long keys(String scope, String id) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, id);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", scope, id);
   }
 
 

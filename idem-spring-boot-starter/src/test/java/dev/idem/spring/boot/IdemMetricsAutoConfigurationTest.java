@@ -53,12 +53,12 @@ class IdemMetricsAutoConfigurationTest {
         executor.execute(key, Fingerprint.ofFields(Map.of("n", 1)), Codec.utf8(), tx -> "ok");
       }
       assertThat(registry.get(IdemMetrics.APPLIED).tag("source", "executor:starter-metrics").counter().count())
-          .isEqualTo(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'starter-metrics'")).isEqualTo(1);
+          .isEqualTo(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'starter-metrics'")).isEqualTo(1);
       assertThat(registry.get(IdemMetrics.REPEATS).tags("source", "executor:starter-metrics", "kind", "replayed").counter().count())
           .isEqualTo(2);
       assertThat(ctx.getBean(IdemGauges.class).refresh()).isTrue();
       assertThat(registry.get(IdemGauges.PENDING).gauge().value())
-          .isEqualTo(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P'"));
+          .isEqualTo(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'P'"));
     });
   }
 

@@ -39,15 +39,15 @@ class IdemOperationsAutoConfigurationTest {
     runner().run(ctx -> {
       assertThat(ctx).hasNotFailed().hasSingleBean(IdemOperationsEndpoint.class);
       IdemOperationsEndpoint endpoint = ctx.getBean(IdemOperationsEndpoint.class);
-      db.execute("DELETE FROM idem.idem_outbox");
-      db.execute("INSERT INTO idem.idem_outbox (id, topic, payload, status, attempts, last_error)"
+      db.execute("DELETE FROM idem_outbox");
+      db.execute("INSERT INTO idem_outbox (id, topic, payload, status, attempts, last_error)"
           + " VALUES ('00000000-0000-7000-8000-000000000001', 'orders', '\\x01', 'X', 5, 'broker down')");
       Map<String, Object> view = endpoint.view();
       UnknownOutcomes unknown = (UnknownOutcomes) view.get("unknownOutcomes");
       assertThat(List.of(unknown.count(), unknown.oldest())).containsExactly(0L, Duration.ZERO);
       OutboxStats outbox = (OutboxStats) view.get("outbox");
       assertThat(List.of(outbox.pending(), outbox.parked(), outbox.oldestPending())).containsExactly(0L, 1L, Duration.ZERO);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'X'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'X'")).isEqualTo(1);
       assertThat((List<Object>) view.get("parked")).hasSize(1);
       assertThat((List<Object>) view.get("recentMismatches")).isEmpty();
       // a key that comes back with another request: refused, and listed newest first
@@ -57,9 +57,9 @@ class IdemOperationsAutoConfigurationTest {
           .isInstanceOf(KeyReuseException.class);
       assertThat((List<RecentMismatches.Mismatch>) endpoint.view().get("recentMismatches")).singleElement()
           .satisfies(m -> assertThat(List.of(m.source(), m.scope(), m.key())).containsExactly("executor:ops", "ops", "k-1"));
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'ops' AND key = 'k-1'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'ops' AND key = 'k-1'")).isEqualTo(1);
       assertThat(endpoint.act("redriveTopic", null, "orders", null, null, null, null)).containsEntry("rows", 1L);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_outbox WHERE status = 'P' AND attempts = 0")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'P' AND attempts = 0")).isEqualTo(1);
       assertThat(endpoint.act("release", null, null, "s", "k", 1L, null)).containsEntry("rows", 0L);
     });
   }

@@ -50,11 +50,11 @@ class IdemOwnTransactionTest {
   }
 
   long keys(String scope, String value) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, value);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", scope, value);
   }
 
   long inboxRows(String id) {
-    return db.count("SELECT count(*) FROM idem.idem_inbox WHERE consumer = 'orders' AND message_id = ?", id);
+    return db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'orders' AND message_id = ?", id);
   }
 
   /** Nothing of idem's lending is left on the thread after a call, whatever its outcome. */
@@ -281,7 +281,7 @@ class IdemOwnTransactionTest {
         jdbc.update("UPDATE payments SET amount = 2 WHERE order_id = ?", order);
         return "paid";
       });
-      String keyTx = jdbc.queryForObject("SELECT xmin::text FROM idem.idem_keys WHERE scope = 'own' AND key = ?", String.class, order);
+      String keyTx = jdbc.queryForObject("SELECT xmin::text FROM idem_keys WHERE scope = 'own' AND key = ?", String.class, order);
       assertThat(jdbc.queryForObject("SELECT xmin::text FROM payments WHERE order_id = ?", String.class, order)).isEqualTo(keyTx);
       assertThat(jdbc.queryForObject("SELECT xmin::text FROM payments WHERE order_id = ?", String.class, audit)).isNotEqualTo(keyTx);
       nothingLeftBound();

@@ -39,7 +39,7 @@ class IdemWithoutFlywayOrMicrometerTest {
       IdemAutoConfigurationTest.runner(fresh).withClassLoader(new FilteredClassLoader("io.micrometer"))
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean(IdemMetrics.class)
               .doesNotHaveBean(IdemMetricsAutoConfiguration.class));
-      assertThat(fresh.count("SELECT count(*) FROM idem.idem_schema_history WHERE success")).isPositive();
+      assertThat(fresh.count("SELECT count(*) FROM idem_schema_history WHERE success")).isPositive();
     });
   }
 }

@@ -261,7 +261,7 @@ class IdempotentMethodsTest {
   }
 
   long keys(String scope, String id) {
-    return db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = ? AND key = ?", scope, id);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", scope, id);
   }
 
   static final String PAY_SCOPE = Payments.class.getName() + ".pay";
@@ -320,7 +320,7 @@ class IdempotentMethodsTest {
       assertThat(ledger.runs).hasValue(2);
       assertThat(charges(id)).isEqualTo(1);
       assertThat(keys("refunds", id)).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'refunds' AND key = ?"
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'refunds' AND key = ?"
           + " AND expires_at - created_at = interval '2 hours'", id)).as("the window from the placeholder's default").isEqualTo(1);
     });
   }
@@ -642,7 +642,7 @@ class IdempotentMethodsTest {
             assertThat(db.count("SELECT count(*) FROM isolated WHERE id = ?", id)).isEqualTo(1);
             assertThat(db.count("SELECT count(*) FROM isolated WHERE id = ? AND isolation = 'serializable'", id))
                 .as("the method's own isolation").isEqualTo(1);
-            assertThat(db.count("SELECT count(*) FROM isolated i JOIN idem.idem_keys k ON k.xmin = i.xmin"
+            assertThat(db.count("SELECT count(*) FROM isolated i JOIN idem_keys k ON k.xmin = i.xmin"
                 + " WHERE i.id = ? AND k.scope = ? AND k.key = ?", id, Isolated.class.getName() + ".pay", id))
                 .as("the effect and the key in one transaction").isEqualTo(1);
           });

@@ -53,7 +53,7 @@ class AutoConfigureIdemTestTest {
         assertThat(r.statusCode()).isEqualTo(201);
       }
       assertThat(db.count("SELECT count(*) FROM orders WHERE order_id = 'o-1'")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem.idem_keys")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys")).isEqualTo(1);
     }
   }
 

@@ -45,7 +45,7 @@ class GuardMemoryTest {
       });
     }
     assertThat(db.count("SELECT count(*) FROM effects")).isEqualTo(10);
-    assertThat(db.count("SELECT count(*) FROM idem.idem_keys WHERE scope = 'memory'")).isEqualTo(10);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'memory'")).isEqualTo(10);
     assertThat(slotsOf(executor, RecentKeys.class)).as("10 keys: the first table, 4 KiB").containsExactly(512);
     assertThat(slotsOf(executor, RecentAnswers.class)).as("10 rows kept: the table, 32 KiB").containsExactly(RecentAnswers.SLOTS);
   }
