@@ -38,7 +38,7 @@ public final class IdemFlyway {
   // Copies of Idem's public constants (MIGRATIONS, PARTITIONED_MIGRATIONS, HISTORY_TABLE,
   // DEFAULT_SCHEMA), kept private: this module cannot depend on idem-jdbc, whose tests migrate with
   // it (a reactor cycle). IdemTest checks that a Flyway configured with Idem's finds these applied.
-  private static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
+  private static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration/{vendor}";
 
   private static final String PARTITIONED_MIGRATIONS = "classpath:dev/idem/jdbc/migration-partitioned";
 
@@ -122,9 +122,23 @@ public final class IdemFlyway {
         .defaultSchema(schema)
         .createSchemas(true)
         .table(HISTORY_TABLE)
-        .locations(layout == Layout.PARTITIONED ? new String[] {MIGRATIONS, PARTITIONED_MIGRATIONS} : new String[] {MIGRATIONS})
+        .locations(layout == Layout.PARTITIONED
+            ? new String[] {vendorMigrations(dataSource), PARTITIONED_MIGRATIONS} : new String[] {vendorMigrations(dataSource)})
         .load()
         .migrate();
+  }
+
+  /**
+   * {@link #MIGRATIONS} with its {@code {vendor}} resolved for the database {@code dataSource} is
+   * on (Spring Boot resolves the placeholder in its own Flyway's locations; Flyway itself does not).
+   */
+  private static String vendorMigrations(DataSource dataSource) {
+    try (java.sql.Connection c = dataSource.getConnection()) {
+      String product = c.getMetaData().getDatabaseProductName().toLowerCase(java.util.Locale.ROOT);
+      return MIGRATIONS.replace("{vendor}", product.contains("mariadb") ? "mariadb" : "postgresql");
+    } catch (java.sql.SQLException e) {
+      throw new IllegalStateException("could not tell which database the DataSource is on: " + e.getMessage(), e);
+    }
   }
 
   /**
