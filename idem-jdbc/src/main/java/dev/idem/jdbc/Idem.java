@@ -94,7 +94,7 @@ public final class Idem {
    * Where idem's Flyway migrations live on the class path, for users running their own Flyway
    * (idem-flyway's {@code IdemFlyway.migrate} runs them in one call).
    */
-  public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration";
+  public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration/{vendor}";
 
   /**
    * The partitioned layout's migration (docs/scale.md): add it to your Flyway's locations beside
@@ -250,7 +250,9 @@ public final class Idem {
    */
   public static final class Builder {
     private final DataSource dataSource;
-    private String schema = DEFAULT_SCHEMA;
+    /** Null until named: the default is {@link Idem#DEFAULT_SCHEMA} on PostgreSQL, the DataSource's database on MariaDB. */
+    private String schema;
+    private boolean schemaSet;
     private IdemListener listener = IdemListener.NONE;
     private TransactionBinding binding = TransactionBinding.NONE;
     private RetryBudget retries = RetryBudget.DEFAULT;
@@ -262,12 +264,14 @@ public final class Idem {
     }
 
     /**
-     * The schema of idem's tables; default {@value Idem#DEFAULT_SCHEMA}. Lower-case letters, digits
+     * The schema of idem's tables; default {@value Idem#DEFAULT_SCHEMA} on PostgreSQL, and on MariaDB
+     * (where a schema is a database) the DataSource's own database. Lower-case letters, digits
      * and underscores, not starting with a digit, at most 63, and not a reserved word of
      * PostgreSQL's (checked by {@code IdemFlyway.migrate}): the migrations name it unquoted.
      */
     public Builder schema(String schema) {
       this.schema = schema;
+      this.schemaSet = true;
       return this;
     }
 
@@ -331,12 +335,8 @@ public final class Idem {
      *     null, negative or longer than {@link Idem#MAX_ANSWERS_FROM_MEMORY}
      */
     public Idem build() {
-      Identifiers.check("schema", schema);
-      if (!schema.equals(schema.toLowerCase(Locale.ROOT))) {
-        // Flyway creates the schema quoted, but the migrations name it unquoted, which PostgreSQL
-        // folds to lower case: they would fail with "schema ... does not exist".
-        throw new IllegalArgumentException("schema '" + schema + "' has upper-case letters; idem's migrations name"
-            + " the schema unquoted, so PostgreSQL would fold it to lower case: use a lower-case name");
+      if (schemaSet) {
+        checkSchema(schema);
       }
       Require.notNull(listener, "listener (use IdemListener.NONE)");
       Require.notNull(binding, "transactionBinding (use TransactionBinding.NONE)");
@@ -348,6 +348,16 @@ public final class Idem {
             + ", was " + answersFromMemory);
       }
       return new Idem(this);
+    }
+
+    private static void checkSchema(String schema) {
+      Identifiers.check("schema", schema);
+      if (!schema.equals(schema.toLowerCase(Locale.ROOT))) {
+        // Flyway creates the schema quoted, but the migrations name it unquoted, which PostgreSQL
+        // folds to lower case: they would fail with "schema ... does not exist".
+        throw new IllegalArgumentException("schema '" + schema + "' has upper-case letters; idem's migrations name"
+            + " the schema unquoted, so PostgreSQL would fold it to lower case: use a lower-case name");
+      }
     }
   }
 }

@@ -34,24 +34,65 @@ public final class Context {
   private final IdemListener listener;
   private final TransactionBinding binding;
   private final RetryBudget retries;
-  private final Settings settings;
-  private final DSLContext detached;
+  /** Whether the schema was named on the builder: on MariaDB an unnamed one is the connection's database. */
+  private final boolean schemaNamed;
+  private volatile Dialect dialect;
+  private volatile Settings settings;
+  private volatile DSLContext detached;
   private final ThreadLocal<Tx> open = new ThreadLocal<>();
   /** How long a guard answers a repeat of a key it applied or read from memory (zero: never). */
   private final Duration answersFromMemory;
 
+  /**
+   * @param schema idem's schema, or null for the default: {@link #DEFAULT_SCHEMA} on PostgreSQL, the
+   *     connection's own database on MariaDB (where a schema is a database)
+   */
   public Context(DataSource dataSource, String schema, IdemListener listener, TransactionBinding binding,
       RetryBudget retries, Duration answersFromMemory) {
     this.answersFromMemory = answersFromMemory;
     this.dataSource = dataSource;
-    this.schema = schema;
+    this.schemaNamed = schema != null;
+    this.schema = schema == null ? DEFAULT_SCHEMA : schema;
     this.listener = listener;
     this.binding = binding;
     this.retries = retries;
-    this.settings = new Settings()
-        .withExecuteLogging(false)
-        .withRenderMapping(new RenderMapping().withSchemata(new MappedSchema().withInput(DEFAULT_SCHEMA).withOutput(schema)));
-    this.detached = DSL.using(SQLDialect.POSTGRES, settings);
+  }
+
+  /**
+   * The database this context's {@code DataSource} is on, asked of the driver on first use (the
+   * builder touches no database) and remembered.
+   */
+  public Dialect dialect() {
+    Dialect known = dialect;
+    if (known == null) {
+      synchronized (this) {
+        known = dialect;
+        if (known == null) {
+          try (Connection c = dataSource.getConnection()) {
+            known = Dialect.of(c);
+          } catch (SQLException e) {
+            throw new DataAccessException("could not tell which database idem's DataSource is on: " + e.getMessage(), e);
+          }
+          // On MariaDB an unnamed schema is the connection's database: idem's names render
+          // unqualified there, so every statement finds the tables in the database it runs in.
+          Settings s = new Settings().withExecuteLogging(false);
+          if (known == Dialect.POSTGRES || schemaNamed) {
+            s = s.withRenderMapping(new RenderMapping().withSchemata(new MappedSchema().withInput(DEFAULT_SCHEMA).withOutput(schema)));
+          } else {
+            s = s.withRenderSchema(false);
+          }
+          settings = s;
+          detached = DSL.using(known.jooq(), s);
+          dialect = known;
+        }
+      }
+    }
+    return known;
+  }
+
+  /** True on MariaDB: for the few places whose SQL is not rendered through {@link #dsl}. */
+  public boolean mariadb() {
+    return dialect() == Dialect.MARIADB;
   }
 
   /** How long a guard answers a repeat of a key it applied or read from memory; zero: never. */
@@ -70,7 +111,7 @@ public final class Context {
   public boolean partitioned() {
     Boolean known = partitioned;
     if (known == null) {
-      known = AutoCommit.run(dataSource, "idem layout", c -> {
+      known = !mariadb() && AutoCommit.run(dataSource, "idem layout", c -> {
         try (var ps = c.prepareStatement("select exists (select 1 from pg_partitioned_table where partrelid = to_regclass(?))")) {
           ps.setString(1, keyTable());
           try (var rs = ps.executeQuery()) {
@@ -98,12 +139,13 @@ public final class Context {
 
   /** A jOOQ context with no connection, for rendering SQL once. */
   public DSLContext dsl() {
+    dialect();
     return detached;
   }
 
   /** A jOOQ context on {@code c}, with idem's schema mapping. */
   public DSLContext dsl(Connection c) {
-    return DSL.using(c, SQLDialect.POSTGRES, settings);
+    return DSL.using(c, dialect().jooq(), settings);
   }
 
   /**
@@ -312,6 +354,11 @@ public final class Context {
     return DSL.using(SQLDialect.POSTGRES).render(DSL.name(schema, "idem_keys"));
   }
 
+  /** Where idem's tables are looked for, for messages. */
+  private String where() {
+    return dialect == Dialect.MARIADB && !schemaNamed ? "the DataSource's database" : "schema '" + schema + "'";
+  }
+
   /** PostgreSQL's undefined_table. */
   private static final String UNDEFINED_TABLE = "42P01";
 
@@ -331,12 +378,15 @@ public final class Context {
       return;
     }
     String table = keyTable();
-    try (var ps = c.prepareStatement("select to_regclass(?) is not null")) {
-      ps.setString(1, table);
+    boolean maria = mariadb();
+    try (var ps = c.prepareStatement(maria
+        ? "select count(*) > 0 from information_schema.tables where table_schema = coalesce(?, database()) and table_name = 'idem_keys'"
+        : "select to_regclass(?) is not null")) {
+      ps.setString(1, maria ? (schemaNamed ? schema : null) : table);
       try (var rs = ps.executeQuery()) {
         rs.next();
         if (!rs.getBoolean(1)) {
-          String message = "idem's tables are not in schema '" + schema + "' (no " + table + "): migrate"
+          String message = "idem's tables are not in " + where() + " (no " + table + "): migrate"
               + " that schema before the first call, with IdemFlyway.migrate(dataSource, \"" + schema + "\") (module"
               + " idem-flyway) or with your own Flyway over Idem.MIGRATIONS and that schema as its default schema; or"
               + " build Idem with .schema(...) naming the schema you migrated";
@@ -345,7 +395,7 @@ public final class Context {
         }
       }
     } catch (SQLException e) {
-      throw new DataAccessException("could not look for idem's tables in schema '" + schema + "': " + e.getMessage(), e);
+      throw new DataAccessException("could not look for idem's tables in " + where() + ": " + e.getMessage(), e);
     }
     tablesFound = true;
   }

@@ -4,17 +4,24 @@ import dev.idem.internal.base.Require;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import org.jooq.Field;
+import org.jooq.SQLDialect;
+import org.jooq.impl.CustomField;
 import org.jooq.impl.DSL;
+import org.jooq.impl.SQLDataType;
 
 /**
- * Durations as idem's SQL uses them: whole microseconds (PostgreSQL's own resolution), added to a
- * database time as {@code t + n * interval '1 microsecond'}, so a window, a lease or a back-off
- * is one bound number and every instant it yields comes from the database clock. Not an API.
+ * The database clock and durations as idem's SQL uses them: whole microseconds (PostgreSQL's own
+ * resolution, and MariaDB's {@code DATETIME(6)}), added to a database time, so a window, a lease
+ * or a back-off is one bound number and every instant it yields comes from the database clock.
+ * Each field renders for the dialect of the statement it is in: on PostgreSQL times are {@code
+ * timestamptz}; on MariaDB they are {@code DATETIME(6)} holding UTC, whatever the session's time
+ * zone. Not an API.
  */
 public final class DbTime {
   /**
    * The longest window, lease or retention idem adds to a database time: 100 years, far inside
-   * PostgreSQL's timestamp range (to the year 294276) and a long's microseconds.
+   * PostgreSQL's timestamp range (to the year 294276), MariaDB's DATETIME (to 9999) and a long's
+   * microseconds.
    */
   public static final Duration LONGEST = Duration.ofDays(36_500);
 
@@ -34,17 +41,62 @@ public final class DbTime {
     return Math.addExact(Math.multiplyExact(d.getSeconds(), 1_000_000L), d.getNano() / 1000);
   }
 
+  private static boolean maria(org.jooq.Context<?> ctx) {
+    SQLDialect family = ctx.family();
+    return family == SQLDialect.MARIADB || family == SQLDialect.MYSQL;
+  }
+
+  private static final Field<OffsetDateTime> STATEMENT_TIME = CustomField.of("statement_time", SQLDataType.TIMESTAMPWITHTIMEZONE,
+      ctx -> ctx.sql(maria(ctx) ? "utc_timestamp(6)" : "statement_timestamp()"));
+
+  /**
+   * Now by the database clock, read when the expression is evaluated (after any lock wait of the
+   * statement): PostgreSQL's {@code clock_timestamp()}; on MariaDB {@code SYSDATE(6)}, the
+   * execution time in the session's zone, moved to UTC by the session's offset at the statement's
+   * start (MariaDB has no UTC form of it).
+   */
+  private static final Field<OffsetDateTime> CLOCK = CustomField.of("clock", SQLDataType.TIMESTAMPWITHTIMEZONE,
+      ctx -> ctx.sql(maria(ctx)
+          ? "(sysdate(6) + interval timestampdiff(microsecond, now(6), utc_timestamp(6)) microsecond)"
+          : "clock_timestamp()"));
+
   /**
    * The database clock when the statement started: what a write stamps, one value for every
    * column of its row (so {@code expires - received} is exactly the window, where two reads of
-   * {@code clock_timestamp()} in one statement may differ by a tick).
+   * the running clock in one statement may differ by a tick).
    */
   public static Field<OffsetDateTime> statementTime() {
-    return DSL.field("statement_timestamp()", OffsetDateTime.class);
+    return STATEMENT_TIME;
+  }
+
+  /** Now by the database clock, as of the expression's evaluation (after any lock wait). */
+  public static Field<OffsetDateTime> clock() {
+    return CLOCK;
   }
 
   /** {@code t + micros} microseconds, in SQL; {@code micros} may be negative. */
   public static Field<OffsetDateTime> plusMicros(Field<OffsetDateTime> t, Field<Long> micros) {
-    return DSL.field("({0} + {1} * interval '1 microsecond')", OffsetDateTime.class, t, micros);
+    return CustomField.of("plus_micros", SQLDataType.TIMESTAMPWITHTIMEZONE, ctx -> {
+      if (maria(ctx)) {
+        ctx.sql("(").visit(t).sql(" + interval ").visit(micros).sql(" microsecond)");
+      } else {
+        ctx.sql("(").visit(t).sql(" + ").visit(micros).sql(" * interval '1 microsecond')");
+      }
+    });
+  }
+
+  /**
+   * {@code t} in seconds since the epoch, as a double: PostgreSQL's {@code date_part('epoch', t)};
+   * on MariaDB the microseconds from 1970-01-01 (a UTC {@code DATETIME}) over a million, exact to
+   * the microsecond where {@code UNIX_TIMESTAMP} would read {@code t} in the session's zone.
+   */
+  public static Field<Double> epochSeconds(Field<?> t) {
+    return CustomField.of("epoch_seconds", SQLDataType.DOUBLE, ctx -> {
+      if (maria(ctx)) {
+        ctx.sql("(timestampdiff(microsecond, '1970-01-01 00:00:00', ").visit(t).sql(") / 1e6)");
+      } else {
+        ctx.sql("date_part('epoch', ").visit(t).sql(")");
+      }
+    });
   }
 }

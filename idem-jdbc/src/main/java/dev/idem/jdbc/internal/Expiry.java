@@ -62,9 +62,4 @@ public final class Expiry {
     }
     return total;
   }
-
-  /** The database's clock, read when the statement runs (not when its transaction began). */
-  public static Field<OffsetDateTime> dbNow() {
-    return DSL.field("clock_timestamp()", OffsetDateTime.class);
-  }
 }

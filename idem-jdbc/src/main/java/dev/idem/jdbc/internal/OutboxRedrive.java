@@ -32,7 +32,7 @@ public final class OutboxRedrive {
 
   /** Pending again, due now, attempts reset; a new statement each call (jOOQ's builders are mutable). */
   private static UpdateSetMoreStep<?> update(DSLContext d) {
-    return d.update(T).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, Expiry.dbNow());
+    return d.update(T).set(STATUS, DSL.inline(PENDING)).set(ATTEMPTS, DSL.inline(0)).set(NEXT_ATTEMPT_AT, DbTime.clock());
   }
 
   /** Re-drives the parked message {@code id}; returns the rows changed (0 or 1). */

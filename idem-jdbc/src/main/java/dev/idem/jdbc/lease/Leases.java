@@ -133,7 +133,7 @@ public final class Leases {
         .set(EXPIRES_AT, DSL.excluded(EXPIRES_AT))
         // SET sees the existing row: this records who held the lease that is being taken over.
         .set(PREVIOUS_HOLDER, L_HOLDER)
-        .where(L_HOLDER.isNull().or(L_EXPIRES_AT.le(Expiry.dbNow())))
+        .where(L_HOLDER.isNull().or(L_EXPIRES_AT.le(DbTime.clock())))
         .returning(TOKEN, EXPIRES_AT, PREVIOUS_HOLDER)
         .fetchOptional()
         .map(r -> r.into(TOKEN, EXPIRES_AT, PREVIOUS_HOLDER)));
@@ -169,7 +169,7 @@ public final class Leases {
         .where(RESOURCE.eq(resource))
         .and(HOLDER.eq(holder))
         .and(TOKEN.eq(token.value()))
-        .and(EXPIRES_AT.gt(Expiry.dbNow()))
+        .and(EXPIRES_AT.gt(DbTime.clock()))
         .returning(EXPIRES_AT)
         .fetchOptional()
         .map(r -> r.get(EXPIRES_AT).toInstant()));
@@ -185,7 +185,7 @@ public final class Leases {
     Require.notNull(token, "token");
     return bounded(null, dsl -> dsl.update(LEASES)
         .setNull(HOLDER)
-        .set(EXPIRES_AT, Expiry.dbNow())
+        .set(EXPIRES_AT, DbTime.clock())
         .where(RESOURCE.eq(resource))
         .and(HOLDER.eq(holder))
         .and(TOKEN.eq(token.value()))
@@ -266,7 +266,7 @@ public final class Leases {
     if (ttl.compareTo(MIN_TTL) < 0 || ttl.compareTo(MAX_TTL) > 0) {
       throw new IllegalArgumentException("ttl must be from " + MIN_TTL + " to " + MAX_TTL + ", was " + ttl);
     }
-    return DbTime.plusMicros(Expiry.dbNow(), DSL.val(DbTime.micros(ttl)));
+    return DbTime.plusMicros(DbTime.clock(), DSL.val(DbTime.micros(ttl)));
   }
 
   /**

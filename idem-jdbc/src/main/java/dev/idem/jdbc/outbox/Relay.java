@@ -137,7 +137,7 @@ public final class Relay implements AutoCloseable {
     // sequence values are taken before commit and commit out of order, so a reader that moves past
     // the highest seen skips the rows that commit later, for good. SKIP LOCKED lets relays share
     // the table: each takes rows no other running batch holds.
-    Condition due = STATUS.eq(DSL.inline(PENDING)).and(NEXT_ATTEMPT_AT.le(Expiry.dbNow()));
+    Condition due = STATUS.eq(DSL.inline(PENDING)).and(NEXT_ATTEMPT_AT.le(DbTime.clock()));
     if (ordered) {
       // Only the head of each aggregate key is eligible: no older message of the key still waits
       // (pending, even if backing off, or parked). A parked head therefore blocks its key. Older
@@ -162,7 +162,7 @@ public final class Relay implements AutoCloseable {
     this.claimSql = d.render(claim.forUpdate().skipLocked());
     this.markSentSql = d.render(d.update(T)
         .set(STATUS, DSL.inline(SENT))
-        .set(SENT_AT, Expiry.dbNow())
+        .set(SENT_AT, DbTime.clock())
         .set(ATTEMPTS, ATTEMPTS.plus(DSL.inline(1)))
         .set(LAST_ERROR, DSL.inline((String) null))
         .where(ID.eq(DSL.any(DSL.val((UUID[]) null, SQLDataType.UUID.array())))));
@@ -170,7 +170,7 @@ public final class Relay implements AutoCloseable {
     this.markFailedSql = d.render(d.update(T)
         .set(ATTEMPTS, attempts)
         .set(LAST_ERROR, DSL.val((String) null, LAST_ERROR))
-        .set(NEXT_ATTEMPT_AT, DbTime.plusMicros(Expiry.dbNow(), DSL.val(0L)))
+        .set(NEXT_ATTEMPT_AT, DbTime.plusMicros(DbTime.clock(), DSL.val(0L)))
         .set(STATUS, DSL.when(attempts.ge(DSL.val(0)), DSL.inline(PARKED)).otherwise(DSL.inline(PENDING)))
         .where(ID.eq(DSL.val((UUID) null, ID))));
   }
@@ -415,7 +415,7 @@ public final class Relay implements AutoCloseable {
    * @return how many were deleted
    */
   public long purgeSent() {
-    Field<OffsetDateTime> cutoff = DbTime.plusMicros(Expiry.dbNow(), DSL.val(-DbTime.micros(retention)));
+    Field<OffsetDateTime> cutoff = DbTime.plusMicros(DbTime.clock(), DSL.val(-DbTime.micros(retention)));
     long n = Expiry.deleteInBatches(idem, T, STATUS.eq(SENT).and(SENT_AT.lt(cutoff)), PURGE_BATCH, PURGE_MAX_BATCHES);
     if (n > 0) {
       events.expired(n);

@@ -77,7 +77,7 @@ public final class ClaimTable {
   static final String ROLLBACK_TO_SAVEPOINT = "rollback to savepoint " + SAVEPOINT + ";\n" + RELEASE;
 
   /** The database clock now: what every comparison (lease over? window over?) reads. */
-  private static final Field<OffsetDateTime> NOW = Expiry.dbNow();
+  private static final Field<OffsetDateTime> NOW = DbTime.clock();
   /**
    * The database clock when the statement started: what a write stamps, one value for every
    * column of the row (so {@code expires_at - created_at} is exactly the window).
