@@ -150,6 +150,7 @@ public final class IdemFlyway {
       throw new IllegalArgumentException("Layout.PARTITIONED is PostgreSQL's only (its tables are partitioned by PostgreSQL's"
           + " declarative partitioning), and this DataSource is on " + server.vendor.product + ": use Layout.DEFAULT");
     }
+    String what = "schema '" + schema + "'";
     if (schema == null) {
       if (server.vendor == Vendor.POSTGRESQL) {
         schema = DEFAULT_SCHEMA;
@@ -158,10 +159,20 @@ public final class IdemFlyway {
             + " on " + server.vendor.product + " idem's tables go in that database by default: name one in the URL, or pass"
             + " the schema (a database on " + server.vendor.product + ") to migrate");
       } else {
-        schema = server.database; // the user's own database: named by them, not by idem, so not held to NAME
+        schema = server.database;
+        what = "the DataSource's database '" + schema + "' (where idem's tables go when no schema is named)";
+        // Named by the user, not here; still the migrations name it unquoted, so it is held to the
+        // same rules, and refused before a migration could fail half-way (MariaDB's DDL is not
+        // transactional).
+        if (!NAME.matcher(schema).matches()) {
+          throw new IllegalArgumentException(what + " is not a plain lower-case SQL identifier, which idem's migrations name"
+              + " unquoted: pass a schema (a database on " + server.vendor.product + ") of 1 to 63 lower-case letters, digits or"
+              + " underscores, not starting with a digit");
+        }
       }
-    } else if (reserved(dataSource, server.vendor, schema)) {
-      throw new IllegalArgumentException("schema '" + schema + "' is a reserved word of " + server.vendor.product + "'s, which"
+    }
+    if (!schema.equals(DEFAULT_SCHEMA) && reserved(dataSource, server.vendor, schema)) {
+      throw new IllegalArgumentException(what + " is a reserved word of " + server.vendor.product + "'s, which"
           + " idem's migrations would have to quote: choose another schema name");
     }
     if (server.vendor == Vendor.POSTGRESQL) {

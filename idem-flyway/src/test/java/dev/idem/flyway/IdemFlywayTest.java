@@ -3,6 +3,7 @@ package dev.idem.flyway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.sql.DriverManager;
 import java.sql.SQLException;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterAll;
@@ -159,6 +160,28 @@ class IdemFlywayTest {
       assertThat(tableIn(schema, "idem_keys")).isTrue();
     } finally {
       db.dropAlso(schema);
+    }
+  }
+
+  @Test
+  void onMariadb_aDatabaseTheMigrationsCouldNotNameUnquoted_isRefusedAsTheDefault() throws SQLException {
+    if (!MARIADB) {
+      return; // PostgreSQL's default is the schema idem, whatever the database is called
+    }
+    String odd = db.name() + "_Odd";
+    try (var c = DriverManager.getConnection(db.url()); var st = c.createStatement()) {
+      st.execute("CREATE DATABASE `" + odd + "`");
+    }
+    try {
+      assertThatThrownBy(() -> IdemFlyway.migrate(TestServer.Db.dataSource(TestServer.urlOf(odd))))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageStartingWith("the DataSource's database '" + odd + "' (where idem's tables go when no schema is named) is not a plain"
+              + " lower-case SQL identifier");
+      assertThat(db.count("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" + odd + "'")).isZero();
+    } finally {
+      try (var c = DriverManager.getConnection(db.url()); var st = c.createStatement()) {
+        st.execute("DROP DATABASE `" + odd + "`");
+      }
     }
   }
 }
