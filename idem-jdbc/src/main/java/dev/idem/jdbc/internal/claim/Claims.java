@@ -92,7 +92,6 @@ public final class Claims {
   private final Sql storeAndCommit;
   private final Sql storeAndRelease;
   private final Sql release;
-  private final Sql rollbackToSavepoint;
   /** The batch form of the protocol, for a table that has one (the inbox); else null. */
   private final BatchClaims batches;
 
@@ -115,10 +114,9 @@ public final class Claims {
     this.claimJoined = Sql.join(savepoint, table.claim);
     this.reclaim = table.reclaim;
     this.release = Sql.of(dsl, DSL.query(ClaimTable.RELEASE));
-    this.rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + ClaimTable.SAVEPOINT), DSL.query(ClaimTable.RELEASE));
     this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
     this.storeAndRelease = table.storeResult == null ? null : Sql.join(table.storeResult, release);
-    this.batches = table.claimBatch == null ? null : new BatchClaims(this);
+    this.batches = table.layout.kind() == ClaimTable.Kind.INBOX ? new BatchClaims(this) : null;
   }
 
   /** The batch form of the protocol on this table: the inbox's. */
@@ -210,7 +208,7 @@ public final class Claims {
       return given.apply(tx);
     };
     Context.Runs runs = context.runs();
-    boolean first = statements != null;
+    boolean first = statements != null && claimSignal != null;
     while (true) {
       ran[0] = false;
       try {
@@ -292,7 +290,7 @@ public final class Claims {
       Query[] statements, long started) throws X {
     Connection c = tx.connection();
     Driver.refuseUnjoinable(c, name + " " + binds.key);
-    if (statements != null) {
+    if (statements != null && claimSignal != null) {
       for (boolean afterPrelude = prefaced; ; afterPrelude = true) {
         // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
         // so there is nothing to roll back to (and an outer call's savepoint of that name must not be).
@@ -314,6 +312,8 @@ public final class Claims {
         }
         break;
       }
+    }
+    if (statements != null) {
       effect = sent(statements);
     }
     try {
@@ -345,7 +345,7 @@ public final class Claims {
         if (reclaimed(c, binds)) {
           return applyLocal(tx, binds, codec, effect, joined);
         }
-        row = readOn(c, table.read, binds, started); // another copy re-claimed it first
+        row = readOn(c, table.readLatest, binds, started); // another copy re-claimed it first
       } else {
         Execution<T> repeat = answer(row, binds, codec);
         if (joined) {
@@ -568,7 +568,8 @@ public final class Claims {
     if (repeat != null) {
       return repeat;
     }
-    if (SqlStates.isLockTimeoutOn(e, table.layout.primaryKey()) || SqlStates.isLockTimeoutOn(e, table.layout.table())) {
+    if (SqlStates.isLockTimeoutOn(e, table.layout.primaryKey()) || SqlStates.isLockTimeoutOn(e, table.layout.table())
+        || SqlStates.isLockWaitTimeout(e)) {
       return new Busy(retryAfter);
     }
     return failed(e);
@@ -606,7 +607,7 @@ public final class Claims {
   /** Undoes a joined call's claim; if that fails, the caller's transaction is not usable and says so. */
   private void rollbackToSavepoint(Connection c, IdempotencyKey key) {
     try {
-      Driver.savepointCommand(c, rollbackToSavepoint.text());
+      Driver.savepointCommand(c, ClaimTable.ROLLBACK_TO_SAVEPOINT);
     } catch (SQLException e) {
       throw new DataAccessException(name + ": could not roll back to the savepoint before the claim of key " + key
           + ", so the caller's transaction may hold it or be aborted; roll the transaction back: " + e.getMessage(), e);
