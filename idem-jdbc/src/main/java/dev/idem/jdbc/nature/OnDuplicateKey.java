@@ -16,24 +16,26 @@ import java.util.Set;
 import org.jooq.Condition;
 import org.jooq.Field;
 import org.jooq.Name;
-import org.jooq.Query;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 
 /**
  * The MariaDB form of {@code INSERT … ON CONFLICT (key) …} for {@link Totals} and {@link
- * UniqueRows}: one {@code INSERT … ON DUPLICATE KEY UPDATE … RETURNING} that tells what it did.
+ * UniqueRows}: an {@code INSERT … ON DUPLICATE KEY UPDATE} that records what it did, then a read of
+ * that record.
  *
  * <p>MariaDB's affected-row count cannot tell an insert from a duplicate left as it was (both count
  * 1 on a connection that reports matched rows, the driver's default), and its ON DUPLICATE KEY
  * fires on a duplicate of <i>any</i> unique index, where PostgreSQL's ON CONFLICT names one. So the
- * statement records what it found in the session variable {@code @idem_outcome}, and returns it:
- * set to NULL while the row's values are computed (before any duplicate is looked for), then, only
- * on a duplicate, to 2 if the row found does not carry the call's key (it collided on another
- * unique index: nothing is changed and the call throws, as PostgreSQL would), 1 if the column is
- * raised, else 0. On a duplicate InnoDB locks the row exclusively before the update clause reads
- * it, so racing callers queue on the row and each sees the one before it committed; no shared lock
- * is taken that two of them could then both want to upgrade (the deadlock of a plain INSERT whose
+ * statement records what it found in the session variable {@code @idem_outcome}: set to NULL while
+ * the row's values are computed (before any duplicate is looked for), then, only on a duplicate,
+ * to 2 if the row found does not carry the call's key (it collided on another unique index:
+ * nothing is changed and the call throws, as PostgreSQL would), 1 if the column is raised, else 0.
+ * The next statement of the session reads it. ({@code RETURNING @idem_outcome} would save that
+ * round trip, but MariaDB 10.11 evaluates it before the update clause when the insert waited for a
+ * lock.) On a duplicate InnoDB locks the row exclusively before the update clause reads it, so
+ * racing callers queue on the row and each sees the one before it committed; no shared lock is
+ * taken that two of them could then both want to upgrade (the deadlock of a plain INSERT whose
  * duplicate-key error is caught).
  *
  * <p>A unique index is what makes the row exist once; without one on exactly the key columns,
@@ -62,19 +64,17 @@ final class OnDuplicateKey {
     this.key = key;
   }
 
-  /** What one statement did: its outcome and, if it returned one, the stored value of {@code updated}. */
+  /** What one call did: its outcome and, if read, the stored value of the updated column. */
   record Result(int outcome, Long stored) {}
 
   /**
    * {@code INSERT INTO table (columns) VALUES (values) ON DUPLICATE KEY UPDATE updated =
-   * IF(raise, VALUES(updated), updated) RETURNING [updated,] @idem_outcome}.
+   * IF(raise, VALUES(updated), updated)}, recording its outcome.
    *
    * @param values the values, one per column
    * @param raise on a duplicate with the key, whether {@code updated} takes the new value
-   * @param returnUpdated whether {@code updated}'s stored value is returned as well
    */
-  Rendered render(List<Field<?>> columns, List<Field<?>> values, Field<?> updated, Condition raise,
-      boolean returnUpdated) {
+  Rendered insert(List<Field<?>> columns, List<Field<?>> values, Field<?> updated, Condition raise) {
     List<Field<?>> row = new ArrayList<>(values);
     // The reset rides on the first value: the row's values are computed before any duplicate is
     // looked for, so a value left in the variable by an earlier statement of the session never shows.
@@ -86,10 +86,20 @@ final class OnDuplicateKey {
     }
     Field<?> outcome = DSL.field("(@idem_outcome := case when not ({0}) then {1} when {2} then {3} else {4} end)",
         sameKey, DSL.inline(OTHER_INDEX), raise, DSL.inline(RAISED), DSL.inline(KEPT));
-    Query q = DSL.query("insert into {0} ({1}) values ({2}) on duplicate key update {3} = if({4} = {5}, {6}, {3})"
-            + " returning " + (returnUpdated ? "{3}, " : "") + "@idem_outcome",
-        DSL.table(table), DSL.list(columns), DSL.list(row), updated, outcome, DSL.inline(RAISED), valueOf(updated));
-    return Rendered.render(Dialect.MARIADB, q);
+    return Rendered.render(Dialect.MARIADB, DSL.query(
+        "insert into {0} ({1}) values ({2}) on duplicate key update {3} = if({4} = {5}, {6}, {3})",
+        DSL.table(table), DSL.list(columns), DSL.list(row), updated, outcome, DSL.inline(RAISED), valueOf(updated)));
+  }
+
+  /**
+   * The read of {@link #insert}'s outcome, and of {@code stored}'s value in the row with the key
+   * (binds {@code k0}, {@code k1}, …) if not null: a locking read, of the row the insert locked.
+   */
+  Rendered outcome(Field<?> stored) {
+    Field<Object> recorded = DSL.field("@idem_outcome");
+    return Rendered.render(Dialect.MARIADB, stored == null
+        ? DSL.select(recorded)
+        : DSL.select(recorded, stored).from(DSL.table(table)).where(key.match()).forUpdate());
   }
 
   /** {@code VALUES(column)}: on a duplicate, the value the statement would have inserted. */
@@ -98,32 +108,37 @@ final class OnDuplicateKey {
   }
 
   /**
-   * Runs {@code statement} (from {@link #render}) on {@code c}, in the caller's transaction, after
-   * checking once that the table has a unique index on the key.
+   * Runs {@code insert} and then {@code outcome} (from {@link #insert} and {@link #outcome}) on
+   * {@code c}, in the caller's transaction, after checking once that the table has a unique index
+   * on the key.
    *
    * @throws DataAccessException if the table has no unique index on exactly the key columns, or the
    *     row collided with another row on another unique index (then nothing was written)
    */
-  Result run(Connection c, Rendered statement, Map<String, Object> binds) throws SQLException {
+  Result run(Connection c, Rendered insert, Rendered outcome, Map<String, Object> binds) throws SQLException {
     requireUniqueIndex(c);
-    try (PreparedStatement ps = statement.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
-      if (!rs.next()) {
-        throw new IllegalStateException("INSERT … RETURNING on " + tableName + " returned no row");
+    try (PreparedStatement ps = insert.prepare(c, binds)) {
+      ps.executeUpdate();
+    }
+    try (PreparedStatement ps = outcome.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
+      // No row with the key after the insert: it neither inserted one nor met one, so it met
+      // another unique index's duplicate (and recorded 2).
+      int recorded = OTHER_INDEX;
+      if (rs.next()) {
+        long o = rs.getLong(1);
+        recorded = rs.wasNull() ? INSERTED : (int) o;
       }
-      int columns = rs.getMetaData().getColumnCount();
-      Long stored = null;
-      if (columns == 2) {
-        long v = rs.getLong(1);
-        stored = rs.wasNull() ? null : v;
-      }
-      long o = rs.getLong(columns);
-      int outcome = rs.wasNull() ? INSERTED : (int) o;
-      if (outcome == OTHER_INDEX) {
-        String message = "the row collides with a row of " + tableName + " on a unique index other than the key "
-            + key.names + ", which holds no row with this key: nothing was written";
+      if (recorded == OTHER_INDEX) {
+        String message = "the row collides with another row of " + tableName + " on a unique index other than the"
+            + " key " + key.names + ": nothing was written";
         throw new DataAccessException(message, new SQLException(message, "23000", 1062));
       }
-      return new Result(outcome, stored);
+      Long stored = null;
+      if (rs.getMetaData().getColumnCount() == 2) {
+        long v = rs.getLong(2);
+        stored = rs.wasNull() ? null : v;
+      }
+      return new Result(recorded, stored);
     }
   }
 

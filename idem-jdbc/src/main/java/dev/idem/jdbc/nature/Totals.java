@@ -45,14 +45,14 @@ import org.jooq.impl.DSL;
  *       otherwise PostgreSQL refuses the statement ("no unique or exclusion constraint matching the
  *       ON CONFLICT specification"), and on MariaDB idem refuses the first call (it looks for the
  *       index), never a silent second row.
- *   <li>On MariaDB the one statement is {@code INSERT … ON DUPLICATE KEY UPDATE total =
- *       IF(total IS NULL OR total < VALUES(total), VALUES(total), total) RETURNING total}, which
- *       also tells whether it inserted, raised or kept (in the session variable {@code
- *       @idem_outcome}, which it sets). A duplicate locks the row exclusively before the condition
+ *   <li>On MariaDB the statement is {@code INSERT … ON DUPLICATE KEY UPDATE total =
+ *       IF(total IS NULL OR total < VALUES(total), VALUES(total), total)}, which records whether
+ *       it inserted, raised or kept in the session variable {@code @idem_outcome}, read with the
+ *       total by a second statement. A duplicate locks the row exclusively before the condition
  *       reads it, so the racing writers apply one after another on the newest total, at every
  *       isolation level (no 40001 at REPEATABLE READ, where PostgreSQL gives one). A duplicate on
  *       another unique index of the table is refused with {@link DataAccessException}, as on
- *       PostgreSQL, and writes nothing. Needs MariaDB's {@code INSERT … RETURNING} (10.5+).
+ *       PostgreSQL, and writes nothing.
  *   <li>Names are checked as plain identifiers when built and rendered quoted; values travel as binds.
  * </ul>
  *
@@ -70,9 +70,10 @@ public final class Totals {
   /** PostgreSQL's upsert; its read of the total, for zero rows. */
   private final Rendered upsert;
   private final Rendered read;
-  /** MariaDB's one statement, and its check of the table's unique index. */
+  /** MariaDB's upsert, its read of the outcome and the total, and its check of the table's unique index. */
   private final OnDuplicateKey onDuplicate;
   private final Rendered upsertOnMariaDb;
+  private final Rendered outcomeOnMariaDb;
 
   private Totals(Builder b, Columns key, String total) {
     this.idem = b.idem;
@@ -97,8 +98,9 @@ public final class Totals {
         .returning(column));
     this.read = Rendered.render(Dialect.POSTGRES, dsl.select(column).from(DSL.table(name)).where(key.match()));
     this.onDuplicate = new OnDuplicateKey(b.table, name, key);
-    this.upsertOnMariaDb = onDuplicate.render(columns, values, column,
-        column.isNull().or(column.lt(OnDuplicateKey.valueOf(column))), true);
+    this.upsertOnMariaDb = onDuplicate.insert(columns, values, column,
+        column.isNull().or(column.lt(OnDuplicateKey.valueOf(column))));
+    this.outcomeOnMariaDb = onDuplicate.outcome(column);
   }
 
   static {
@@ -119,7 +121,7 @@ public final class Totals {
     binds.put("total", total);
     try {
       if (idem.mariadb()) {
-        OnDuplicateKey.Result r = onDuplicate.run(tx, upsertOnMariaDb, binds);
+        OnDuplicateKey.Result r = onDuplicate.run(tx, upsertOnMariaDb, outcomeOnMariaDb, binds);
         // A NULL total is raised by any total, so the stored value is never NULL after the statement.
         return new TotalWriteValue(r.outcome() == OnDuplicateKey.KEPT ? Outcome.ALREADY_DONE : Outcome.APPLIED,
             r.stored());

@@ -53,11 +53,13 @@ import org.jooq.impl.DSL;
  *       otherwise PostgreSQL refuses the statement, and on MariaDB idem refuses the first call (it
  *       looks for the index), never a silent second row.
  *   <li>On MariaDB the statement is {@code INSERT … ON DUPLICATE KEY UPDATE} with an update that
- *       changes nothing, returning whether it inserted (in the session variable {@code
- *       @idem_outcome}, which it sets). Unlike {@code DO NOTHING} it locks the row found until
- *       your transaction ends, so the copies told ALREADY_DONE wait for one another's commits. A
- *       duplicate on another unique index of the table is refused with {@link DataAccessException},
- *       as on PostgreSQL, and writes nothing. Needs MariaDB's {@code INSERT … RETURNING} (10.5+).
+ *       changes nothing, which records whether it inserted in the session variable {@code
+ *       @idem_outcome}, read by a second statement. Unlike {@code DO NOTHING} it locks the row
+ *       found until your transaction ends, so the copies told ALREADY_DONE wait for one another's
+ *       commits. A duplicate on another unique index of the table is refused with {@link
+ *       DataAccessException}, as on PostgreSQL, and writes nothing; so is a row that collides
+ *       with one row on the key and with another on another unique index, if MariaDB meets the
+ *       other index first (PostgreSQL reports the key's duplicate).
  *   <li>With an effect, the row and what the effect wrote commit together, or neither does.
  *   <li>Names are checked as plain identifiers and rendered quoted; values travel as binds.
  * </ul>
@@ -82,6 +84,7 @@ public final class UniqueRows {
   private final Table<?> table;
   private final Columns key;
   private final OnDuplicateKey onDuplicate;
+  private final Rendered outcomeOnMariaDb;
 
   private UniqueRows(Builder b, Columns key) {
     this.idem = b.idem;
@@ -89,6 +92,7 @@ public final class UniqueRows {
     this.table = DSL.table(Identifiers.table(b.table));
     this.key = key;
     this.onDuplicate = new OnDuplicateKey(b.table, Identifiers.table(b.table), key);
+    this.outcomeOnMariaDb = onDuplicate.outcome(null);
   }
 
   static {
@@ -170,8 +174,8 @@ public final class UniqueRows {
     try {
       if (idem.mariadb()) {
         // On a duplicate the first key column is set to itself: the row is locked and left as it was.
-        Rendered insert = onDuplicate.render(columns, values, key.fields.get(0), DSL.falseCondition(), false);
-        return onDuplicate.run(c, insert, binds).outcome() == OnDuplicateKey.INSERTED
+        Rendered insert = onDuplicate.insert(columns, values, key.fields.get(0), DSL.falseCondition());
+        return onDuplicate.run(c, insert, outcomeOnMariaDb, binds).outcome() == OnDuplicateKey.INSERTED
             ? Outcome.APPLIED : Outcome.ALREADY_DONE;
       }
       var dsl = Rendered.userTables(Dialect.POSTGRES);

@@ -21,7 +21,8 @@ final class Sends {
   static Sender<SQLException> into(DataSource ds) {
     return out -> {
       try (Connection c = ds.getConnection();
-          PreparedStatement ps = c.prepareStatement("INSERT INTO sends VALUES (?, ?, ?, ?, ?)")) {
+          PreparedStatement ps = c.prepareStatement(
+              "INSERT INTO sends (notification_id, channel, recipient, collapse_id, takeover) VALUES (?, ?, ?, ?, ?)")) {
         ps.setString(1, out.notification().id());
         ps.setString(2, out.notification().channel());
         ps.setString(3, out.notification().recipient());
