@@ -67,19 +67,19 @@ public final class Totals {
   private final Context idem;
   private final String tableName;
   private final Columns key;
-  /** PostgreSQL's upsert; its read of the total, for zero rows. */
+  /**
+   * The upsert, and the read after it: on PostgreSQL of the total, when the upsert changed no row;
+   * on MariaDB of the upsert's outcome and the total.
+   */
   private final Rendered upsert;
   private final Rendered read;
-  /** MariaDB's upsert, its read of the outcome and the total, and its check of the table's unique index. */
+  /** On MariaDB (else null): the upsert's form there, and its check of the table's unique index. */
   private final OnDuplicateKey onDuplicate;
-  private final Rendered upsertOnMariaDb;
-  private final Rendered outcomeOnMariaDb;
 
   private Totals(Builder b, Columns key, String total) {
     this.idem = b.idem;
     this.tableName = b.table;
     this.key = key;
-    DSLContext dsl = Rendered.userTables(Dialect.POSTGRES);
     Name name = Identifiers.table(b.table);
     Table<?> target = DSL.table(name).as("target");
     Field<Long> column = DSL.field(DSL.name(total), Long.class);
@@ -91,16 +91,21 @@ public final class Totals {
       values.add(DSL.param("k" + i));
     }
     values.add(DSL.param("total", Long.class));
+    if (idem.mariadb()) { // asked when built, as every tool does
+      this.onDuplicate = new OnDuplicateKey(b.table, name, key);
+      this.upsert = onDuplicate.insert(columns, values, column,
+          column.isNull().or(column.lt(OnDuplicateKey.valueOf(column))));
+      this.read = onDuplicate.outcome(column);
+      return;
+    }
+    this.onDuplicate = null;
+    DSLContext dsl = Rendered.userTables(Dialect.POSTGRES);
     this.upsert = Rendered.render(Dialect.POSTGRES, dsl.insertInto(target, columns).values(values)
         .onConflict(key.fields).doUpdate()
         .set(column, DSL.excluded(column))
         .where(held.isNull().or(held.lt(DSL.excluded(column))))
         .returning(column));
     this.read = Rendered.render(Dialect.POSTGRES, dsl.select(column).from(DSL.table(name)).where(key.match()));
-    this.onDuplicate = new OnDuplicateKey(b.table, name, key);
-    this.upsertOnMariaDb = onDuplicate.insert(columns, values, column,
-        column.isNull().or(column.lt(OnDuplicateKey.valueOf(column))));
-    this.outcomeOnMariaDb = onDuplicate.outcome(column);
   }
 
   static {
@@ -120,8 +125,8 @@ public final class Totals {
     Map<String, Object> binds = this.key.binds(key, tableName);
     binds.put("total", total);
     try {
-      if (idem.mariadb()) {
-        OnDuplicateKey.Result r = onDuplicate.run(tx, upsertOnMariaDb, outcomeOnMariaDb, binds);
+      if (onDuplicate != null) {
+        OnDuplicateKey.Result r = onDuplicate.run(tx, upsert, read, binds);
         // A NULL total is raised by any total, so the stored value is never NULL after the statement.
         return new TotalWriteValue(r.outcome() == OnDuplicateKey.KEPT ? Outcome.ALREADY_DONE : Outcome.APPLIED,
             r.stored());

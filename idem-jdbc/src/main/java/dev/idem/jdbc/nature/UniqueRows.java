@@ -83,6 +83,7 @@ public final class UniqueRows {
   private final String tableName;
   private final Table<?> table;
   private final Columns key;
+  /** On MariaDB (else null): the insert's form there, its read of the outcome, its check of the unique index. */
   private final OnDuplicateKey onDuplicate;
   private final Rendered outcomeOnMariaDb;
 
@@ -91,8 +92,9 @@ public final class UniqueRows {
     this.tableName = b.table;
     this.table = DSL.table(Identifiers.table(b.table));
     this.key = key;
-    this.onDuplicate = new OnDuplicateKey(b.table, Identifiers.table(b.table), key);
-    this.outcomeOnMariaDb = onDuplicate.outcome(null);
+    boolean mariadb = idem.mariadb(); // asked when built, as every tool does
+    this.onDuplicate = mariadb ? new OnDuplicateKey(b.table, Identifiers.table(b.table), key) : null;
+    this.outcomeOnMariaDb = mariadb ? onDuplicate.outcome(null) : null;
   }
 
   static {
@@ -172,7 +174,7 @@ public final class UniqueRows {
       binds.put("v" + i++, e.getValue());
     }
     try {
-      if (idem.mariadb()) {
+      if (onDuplicate != null) {
         // On a duplicate the first key column is set to itself: the row is locked and left as it was.
         Rendered insert = onDuplicate.insert(columns, values, key.fields.get(0), DSL.falseCondition());
         return onDuplicate.run(c, insert, outcomeOnMariaDb, binds).outcome() == OnDuplicateKey.INSERTED

@@ -17,7 +17,6 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
-import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -102,9 +101,9 @@ import org.jooq.impl.SQLDataType;
  * dev.idem.jdbc.Idem#inTransaction} re-runs the callback. A call that throws anything else emits nothing. With no
  * listener no event is built.
  *
- * <p>Thread-safe and immutable. The step statements are rendered once for each database, in {@link
- * Builder#build()} (which touches no database); an edit with a map of columns is rendered per call
- * (its columns vary).
+ * <p>Thread-safe and immutable. The step statements are rendered once, in {@link Builder#build()},
+ * for the database the DataSource is on (asked of the driver then, on the {@code Idem}'s first use);
+ * an edit with a map of columns is rendered per call (its columns vary).
  */
 public final class Transitions {
   private final String tableName;
@@ -119,17 +118,13 @@ public final class Transitions {
   private final Field<String> status;
   private final Field<Long> version;
   private final Field<Long> fence;
-  /** The step and read statements, rendered for each database when built (no connection needed). */
-  private final Map<Dialect, Statements> statements = new EnumMap<>(Dialect.class);
+  /** The database this {@code Idem}'s DataSource is on, told when built. */
+  private final Dialect dialect;
+  private final Rendered advance;
+  private final Rendered advanceFenced; // null: no fence column
+  /** The row's status, version and fence by id; on MariaDB a locking read. */
+  private final Rendered read;
   private final Context idem;
-
-  /**
-   * The statements of one database that do not vary per call.
-   *
-   * @param advanceFenced null without a fence column
-   * @param read the row's status, version and fence by id; on MariaDB a locking read
-   */
-  private record Statements(Rendered advance, Rendered advanceFenced, Rendered read) {}
 
   private Transitions(Builder b, Table<?> table) {
     this.idem = b.idem;
@@ -152,16 +147,18 @@ public final class Transitions {
     if (fence != null) {
       columns.add(fence);
     }
-    for (Dialect d : Dialect.values()) {
-      var read = Rendered.userTables(d).select(columns).from(table).where(id.eq(DSL.param("id")));
-      // On MariaDB the read that classifies zero rows (or reads back what the write left) must be
-      // a locking one: under REPEATABLE READ a plain SELECT sees the transaction's snapshot, which
-      // may predate the copy whose commit made the write match zero rows, where the UPDATE itself
-      // (always a current read on InnoDB) saw that commit. A PostgreSQL transaction at that level
-      // gets 40001 from the UPDATE instead, so its plain read never disagrees with the write.
-      statements.put(d, new Statements(renderAdvance(d, false), fence == null ? null : renderAdvance(d, true),
-          Rendered.render(d, d == Dialect.MARIADB ? read.forUpdate() : read)));
-    }
+    // Asked when built, as every tool does, not at a first call that may already hold one of
+    // the pool's connections.
+    this.dialect = idem.dialect();
+    this.advance = renderAdvance(false);
+    this.advanceFenced = fence == null ? null : renderAdvance(true);
+    var select = Rendered.userTables(dialect).select(columns).from(table).where(id.eq(DSL.param("id")));
+    // On MariaDB the read that classifies zero rows (or reads back what the write left) must be a
+    // locking one: under REPEATABLE READ a plain SELECT sees the transaction's snapshot, which may
+    // predate the copy whose commit made the write match zero rows, where the UPDATE itself
+    // (always a current read on InnoDB) saw that commit. A PostgreSQL transaction at that level
+    // gets 40001 from the UPDATE instead, so its plain read never disagrees with the write.
+    this.read = Rendered.render(dialect, dialect == Dialect.MARIADB ? select.forUpdate() : select);
   }
 
   static {
@@ -211,7 +208,7 @@ public final class Transitions {
     binds.put("to", to);
     binds.put("id", id);
     binds.put("from", from);
-    return execute(tx, statements().advance(), binds, id, from, to, null);
+    return execute(tx, advance, binds, id, from, to, null);
   }
 
   /**
@@ -241,7 +238,7 @@ public final class Transitions {
     binds.put("from", from);
     binds.put("token", token.value());
     binds.put("token_guard", token.value());
-    return execute(tx, statements().advanceFenced(), binds, id, from, to, token);
+    return execute(tx, advanceFenced, binds, id, from, to, token);
   }
 
   /**
@@ -276,8 +273,7 @@ public final class Transitions {
     set.put(version, version.plus(DSL.inline(1L)));
     binds.put("id", id);
     binds.put("expected_version", expectedVersion);
-    Dialect d = idem.dialect();
-    Rendered st = write(d, Rendered.userTables(d).update(table).set(set)
+    Rendered st = write(Rendered.userTables(dialect).update(table).set(set)
         .where(this.id.eq(DSL.param("id")))
         .and(version.eq(DSL.param("expected_version", Long.class))));
     return execute(tx, st, binds, id, null, null, null);
@@ -315,8 +311,7 @@ public final class Transitions {
     binds.put("token", token.value());
     binds.put("id", id);
     binds.put("token_guard", token.value());
-    Dialect d = idem.dialect();
-    Rendered st = write(d, Rendered.userTables(d).update(table).set(set)
+    Rendered st = write(Rendered.userTables(dialect).update(table).set(set)
         .where(this.id.eq(DSL.param("id")))
         .and(fenceAdmits()));
     return execute(tx, st, binds, id, null, null, token);
@@ -332,22 +327,17 @@ public final class Transitions {
 
   // ---------------------------------------------------------------- internals
 
-  /** The statements of the database this {@code Idem}'s DataSource is on. */
-  private Statements statements() {
-    return statements.get(idem.dialect());
-  }
-
   /**
-   * A conditional UPDATE as {@code d} runs it: on PostgreSQL returning the status and version it
-   * left (one statement); on MariaDB, which has no UPDATE … RETURNING, a plain UPDATE whose count
-   * says whether it matched, followed by {@link Statements#read}.
+   * A conditional UPDATE as this database runs it: on PostgreSQL returning the status and version
+   * it left (one statement); on MariaDB, which has no UPDATE … RETURNING, a plain UPDATE whose
+   * count says whether it matched, followed by {@link #read}.
    */
-  private Rendered write(Dialect d, UpdateConditionStep<?> update) {
-    Query q = d == Dialect.POSTGRES ? update.returning(returned()) : update;
-    return Rendered.render(d, q);
+  private Rendered write(UpdateConditionStep<?> update) {
+    Query q = dialect == Dialect.POSTGRES ? update.returning(returned()) : update;
+    return Rendered.render(dialect, q);
   }
 
-  private Rendered renderAdvance(Dialect d, boolean fenced) {
+  private Rendered renderAdvance(boolean fenced) {
     Map<Field<?>, Object> set = new LinkedHashMap<>();
     set.put(status, DSL.param("to", String.class));
     if (fenced) {
@@ -360,7 +350,7 @@ public final class Transitions {
     if (fenced) {
       where = where.and(fenceAdmits());
     }
-    return write(d, Rendered.userTables(d).update(table).set(set).where(where));
+    return write(Rendered.userTables(dialect).update(table).set(set).where(where));
   }
 
   /** {@code coalesce(fence, 0) <= :token}: a row never fenced admits every token. */
@@ -407,7 +397,7 @@ public final class Transitions {
   private TransitionResult decide(Connection c, Rendered update, Map<String, Object> binds, Object rowId,
       String target, FencingToken token) {
     try {
-      if (update.dialect() == Dialect.MARIADB) {
+      if (dialect == Dialect.MARIADB) {
         // The write and the read of what it left are two statements there: on a connection in
         // auto-commit mode they run in one transaction of their own, so the row read back is the
         // one written (as RETURNING gives it on PostgreSQL), and both are committed when this returns.
@@ -425,7 +415,7 @@ public final class Transitions {
           return applied;
         }
       }
-      return classify(c, Dialect.POSTGRES, rowId, target, token, 0);
+      return classify(c, rowId, target, token, 0);
     } catch (SQLException e) {
       throw new DataAccessException("conditional write on " + tableName + " failed: " + e.getMessage(), e);
     }
@@ -446,16 +436,16 @@ public final class Transitions {
     if (matched > 1) {
       throw notUnique(rowId);
     }
-    return classify(c, Dialect.MARIADB, rowId, target, token, matched);
+    return classify(c, rowId, target, token, matched);
   }
 
   /**
    * Reads the row and tells the outcome: APPLIED with the row as the write left it when {@code
    * matched} is 1 (MariaDB only), else where the row is, classified by the path.
    */
-  private TransitionResult classify(Connection c, Dialect d, Object rowId, String target, FencingToken token,
-      int matched) throws SQLException {
-    try (PreparedStatement ps = statements.get(d).read().prepare(c, Map.of("id", rowId));
+  private TransitionResult classify(Connection c, Object rowId, String target, FencingToken token, int matched)
+      throws SQLException {
+    try (PreparedStatement ps = read.prepare(c, Map.of("id", rowId));
         ResultSet rs = ps.executeQuery()) {
       if (!rs.next()) {
         return new TransitionResultValue(Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty());
@@ -470,7 +460,7 @@ public final class Transitions {
         if (highest > token.value()) {
           throw new StaleFenceException(tableName + "/" + rowId, token.value(), highest);
         }
-        if (target == null && d == Dialect.MARIADB) {
+        if (target == null && dialect == Dialect.MARIADB) {
           // A fenced write that matched the row and changed no value (same token, same values, no
           // version column) counts zero rows on a connection that reports changed rows
           // (useAffectedRows=true) instead of matched ones: the row, locked, admits the token.
