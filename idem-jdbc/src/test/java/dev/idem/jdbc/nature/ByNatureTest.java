@@ -62,7 +62,7 @@ class ByNatureTest {
   }
 
   static boolean mariadb() {
-    return db.jdbcUrl().startsWith("jdbc:mariadb:"); // TODO db.vendor() once the fixture is merged
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
   }
 
   // ------------------------------------------------------------------ totals

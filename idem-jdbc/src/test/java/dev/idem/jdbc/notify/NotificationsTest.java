@@ -55,7 +55,7 @@ class NotificationsTest {
   }
 
   static boolean mariadb() {
-    return db.jdbcUrl().startsWith("jdbc:mariadb:"); // TODO db.vendor() once the fixture is merged
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
   }
 
   /** Now by the database clock, in SQL, comparable with idem's times (MariaDB's are UTC DATETIMEs). */

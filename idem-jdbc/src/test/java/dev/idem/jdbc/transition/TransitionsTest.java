@@ -82,7 +82,7 @@ class TransitionsTest {
   }
 
   static boolean mariadb() {
-    return db.jdbcUrl().startsWith("jdbc:mariadb:"); // TODO db.vendor() once the fixture is merged
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
   }
 
   static void sql(String statement) {
