@@ -4,6 +4,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Types;
+import java.util.Collections;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
@@ -26,12 +27,14 @@ public record Rendered(String sql, List<String> params, Dialect dialect) {
    * One renderer per database, for statements on the user's tables: their names as given, without
    * idem's schema mapping (which is for idem's own tables).
    */
-  private static final Map<Dialect, DSLContext> USER_TABLES = new EnumMap<>(Dialect.class);
+  private static final Map<Dialect, DSLContext> USER_TABLES = renderers();
 
-  static {
+  private static Map<Dialect, DSLContext> renderers() {
+    Map<Dialect, DSLContext> byDialect = new EnumMap<>(Dialect.class);
     for (Dialect d : Dialect.values()) {
-      USER_TABLES.put(d, DSL.using(d.jooq(), new Settings().withExecuteLogging(false).withRenderSchema(true)));
+      byDialect.put(d, DSL.using(d.jooq(), new Settings().withExecuteLogging(false).withRenderSchema(true)));
     }
+    return Collections.unmodifiableMap(byDialect);
   }
 
   /** The renderer of statements on the user's tables for {@code dialect}, for building queries. */
