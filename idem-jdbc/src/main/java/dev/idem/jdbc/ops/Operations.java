@@ -349,8 +349,8 @@ public final class Operations {
    * whose day ended at least {@code keep} ago and whose rows are all past their window, none of
    * them an external claim in flight (an unknown outcome keeps its partition until it is resolved
    * or released and past its window again). Days are UTC; times are the database clock. In the
-   * default layout, the only one on MariaDB, it does nothing. Safe to run from several instances at once; run it at least
-   * daily (the Spring Boot starter runs it with its scheduled expiry).
+   * default layout, the only one on MariaDB, it does nothing. Safe to run from several instances
+   * at once; run it at least daily (the Spring Boot starter runs it with its scheduled expiry).
    *
    * <p>A key is filed under the time in its UUIDv7: one whose day has no partition, because it is
    * older than the oldest kept or further ahead than {@code ahead}, is refused, never run again.

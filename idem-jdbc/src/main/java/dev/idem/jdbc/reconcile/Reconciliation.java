@@ -91,7 +91,7 @@ public final class Reconciliation {
     Field<Object> keyColumn = DSL.field(DSL.name("e", target.keyColumn()));
     // MariaDB: compared as idem's keys are on PostgreSQL, code point by code point (no case or
     // trailing-space folding), whatever the effect column's type or collation.
-    Field<String> keyText = maria ? DSL.field("cast({0} as char character set utf8mb4) collate utf8mb4_nopad_bin", String.class, keyColumn)
+    Field<String> keyText = maria ? exact(DSL.field("cast({0} as char character set utf8mb4)", String.class, keyColumn))
         : keyColumn.cast(SQLDataType.CLOB);
     int n = target.sample();
     String duplicates = d.render(d.select(keyText, DSL.count()).from(effects).where(keyColumn.isNotNull())
@@ -100,8 +100,9 @@ public final class Reconciliation {
     String withoutKeyCount = d.render(d.selectCount().from(effects).where(keyColumn.isNull()));
     String keysWithoutEffect = target.scope() == null ? null : d.render(d.select(KEY).from(KeyTable.T.as("k"))
         .where(SCOPE.eq(DSL.val((String) null, SCOPE))).and(STATE.eq(DSL.inline(KeyTable.COMPLETED)))
-        // MariaDB runs NOT EXISTS once per key; NOT IN it answers from the effects' keys hashed once
-        .and(maria ? KEY.notIn(d.select(keyText).from(effects).where(keyColumn.isNotNull()))
+        // MariaDB runs NOT EXISTS (and a NOT IN across two collations) as a scan of the effects per
+        // key; a NOT IN of one collation it answers from the effects' keys materialized once
+        .and(maria ? exact(KEY).notIn(d.select(keyText).from(effects).where(keyColumn.isNotNull()))
             : DSL.notExists(d.selectOne().from(effects).where(keyText.eq(KEY))))
         .orderBy(KEY).limit(DSL.inline(n)));
     return context.ownedOnceByIdem(tx -> {
@@ -135,6 +136,11 @@ public final class Reconciliation {
         throw new DataAccessException("could not reconcile " + target.describe() + ": " + e.getMessage(), e);
       }
     });
+  }
+
+  /** {@code text} in MariaDB's collation that compares code points, trailing spaces included. */
+  private static Field<String> exact(Field<String> text) {
+    return DSL.field("{0} collate utf8mb4_nopad_bin", String.class, text);
   }
 
   /**
