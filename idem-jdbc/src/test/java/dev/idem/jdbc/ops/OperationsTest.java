@@ -74,7 +74,7 @@ class OperationsTest {
   static void start(TestDatabase database, DataSource pool) {
     db = database;
     ds = pool;
-    now = db.jdbcUrl().startsWith("jdbc:mariadb:") ? "utc_timestamp(6)" : "clock_timestamp()";
+    now = db.vendor() == TestDatabase.Vendor.MARIADB ? "utc_timestamp(6)" : "clock_timestamp()";
     idem = Idem.builder(ds).listener(events).build();
     ops = idem.operations();
     executor = idem.executor().lease(Duration.ofSeconds(30)).build();

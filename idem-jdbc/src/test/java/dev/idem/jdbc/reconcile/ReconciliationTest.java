@@ -51,7 +51,7 @@ class ReconciliationTest {
   static void start(TestDatabase database, DataSource pool) {
     db = database;
     ds = pool;
-    maria = db.jdbcUrl().startsWith("jdbc:mariadb:");
+    maria = db.vendor() == TestDatabase.Vendor.MARIADB;
     idem = Idem.builder(ds).build(); // built here, after the logger's level was set above
     executor = idem.executor().build();
     reconciliation = idem.reconciliation();
