@@ -6,7 +6,6 @@ import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Record;
 import org.jooq.Result;
-import org.jooq.RowN;
 import org.jooq.Table;
 import org.jooq.impl.DSL;
 
@@ -84,7 +83,7 @@ public final class Expiry {
    * One batch on MariaDB, which has no {@code ctid}, no writable CTE and no {@code SKIP LOCKED} on
    * a DELETE: the batch locks its rows' primary keys with a locking read ({@code FOR UPDATE SKIP
    * LOCKED}, which at READ COMMITTED reads and re-checks the condition on each row's latest
-   * committed version, and takes no gap locks), then deletes exactly those rows.
+   * committed version, and takes no gap locks), then deletes exactly those rows, each by its key.
    *
    * <p>With a {@code fence}, the floor is raised first, in a transaction of its own that commits
    * before the batch's begins, to the highest fence of the rows the batch is about to take (read
@@ -117,8 +116,18 @@ public final class Expiry {
       if (locked.isEmpty()) {
         return 0;
       }
-      List<RowN> keys = locked.map(r -> DSL.row(r.intoArray()));
-      return dsl.deleteFrom(table).where(DSL.row(primaryKey).in(keys)).and(rows).execute();
+      // One delete per row, by its whole primary key: an equality MariaDB always answers from the
+      // primary key, touching no other row. A delete of several (an IN list of rows) may scan the
+      // table instead, and at READ COMMITTED a DELETE waits on every locked row it reads, matching
+      // or not (the semi-consistent read that skips them is an UPDATE's only).
+      var batch = dsl.batch(dsl.deleteFrom(table).where(DSL.and(primaryKey.stream().map(k -> k.eq(DSL.val((Object) null))).toList())));
+      for (Record key : locked) {
+        batch = batch.bind(key.intoArray());
+      }
+      batch.execute();
+      // The rows are locked by this transaction since its read found them past their time: each
+      // delete deletes its row (the driver's batch may not report counts one by one).
+      return locked.size();
     });
   }
 
