@@ -90,8 +90,9 @@ public final class Expiry {
    * without locks); the batch then takes only rows whose fence is at most that value. A row
    * re-claimed in between has a higher fence (it is left for a later run, as the fence floor has
    * not covered it), or is no longer past its time (the condition leaves it). An external claim
-   * reads the floor with a locking read after its insert, which waits for the delete of a row of
-   * its key to commit: it sees a floor at or above every token that row handed out. Raising the
+   * reads the floor with a locking read in its insert: before the raise, which then waits for the
+   * claim to commit (the key's row is still there, so the claim re-claims it above its fence), or
+   * after it, seeing the floor at or above every token the deleted row handed out. Raising the
    * floor above the fences of rows not deleted after all only makes later tokens higher.
    */
   private static int mariaDbBatch(Context idem, Table<?> table, List<Field<Object>> primaryKey, Condition condition,
@@ -101,7 +102,8 @@ public final class Expiry {
       Long highest = idem.autoCommitOnce("idem expiry: raise the fence floor", c -> {
         DSLContext dsl = idem.dsl(c);
         Table<?> candidates = DSL.select(fence).from(table).where(condition).limit(batchSize).asTable("candidates");
-        Long max = dsl.select(DSL.max(DSL.field(DSL.name("candidates", fence.getName()), Long.class))).from(candidates).fetchOne(0, Long.class);
+        Field<Long> candidate = DSL.field(DSL.name("candidates", fence.getName()), Long.class);
+        Long max = dsl.select(DSL.max(candidate)).from(candidates).fetchOne(0, Long.class);
         if (max != null) {
           dsl.update(FENCE_FLOOR).set(FLOOR, DSL.greatest(FLOOR, DSL.val(max))).where(FLOOR_ID.eq(DSL.inline(1))).execute();
         }
@@ -120,7 +122,8 @@ public final class Expiry {
       // primary key, touching no other row. A delete of several (an IN list of rows) may scan the
       // table instead, and at READ COMMITTED a DELETE waits on every locked row it reads, matching
       // or not (the semi-consistent read that skips them is an UPDATE's only).
-      var batch = dsl.batch(dsl.deleteFrom(table).where(DSL.and(primaryKey.stream().map(k -> k.eq(DSL.val((Object) null))).toList())));
+      Condition byKey = DSL.and(primaryKey.stream().map(k -> k.eq(DSL.val((Object) null))).toList());
+      var batch = dsl.batch(dsl.deleteFrom(table).where(byKey));
       for (Record key : locked) {
         batch = batch.bind(key.intoArray());
       }

@@ -20,10 +20,11 @@ import org.postgresql.ds.PGSimpleDataSource;
  *     [--sample 20] [--record]
  * </pre>
  *
- * The URL is PostgreSQL's or MariaDB's ({@code jdbc:mariadb://host/db?user=u}: idem's tables in that
- * database unless {@code --schema} names another; MariaDB Connector/J, {@code
- * org.mariadb.jdbc:mariadb-java-client}, on the class path). Prints the findings; {@code --record} also writes them to {@code idem_breaks}. Exit code 0 when
- * clean, 1 when breaks were found, 2 on bad arguments (with the usage) or a failed check.
+ * The URL is PostgreSQL's or MariaDB's ({@code jdbc:mariadb://host/db?user=u}: idem's tables in
+ * that database unless {@code --schema} names another; MariaDB Connector/J, {@code
+ * org.mariadb.jdbc:mariadb-java-client}, on the class path). Prints the findings; {@code --record}
+ * also writes them to {@code idem_breaks}. Exit code 0 when clean, 1 when breaks were found, 2 on
+ * bad arguments (with the usage) or a failed check.
  */
 public final class ReconcileCommand {
   static final String USAGE = "usage: ReconcileCommand --url jdbc:postgresql://host:port/db?user=...|jdbc:mariadb://..."
