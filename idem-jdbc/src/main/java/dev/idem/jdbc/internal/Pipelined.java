@@ -138,6 +138,16 @@ public final class Pipelined implements AutoCloseable {
 
   /** Runs {@code statements} on {@code c} in one round trip, each in turn; the first failure ends it. */
   public static void run(Connection c, DSLContext dsl, Query[] statements) throws SQLException {
+    if (dsl.family() == org.jooq.SQLDialect.MARIADB || dsl.family() == org.jooq.SQLDialect.MYSQL) {
+      // One by one: a string of several statements needs the driver's allowMultiQueries, which a
+      // user's MariaDB DataSource rarely sets.
+      for (Query statement : statements) {
+        try (Pipelined p = prepare(c, dsl, null, null, new Query[] {statement}, null)) {
+          p.ps.execute();
+        }
+      }
+      return;
+    }
     try (Pipelined p = prepare(c, dsl, null, null, statements, null)) {
       p.ps.execute();
     }

@@ -6,7 +6,10 @@ import java.util.function.Predicate;
 import org.postgresql.util.PSQLException;
 import org.postgresql.util.ServerErrorMessage;
 
-/** Classifies PostgreSQL errors by SQLSTATE, looking through wrapping exceptions. Not an API. */
+/**
+ * Classifies PostgreSQL's and MariaDB's errors by SQLSTATE (and, where MariaDB's SQLSTATE is the
+ * generic HY000, by its error number), looking through wrapping exceptions. Not an API.
+ */
 public final class SqlStates {
   public static final String SERIALIZATION_FAILURE = "40001";
   public static final String DEADLOCK_DETECTED = "40P01";
@@ -71,7 +74,31 @@ public final class SqlStates {
    */
   public static boolean isConnectionFailure(Throwable t) {
     String state = of(t);
-    return state != null && (state.startsWith("08") || SERVER_ENDED_CONNECTION.contains(state));
+    return state != null && (state.startsWith("08") || SERVER_ENDED_CONNECTION.contains(state))
+        || MARIADB_ENDED_CONNECTION.contains(errorCode(t));
+  }
+
+  /**
+   * MariaDB's errors for a connection the server ended: 1927 (killed, as {@code KILL CONNECTION}
+   * does), 1053 (shutting down), 2006 and 2013 (gone away, lost during a query).
+   */
+  private static final Set<Integer> MARIADB_ENDED_CONNECTION = Set.of(1927, 1053, 2006, 2013);
+
+  /** MariaDB's error for a lock wait past innodb_lock_wait_timeout: the statement, not the transaction, is rolled back. */
+  private static final int MARIADB_LOCK_WAIT_TIMEOUT = 1205;
+
+  /** The vendor error code of the first SQL exception in {@code t}'s cause chain, or 0. */
+  private static int errorCode(Throwable t) {
+    return firstCause(t, c -> c instanceof SQLException sql && sql.getErrorCode() != 0) instanceof SQLException sql
+        ? sql.getErrorCode() : 0;
+  }
+
+  /**
+   * True if {@code t} is MariaDB's lock wait timeout (1205). MariaDB names no table in it: idem
+   * counts it as its claim's bounded wait only for a claim statement, the one statement it bounds.
+   */
+  public static boolean isLockWaitTimeout(Throwable t) {
+    return errorCode(t) == MARIADB_LOCK_WAIT_TIMEOUT && !(firstCause(t, c -> c instanceof PSQLException) instanceof PSQLException);
   }
 
   /**

@@ -156,6 +156,13 @@ public final class ClaimTable {
   final Sql restoreAndRead;
   /** The key's row as a new statement sees it. */
   final Sql read;
+  /**
+   * The key's row as the latest committed state has it, in a transaction that may hold an older
+   * snapshot: {@link #read} on PostgreSQL (whose claim statements fail with 40001 where the row
+   * changed under the snapshot), a locking read on MariaDB (whose REPEATABLE READ would answer from
+   * the snapshot).
+   */
+  final Sql readLatest;
   /** A re-claim of a row past its window, under the wait bound, as {@link #claim}: one row, 1 if re-claimed, else null. */
   final Sql reclaim;
   /** Stores a local effect's result (the key table only). */
@@ -219,12 +226,33 @@ public final class ClaimTable {
         : keys ? expiresAt.le(NOW).and(state.eq(inline(COMPLETED)).or(leaseExpiresAt.le(NOW))) : expiresAt.le(NOW);
 
     DSLContext dsl = context.dsl();
+    if (context.mariadb()) {
+      // The same protocol in MariaDB's SQL; no statements form (claimOrSignal): MariaDB has no
+      // signal that skips the statements after it in one round trip, so statements run as a callback.
+      MariaDbClaimSql m = new MariaDbClaimSql(this, dsl, window, inFlightWait, lease);
+      this.prelude = this.claimOrSignal = this.claimOrSignalPrefaced = null;
+      this.claim = m.claim;
+      this.restoreAndRead = m.restoreAndRead;
+      this.read = m.read;
+      this.readLatest = m.restoreAndRead != null ? m.restoreAndRead : m.read;
+      this.reclaim = m.reclaim;
+      this.storeResult = keys ? Sql.of(dsl, dsl.update(t).set(result, param("result", byte[].class)).where(thisKey)) : null;
+      this.claimExternal = m.claimExternal;
+      this.reclaimExternal = m.reclaimExternal;
+      this.takeOver = m.takeOver;
+      this.complete = m.complete;
+      this.endLease = m.endLease;
+      this.fenceOf = keys ? Sql.of(dsl, dsl.select(fence).from(t).where(thisKey)) : null;
+      this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
+      return;
+    }
     this.prelude = boundedWait(dsl, inFlightWait);
     Condition bound = bound(inFlightWait);
     if (sequences) {
       // A callback's claim and read only: no statements form, no window to re-claim a row past.
       this.claim = Sql.of(dsl, restoring("raised", raise(dsl, bound), raisedOrRepeat(dsl, "raised")));
       this.read = Sql.of(dsl, dsl.select(repeatRow(STAMP)).from(t).where(thisKey).and(lastApplied().ge(SEQ)));
+      this.readLatest = this.read;
       this.claimOrSignal = this.claimOrSignalPrefaced = this.reclaim = this.storeResult = this.restoreAndRead = null;
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = this.fenceOf = null;
       this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
@@ -242,6 +270,7 @@ public final class ClaimTable {
     this.claim = Sql.of(dsl, insert(dsl, expires, bound).onConflictDoNothing().returningResult(returned));
     this.restoreAndRead = Sql.of(dsl, restored(existing(dsl, DSL.noCondition(), NOW)));
     this.read = Sql.of(dsl, existing(dsl, DSL.noCondition(), STAMP));
+    this.readLatest = this.read;
     var update = dsl.update(t).set(created, STAMP).set(expiresAt, expires);
     if (keys) {
       update = update.set(fingerprint, param("fingerprint", byte[].class))
@@ -622,31 +651,22 @@ public final class ClaimTable {
 
   /** Runs {@code sql} and reads the row from its {@code index}-th result, or null if it has none. */
   static ClaimRow row(Connection c, Sql sql, int index, Function<String, Object> binds, long startedNanos) throws SQLException {
-    try (PreparedStatement ps = sql.prepare(c, binds)) {
-      try (ResultSet rs = Sql.resultAt(ps, index)) {
-        return ClaimRow.from(rs, startedNanos);
-      }
-    }
+    return sql.run(c, binds, index, rs -> ClaimRow.from(rs, startedNanos));
   }
 
   /** Runs {@code sql} and returns the first long of its {@code index}-th result, or null if no row (or null). */
   static Long single(Connection c, Sql sql, int index, Function<String, Object> binds) throws SQLException {
-    try (PreparedStatement ps = sql.prepare(c, binds)) {
-      try (ResultSet rs = Sql.resultAt(ps, index)) {
-        if (!rs.next()) {
-          return null;
-        }
-        long value = rs.getLong(1);
-        return rs.wasNull() ? null : value;
+    return sql.run(c, binds, index, rs -> {
+      if (!rs.next()) {
+        return null;
       }
-    }
+      long value = rs.getLong(1);
+      return rs.wasNull() ? null : value;
+    });
   }
 
   /** Runs {@code sql}, ignoring what it returns. */
-  static int run(Connection c, Sql sql, Function<String, Object> binds) throws SQLException {
-    try (PreparedStatement ps = sql.prepare(c, binds)) {
-      ps.execute();
-      return ps.getUpdateCount();
-    }
+  static void run(Connection c, Sql sql, Function<String, Object> binds) throws SQLException {
+    sql.run(c, binds, -1, rs -> null);
   }
 }

@@ -210,7 +210,7 @@ public final class Claims {
       return given.apply(tx);
     };
     Context.Runs runs = context.runs();
-    boolean first = statements != null;
+    boolean first = statements != null && claimSignal != null;
     while (true) {
       ran[0] = false;
       try {
@@ -292,7 +292,7 @@ public final class Claims {
       Query[] statements, long started) throws X {
     Connection c = tx.connection();
     Driver.refuseUnjoinable(c, name + " " + binds.key);
-    if (statements != null) {
+    if (statements != null && claimSignal != null) {
       for (boolean afterPrelude = prefaced; ; afterPrelude = true) {
         // Rendered and bound first: a statement refused here sent nothing, not even the savepoint,
         // so there is nothing to roll back to (and an outer call's savepoint of that name must not be).
@@ -314,6 +314,8 @@ public final class Claims {
         }
         break;
       }
+    }
+    if (statements != null) {
       effect = sent(statements);
     }
     try {
@@ -345,7 +347,7 @@ public final class Claims {
         if (reclaimed(c, binds)) {
           return applyLocal(tx, binds, codec, effect, joined);
         }
-        row = readOn(c, table.read, binds, started); // another copy re-claimed it first
+        row = readOn(c, table.readLatest, binds, started); // another copy re-claimed it first
       } else {
         Execution<T> repeat = answer(row, binds, codec);
         if (joined) {
@@ -568,7 +570,8 @@ public final class Claims {
     if (repeat != null) {
       return repeat;
     }
-    if (SqlStates.isLockTimeoutOn(e, table.layout.primaryKey()) || SqlStates.isLockTimeoutOn(e, table.layout.table())) {
+    if (SqlStates.isLockTimeoutOn(e, table.layout.primaryKey()) || SqlStates.isLockTimeoutOn(e, table.layout.table())
+        || SqlStates.isLockWaitTimeout(e)) {
       return new Busy(retryAfter);
     }
     return failed(e);

@@ -198,7 +198,10 @@ public final class ExternalClaims {
    */
   public void endLease(Binds binds, long token, Throwable failure) {
     try {
-      write(c -> ClaimTable.run(c, table.endLease, binds.fence(token)));
+      write(c -> {
+        ClaimTable.run(c, table.endLease, binds.fence(token));
+        return null;
+      });
     } catch (RuntimeException e) {
       failure.addSuppressed(e); // the lease then ends on its own; the call's failure matters more
     }

@@ -1,0 +1,162 @@
+package dev.idem.jdbc.internal.claim;
+
+import static dev.idem.jdbc.internal.claim.Sql.statement;
+
+import dev.idem.jdbc.internal.DbTime;
+import java.time.Duration;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.impl.DSL;
+
+/**
+ * The claim engine's statements on MariaDB, the same protocol as {@link ClaimTable}'s PostgreSQL
+ * forms, in the SQL MariaDB has: no {@code ON CONFLICT}, no writable common table expressions, no
+ * {@code UPDATE .. RETURNING}, no {@code set_config}. Each is a {@link Sql#part} whose statements go
+ * one by one:
+ *
+ * <ul>
+ *   <li>A claim is {@code INSERT IGNORE .. RETURNING}: a row back only if it inserted one. InnoDB
+ *       checks the primary key with a locking read, so, as on PostgreSQL, an insert of a key
+ *       another transaction has claimed and not yet committed waits for that transaction, then
+ *       inserts (it rolled back) or inserts nothing (it committed).
+ *   <li>Its wait is bounded per statement with {@code SET STATEMENT innodb_lock_wait_timeout = n
+ *       FOR ..}: the session's own setting is untouched, so the caller's statements wait as the
+ *       caller set them to. MariaDB counts it in whole seconds: idem rounds the in-flight wait up.
+ *   <li>The row a claim did not insert is read with a locking read ({@code LOCK IN SHARE MODE}):
+ *       under REPEATABLE READ a plain read in the caller's transaction would see its snapshot, from
+ *       before the row another copy committed while the claim waited.
+ *   <li>An update that must say what it changed is followed by a read run only if it changed a row
+ *       ({@link Sql.Statement#ifChanged}).
+ * </ul>
+ *
+ * Times are {@code DATETIME(6)} in UTC from {@link DbTime}. Not an API.
+ */
+final class MariaDbClaimSql {
+  final Sql claim;
+  final Sql restoreAndRead;
+  final Sql read;
+  final Sql reclaim;
+  final Sql claimExternal;
+  final Sql reclaimExternal;
+  final Sql takeOver;
+  final Sql complete;
+  final Sql endLease;
+
+  private final DSLContext dsl;
+  private final String t;
+  private final String stamp;
+  private final String clock;
+
+  MariaDbClaimSql(ClaimTable table, DSLContext dsl, Duration window, Duration inFlightWait, Duration lease) {
+    this.dsl = dsl;
+    this.t = dsl.render(table.t);
+    this.stamp = dsl.render(DbTime.statementTime());
+    this.clock = dsl.render(DbTime.clock());
+    ClaimTable.Layout layout = table.layout;
+    String bounded = "set statement innodb_lock_wait_timeout = " + waitSeconds(inFlightWait) + " for ";
+    String thisKey = name(layout.scope()) + " = :scope and " + name(layout.key()) + " = :key";
+
+    if (layout.kind() == ClaimTable.Kind.SEQUENCES) {
+      // A new entity is inserted; a known one is raised only if the number is higher; anything
+      // else is a repeat, answered at once (a sequence keeps its rows forever: no window).
+      String claimed = "select true, 1, null, null, null, " + epoch(stamp) + ", null, null, null";
+      this.claim = Sql.part(
+          statement(bounded + "insert ignore into " + t + " (" + name(layout.scope()) + ", " + name(layout.key())
+              + ", last_applied) values (:scope, :key, :seq) returning true, 1, null, null, null, " + epoch(stamp)
+              + ", null, null, null"),
+          statement(bounded + "update " + t + " set last_applied = :seq where " + thisKey + " and last_applied < :seq"),
+          statement(claimed).ifChanged(),
+          // a repeat: completed now, never past a window (1e300 seconds stands for PostgreSQL's Infinity)
+          statement("select false, 0, null, 'C', null, " + epoch(clock) + ", null, 1e300, " + epoch(clock)));
+      this.read = Sql.part(statement("select false, 0, null, 'C', null, " + epoch(stamp) + ", null, 1e300, "
+          + epoch(stamp) + " from " + t + " where " + thisKey + " and last_applied >= :seq"));
+      this.restoreAndRead = this.reclaim = null;
+      this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
+      return;
+    }
+
+    String expires = plus(stamp, window);
+    boolean keys = layout.keys();
+    String rowColumns = keys
+        ? "false, fence, fingerprint, state, result, " + epoch("case when state = 'C' then coalesce(completed_at, created_at) end")
+            + ", " + epoch("lease_expires_at") + ", " + epoch("expires_at")
+        : "false, 0, null, 'C', null, " + epoch(name(layout.created())) + ", null, " + epoch("expires_at");
+    String claimedRow = "true, 1, null, null, null, " + epoch(name(layout.created())) + ", null, null, null";
+
+    this.claim = Sql.part(statement(keys
+        ? bounded + "insert ignore into " + t + " (scope, `key`, fingerprint, state, created_at, expires_at)"
+            + " values (:scope, :key, :fingerprint, 'C', " + stamp + ", " + expires + ") returning " + claimedRow
+        : bounded + "insert ignore into " + t + " (" + name(layout.scope()) + ", " + name(layout.key()) + ", "
+            + name(layout.created()) + ", expires_at) values (:scope, :key, " + stamp + ", " + expires + ") returning "
+            + claimedRow));
+    this.restoreAndRead = Sql.part(statement("select " + rowColumns + ", " + epoch(clock) + " from " + t + " where " + thisKey
+        + " lock in share mode"));
+    this.read = Sql.part(statement("select " + rowColumns + ", " + epoch(stamp) + " from " + t + " where " + thisKey));
+    String expirable = keys
+        ? "expires_at <= " + clock + " and (state = 'C' or lease_expires_at <= " + clock + ")"
+        : "expires_at <= " + clock;
+    this.reclaim = Sql.part(
+        statement(bounded + "update " + t + " set " + name(layout.created()) + " = " + stamp + ", expires_at = " + expires
+            + (keys ? ", fingerprint = :fingerprint, state = 'C', fence = fence + 1, lease_expires_at = null,"
+                + " call_key = null, result = null, completed_at = null" : "")
+            + " where " + thisKey + " and " + expirable),
+        statement("select 1").ifChanged());
+
+    if (!keys) {
+      this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
+      return;
+    }
+    String leaseEnds = plus(stamp, lease);
+    // The fence floor read with a locking read in the claim's own statement: expiry raises it
+    // (idem_fence_floor) in a transaction that commits before its delete does, so a claim that
+    // inserts where expiry deleted a row reads the raised floor, or holds expiry's raise off until
+    // it has inserted.
+    String floor = dsl.render(DSL.table(DSL.name("idem", "idem_fence_floor")));
+    this.claimExternal = Sql.part(
+        statement("insert ignore into " + t + " (scope, `key`, fingerprint, state, fence, lease_expires_at, call_key,"
+            + " created_at, expires_at) select :scope, :key, :fingerprint, 'I', f.floor + 1, " + leaseEnds + ", :call_key, "
+            + stamp + ", " + expires + " from " + floor + " f where f.id = 1 lock in share mode returning true, fence,"
+            + " null, null, null, " + epoch("created_at") + ", null, null, null"),
+        statement("select " + rowColumns + ", " + epoch(clock) + " from " + t + " where " + thisKey));
+    String fenceOfKey = "select fence from " + t + " where " + thisKey;
+    this.reclaimExternal = Sql.part(
+        statement("update " + t + " set fingerprint = :fingerprint, state = 'I', fence = greatest(coalesce(fence, 0),"
+            + " (select floor from " + floor + " where id = 1)) + 1, lease_expires_at = " + leaseEnds
+            + ", call_key = :call_key, result = null, created_at = " + stamp + ", completed_at = null, expires_at = "
+            + expires + " where " + thisKey + " and " + expirable),
+        statement(fenceOfKey).ifChanged());
+    this.takeOver = Sql.part(
+        statement("update " + t + " set fence = fence + 1, lease_expires_at = " + leaseEnds + " where " + thisKey
+            + " and state = 'I' and fence = :fence and lease_expires_at <= " + clock),
+        statement(fenceOfKey).ifChanged());
+    this.complete = Sql.part(
+        statement("update " + t + " set state = 'C', result = :result, completed_at = " + stamp
+            + ", lease_expires_at = null where " + thisKey + " and state = 'I' and fence = :fence"),
+        statement("select :fence").ifChanged());
+    this.endLease = Sql.part(statement("update " + t + " set lease_expires_at = " + clock + " where " + thisKey
+        + " and state = 'I' and fence = :fence"));
+  }
+
+  /** A column name as MariaDB quotes it. */
+  private String name(String column) {
+    return dsl.render(DSL.name(column));
+  }
+
+  private String epoch(String time) {
+    return dsl.render(DbTime.epochSeconds(DSL.field(time)));
+  }
+
+  private String plus(String time, Duration d) {
+    Field<java.time.OffsetDateTime> t = DSL.field(time, java.time.OffsetDateTime.class);
+    return dsl.render(DbTime.plusMicros(t, DSL.inline(DbTime.micros(d))));
+  }
+
+  /**
+   * innodb_lock_wait_timeout for a wait: whole seconds, rounded up; 0 answers at once, as a zero
+   * bound asks.
+   */
+  static long waitSeconds(Duration wait) {
+    long millis = wait.toMillis();
+    return millis <= 0 ? 0 : (millis + 999) / 1000;
+  }
+}
