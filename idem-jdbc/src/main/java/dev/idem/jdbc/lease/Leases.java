@@ -70,6 +70,12 @@ import org.jooq.impl.DSL;
  * <p>Grants, renewals and releases are single statements that commit at once on a connection of
  * their own from the {@code DataSource}, never in a transaction open on the calling thread: a grant
  * must be seen by others to mean anything. Thread-safe.
+ *
+ * <p>On MariaDB the same guarantees, by other statements: the database clock is {@code
+ * SYSDATE(6)} in UTC, a grant is an {@code UPDATE} of the row if it is free or ended, else the
+ * insert of the first grant, read back in the same short transaction (at READ COMMITTED, whatever
+ * the pool's level), and the fence check's share lock is {@code LOCK IN SHARE MODE}. The bound
+ * {@link #LOCK_WAIT} is in whole seconds there ({@code innodb_lock_wait_timeout}).
  */
 public final class Leases {
   /** The longest lease granted: long leases hide dead holders; renew instead. */
@@ -327,7 +333,7 @@ public final class Leases {
       try {
         return run.get();
       } catch (DataAccessException e) {
-        if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE) || (idem.mariadb() && MariaDbLeases.lockWaitRanOut(e))) {
+        if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE) || SqlStates.isLockWaitTimeout(e)) {
           if (whenBusy == null) {
             throw new IllegalStateException("the lease's row stayed locked for " + LOCK_WAIT + " by a write under its"
                 + " fence (Leases.fenced) that has not committed; nothing changed: try again", e);

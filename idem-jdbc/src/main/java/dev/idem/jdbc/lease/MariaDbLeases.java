@@ -10,6 +10,7 @@ import static dev.idem.jdbc.lease.Leases.TOKEN;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.OwnTransaction;
+import dev.idem.jdbc.internal.SqlStates;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -38,8 +39,6 @@ import org.jooq.impl.DSL;
  * held as UTC {@code DATETIME}s.
  */
 final class MariaDbLeases {
-  /** MariaDB's lock wait timeout: error 1205, SQLSTATE HY000 (only the statement is undone). */
-  private static final int LOCK_WAIT_TIMEOUT = 1205;
   /** MariaDB's duplicate key: error 1062. */
   private static final int DUPLICATE_KEY = 1062;
 
@@ -171,7 +170,7 @@ final class MariaDbLeases {
 
   /**
    * {@code work} in a READ COMMITTED transaction of its own, committed at once, or rolled back if
-   * it fails ({@link #lockWaitRanOut} tells a lock wait that ran out).
+   * it fails ({@link SqlStates#isLockWaitTimeout} tells a lock wait that ran out).
    */
   private <T> T run(OwnTransaction.Work<T, SQLException> work) {
     try {
@@ -181,13 +180,4 @@ final class MariaDbLeases {
     }
   }
 
-  /** Whether {@code e} is a statement's lock wait that ran out (MariaDB's error 1205), in its cause chain. */
-  static boolean lockWaitRanOut(Throwable e) {
-    for (Throwable t = e; t != null && t.getCause() != t; t = t.getCause()) {
-      if (t instanceof SQLException sql && sql.getErrorCode() == LOCK_WAIT_TIMEOUT) {
-        return true;
-      }
-    }
-    return false;
-  }
 }

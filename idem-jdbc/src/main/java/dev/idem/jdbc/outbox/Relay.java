@@ -66,6 +66,10 @@ import org.slf4j.LoggerFactory;
  * and the receiver must deduplicate by id (an inbox). Without {@link Builder#orderedByAggregateKey},
  * there is no order between messages (a retried message goes out after younger ones).
  *
+ * <p>On MariaDB the same guarantees, with {@code FOR UPDATE SKIP LOCKED} (MariaDB 10.6 and later)
+ * and the back-off from MariaDB's clock; there is no {@code LISTEN}/{@code NOTIFY}, so {@link
+ * Builder#listen} does nothing there and the loop polls at its poll interval.
+ *
  * <p>Thread-safe: {@link #runOnce()} may be called from several threads; {@link #start()} runs one
  * background loop until {@link #close()}.
  */
