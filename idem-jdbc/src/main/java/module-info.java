@@ -26,5 +26,6 @@ module dev.idem.jdbc {
   exports dev.idem.jdbc.notify;
 
   // Flyway (idem-flyway's, or the user's own) reads the migrations from this module's resources.
-  opens dev.idem.jdbc.migration;
+  opens dev.idem.jdbc.migration.postgresql;
+  opens dev.idem.jdbc.migration.mariadb;
 }

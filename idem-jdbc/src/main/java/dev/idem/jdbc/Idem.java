@@ -92,7 +92,10 @@ public final class Idem {
 
   /**
    * Where idem's Flyway migrations live on the class path, for users running their own Flyway
-   * (idem-flyway's {@code IdemFlyway.migrate} runs them in one call).
+   * (idem-flyway's {@code IdemFlyway.migrate} runs them in one call): one folder per database,
+   * {@code postgresql} and {@code mariadb} (MariaDB 10.11+). Spring Boot's Flyway fills in {@code
+   * {vendor}} itself, but names MySQL {@code mysql}, which idem does not ship; plain Flyway does
+   * not fill it in: replace it with the folder of your database.
    */
   public static final String MIGRATIONS = "classpath:dev/idem/jdbc/migration/{vendor}";
 

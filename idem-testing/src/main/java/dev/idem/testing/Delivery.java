@@ -24,7 +24,8 @@ public enum Delivery {
   REPLY_LOST(true, null),
   /**
    * The handler's transaction is killed as it commits: its backend terminated with {@code
-   * pg_terminate_backend} before the commit reaches the server, so nothing commits and the
+   * pg_terminate_backend} (on MariaDB its connection killed with {@code KILL CONNECTION}) before
+   * the commit reaches the server, so nothing commits and the
    * application sees its connection die. The client or broker then delivers again with the same
    * key (the target's own retry). Needs the service on a {@link FaultyDataSource} ({@link
    * Repeats#faults}); one trial per writing commit a clean delivery makes, so the effect's commit

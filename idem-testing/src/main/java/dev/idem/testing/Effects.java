@@ -26,14 +26,23 @@ import javax.sql.DataSource;
  */
 public final class Effects {
   private static final Pattern LENGTH = Pattern.compile("character(?: varying)?\\((\\d+)\\)");
+  /**
+   * Marks a type read from MariaDB (in PostgreSQL's name): MariaDB converts the intent, a string,
+   * to the column's type itself, and has no CAST to most of those names.
+   */
+  private static final String MARIADB = "mariadb:";
 
   private final DataSource dataSource;
   private final String table;
   private final String keyColumn;
   private final String keyType;
   private final String sequenceColumn;
+  /** How the key column is compared with the intent, a string: PostgreSQL casts it to the column's type. */
+  private final String keyEquals;
 
   private Effects(DataSource dataSource, String table, String keyColumn, String keyType, String sequenceColumn) {
+    this.keyEquals = keyType.startsWith(MARIADB) ? keyColumn + " = ?" : keyColumn + " = CAST(? AS " + keyType + ")";
+    keyType = keyType.startsWith(MARIADB) ? keyType.substring(MARIADB.length()) : keyType;
     this.dataSource = dataSource;
     this.table = table;
     this.keyColumn = keyColumn;
@@ -65,7 +74,7 @@ public final class Effects {
       throw new IllegalArgumentException("column " + keyColumn + " of " + table + " is of type " + type
           + ": the kit makes intents for text, character varying, uuid and integer columns");
     }
-    return new Effects(reads, table, keyColumn.toLowerCase(Locale.ROOT), type, null);
+    return new Effects(reads, table, keyColumn.toLowerCase(Locale.ROOT), columns.get(MARIADB) != null ? MARIADB + type : type, null);
   }
 
   /**
@@ -83,7 +92,7 @@ public final class Effects {
       throw new IllegalArgumentException("sequence column " + column + " of " + table + " is of type " + type
           + "; a sequence number needs smallint, integer or bigint");
     }
-    return new Effects(dataSource, table, keyColumn, keyType, column.toLowerCase(Locale.ROOT));
+    return new Effects(dataSource, table, keyColumn, keyEquals.endsWith("= ?") ? MARIADB + keyType : keyType, column.toLowerCase(Locale.ROOT));
   }
 
   /** The effect table, as given. */
@@ -99,7 +108,7 @@ public final class Effects {
   /** How many rows of the table carry {@code intent} in the key column, now. */
   public long count(String intent) {
     Require.present(intent, "intent");
-    String sql = "SELECT count(*) FROM " + table + " WHERE " + keyColumn + " = CAST(? AS " + keyType + ")";
+    String sql = "SELECT count(*) FROM " + table + " WHERE " + keyEquals;
     try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement(sql)) {
       ps.setString(1, intent);
       try (ResultSet rs = ps.executeQuery()) {
@@ -113,8 +122,7 @@ public final class Effects {
 
   /** The sequence numbers of {@code intent}'s rows, in order (a number twice: applied twice). */
   List<Long> sequences(String intent) {
-    String sql = "SELECT " + sequenceColumn + " FROM " + table + " WHERE " + keyColumn + " = CAST(? AS " + keyType + ")"
-        + " ORDER BY 1";
+    String sql = "SELECT " + sequenceColumn + " FROM " + table + " WHERE " + keyEquals + " ORDER BY 1";
     try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement(sql)) {
       ps.setString(1, intent);
       List<Long> seqs = new ArrayList<>();
@@ -194,14 +202,20 @@ public final class Effects {
     String type = columns.get(column.toLowerCase(Locale.ROOT));
     if (type == null) {
       throw new IllegalArgumentException("table " + table + " has no column " + column + "; its columns: "
-          + String.join(", ", columns.keySet()));
+          + String.join(", ", columns.keySet().stream().filter(k -> !k.equals(MARIADB)).toList()));
     }
     return type;
   }
 
-  /** The table's columns and their types, in order. */
+  /**
+   * The table's columns and their types (PostgreSQL's names), in order; from MariaDB, with a
+   * marker entry {@link #MARIADB} as well.
+   */
   private static Map<String, String> columns(DataSource dataSource, String table) {
     try (Connection c = dataSource.getConnection()) {
+      if (!"PostgreSQL".equalsIgnoreCase(c.getMetaData().getDatabaseProductName())) {
+        return mariadbColumns(c, table);
+      }
       try (PreparedStatement ps = c.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
         ps.setString(1, table);
         try (ResultSet rs = ps.executeQuery()) {
@@ -226,6 +240,43 @@ public final class Effects {
     } catch (SQLException e) {
       throw new IllegalStateException("could not read the columns of " + table, e);
     }
+  }
+
+  /**
+   * MariaDB's columns of {@code table} ({@code database.table}, or a table of the connection's
+   * database), their types named as PostgreSQL names the ones the kit makes intents for: {@code
+   * varchar(n)} is {@code character varying(n)}, {@code char(n)} {@code character(n)}, the text
+   * types {@code text}, {@code int} {@code integer}; {@code uuid}, {@code smallint} and {@code
+   * bigint} as they are.
+   */
+  private static Map<String, String> mariadbColumns(Connection c, String table) throws SQLException {
+    int dot = table.indexOf('.');
+    Map<String, String> columns = new LinkedHashMap<>();
+    String database = null;
+    try (PreparedStatement ps = c.prepareStatement("SELECT column_name, data_type, character_maximum_length, table_schema"
+        + " FROM information_schema.columns WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? ORDER BY ordinal_position")) {
+      ps.setString(1, dot < 0 ? null : table.substring(0, dot));
+      ps.setString(2, table.substring(dot + 1));
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          String type = rs.getString(2).toLowerCase(Locale.ROOT);
+          columns.put(rs.getString(1).toLowerCase(Locale.ROOT), switch (type) {
+            case "varchar" -> "character varying(" + rs.getLong(3) + ")";
+            case "char" -> "character(" + rs.getLong(3) + ")";
+            case "tinytext", "mediumtext", "longtext" -> "text";
+            case "int", "mediumint" -> "integer";
+            default -> type;
+          });
+          database = rs.getString(4);
+        }
+      }
+    }
+    if (columns.isEmpty()) {
+      throw new IllegalArgumentException("table " + table + " does not exist in database "
+          + (dot < 0 ? c.getCatalog() : table.substring(0, dot)));
+    }
+    columns.put(MARIADB, database);
+    return columns;
   }
 
   private static String searchPath(Connection c) throws SQLException {

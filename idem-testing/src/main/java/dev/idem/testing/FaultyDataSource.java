@@ -28,15 +28,18 @@ import javax.sql.DataSource;
  * framework that unwraps to the driver's connection still finds it, and bypasses this).
  *
  * <p><b>Armed</b>, it watches the service's <i>writing commits</i>: a {@code commit()} (or {@code
- * setAutoCommit(true)}) ending a transaction in which PostgreSQL assigned a transaction id (it
- * wrote), asked with {@code txid_current_if_assigned()} before the commit; a statement run in
- * auto-commit mode that wrote (the kit runs it in a transaction of its own to ask, then commits
- * it); and a statement string ending in {@code COMMIT} (idem's one-round-trip form), counted as
- * writing. To kill one, it reads the victim's backend pid ({@code pg_backend_pid()}), terminates
- * it from a separate connection taken from the target before arming ({@code
- * pg_terminate_backend}, which must return true), and waits (at most 10 s) until the pid is gone
- * from {@code pg_stat_activity}: before the commit, which then fails in the service as a dead
- * connection does, nothing committed; or right after a successful commit, after which the
+ * setAutoCommit(true)}) ending a transaction that wrote, asked of the database before the commit
+ * (PostgreSQL: {@code txid_current_if_assigned()}, an id assigned; MariaDB and MySQL: the
+ * session's rows written, its {@code Handler_write}, {@code _update} and {@code _delete} counters,
+ * grew since the transaction began, counted from the first transaction begun while armed); a statement run in auto-commit mode that wrote (the
+ * kit runs it in a transaction of its own to ask, then commits it); and a statement string ending
+ * in {@code COMMIT} (idem's one-round-trip form), counted as writing. To kill one, it reads the
+ * victim's server-side id (PostgreSQL: {@code pg_backend_pid()}; MariaDB: {@code
+ * CONNECTION_ID()}), kills it from a separate connection taken from the target before arming
+ * (PostgreSQL: {@code pg_terminate_backend}, which must return true; MariaDB: {@code KILL
+ * CONNECTION}), and waits (at most 10 s) until the id is gone from {@code pg_stat_activity} or
+ * {@code information_schema.processlist}: before the commit, which then fails in the service as a
+ * dead connection does, nothing committed; or right after a successful commit, after which the
  * service's call fails with the driver's own error for the dead connection, the outcome unknown to
  * it.
  *
@@ -45,7 +48,7 @@ import javax.sql.DataSource;
  * a scheduler): run killing trials with those quiet, or on another pool.
  */
 public final class FaultyDataSource implements DataSource {
-  /** How long a terminated backend may take to leave pg_stat_activity. */
+  /** How long a killed connection may take to leave pg_stat_activity (processlist on MariaDB). */
   static final Duration GONE_WITHIN = Duration.ofSeconds(10);
 
   private final DataSource target;
@@ -137,6 +140,9 @@ public final class FaultyDataSource implements DataSource {
 
   private Connection wrapped(Connection real) {
     Watched handler = new Watched(real, connections.incrementAndGet());
+    if (watch != null) {
+      handler.transactionStarts(); // armed: a MariaDB connection's writes are counted from here
+    }
     Connection proxy = (Connection) Proxy.newProxyInstance(FaultyDataSource.class.getClassLoader(),
         new Class<?>[] {Connection.class}, handler);
     handler.proxy = proxy;
@@ -203,6 +209,14 @@ public final class FaultyDataSource implements DataSource {
     final Connection real;
     final int number;
     Connection proxy;
+    /** Null until first asked: whether the connection is PostgreSQL's (else MariaDB's or MySQL's). */
+    private Boolean postgresql;
+    /**
+     * MariaDB: the session's count of rows written when its open transaction began, read while
+     * armed; -1 when unknown (the connection was taken before the watch and began no transaction
+     * since).
+     */
+    private long writesBefore = -1;
 
     Watched(Connection real, int number) {
       this.real = real;
@@ -219,10 +233,19 @@ public final class FaultyDataSource implements DataSource {
       switch (name) {
         case "commit":
           if (w != null && !real.getAutoCommit()) {
-            return commitPoint(w, "commit() on connection #" + number, () -> {
+            commitPoint(w, "commit() on connection #" + number, () -> {
               real.commit();
               return null;
             }, null);
+            transactionStarts();
+            return null;
+          }
+          break;
+        case "rollback":
+          if (w != null && (args == null || args.length == 0)) {
+            real.rollback();
+            transactionStarts();
+            return null;
           }
           break;
         case "setAutoCommit":
@@ -231,6 +254,11 @@ public final class FaultyDataSource implements DataSource {
               real.setAutoCommit(true);
               return null;
             }, null);
+          }
+          if (w != null && Boolean.FALSE.equals(args[0]) && real.getAutoCommit()) {
+            real.setAutoCommit(false);
+            transactionStarts();
+            return null;
           }
           break;
         case "createStatement":
@@ -258,14 +286,17 @@ public final class FaultyDataSource implements DataSource {
           return autoCommit ? call.run() : commitPoint(w, "COMMIT on connection #" + number, call, null);
         }
         // Statements and their COMMIT in one string: what they write cannot be asked in between.
-        return commitPoint(w, "'" + SqlText.snippet(sql) + "' ending in COMMIT on connection #" + number, call, true);
+        Object result = commitPoint(w, "'" + SqlText.snippet(sql) + "' ending in COMMIT on connection #" + number, call, true);
+        transactionStarts();
+        return result;
       }
       if (!autoCommit || !SqlText.fitsInATransaction(sql) || statement.getFetchSize() > 0) {
         return call.run();
       }
-      // Auto-commit: run it in a transaction of its own, so that PostgreSQL tells whether it wrote
+      // Auto-commit: run it in a transaction of its own, so that the database tells whether it wrote
       // and its commit is a point a kill can be aimed at. A statement alone in auto-commit is a
       // transaction of its own anyway.
+      transactionStarts();
       real.setAutoCommit(false);
       Object result;
       try {
@@ -329,40 +360,87 @@ public final class FaultyDataSource implements DataSource {
       return result;
     }
 
-    /** Whether the transaction open on this connection has written: PostgreSQL assigned it an id. */
+    /** PostgreSQL, or (false) MariaDB or MySQL, as the driver names the product: told without a round trip. */
+    private boolean postgresql() throws SQLException {
+      if (postgresql == null) {
+        postgresql = "PostgreSQL".equalsIgnoreCase(real.getMetaData().getDatabaseProductName());
+      }
+      return postgresql;
+    }
+
+    /**
+     * Whether the transaction open on this connection has written. PostgreSQL: it was assigned an
+     * id. MariaDB: the session's rows written (Handler_write, _update and _delete, which leave out
+     * internal temporary tables and updates that changed nothing) grew since the transaction
+     * began; when that is unknown, counted as writing, since a writing commit missed would be a
+     * kill never tried. (Not information_schema.innodb_trx: InnoDB refreshes it at most every
+     * 100 ms, so it may not show the last write.)
+     */
     private boolean wrote() {
-      try (Statement st = real.createStatement(); ResultSet rs = st.executeQuery("SELECT txid_current_if_assigned() IS NOT NULL")) {
-        rs.next();
-        return rs.getBoolean(1);
+      try {
+        if (postgresql()) {
+          try (Statement st = real.createStatement(); ResultSet rs = st.executeQuery("SELECT txid_current_if_assigned() IS NOT NULL")) {
+            rs.next();
+            return rs.getBoolean(1);
+          }
+        }
+        return writesBefore < 0 || rowsWritten() > writesBefore;
       } catch (SQLException e) {
         return false; // an aborted transaction: its commit rolls back, nothing is written
       }
     }
 
+    /** Armed, a transaction begins (or may, in auto-commit): on MariaDB its writes are counted from here. */
+    void transactionStarts() {
+      try {
+        writesBefore = postgresql() ? -1 : rowsWritten();
+      } catch (SQLException e) {
+        writesBefore = -1; // unknown: its commit is counted as writing
+      }
+    }
+
+    /** MariaDB: the rows this session has written to tables, ever. */
+    private long rowsWritten() throws SQLException {
+      try (Statement st = real.createStatement(); ResultSet rs = st.executeQuery("SELECT SUM(variable_value) FROM"
+          + " information_schema.session_status WHERE variable_name IN ('HANDLER_WRITE', 'HANDLER_UPDATE', 'HANDLER_DELETE')")) {
+        rs.next();
+        return rs.getLong(1);
+      }
+    }
+
     private int pid() throws SQLException {
-      try (Statement st = real.createStatement(); ResultSet rs = st.executeQuery("SELECT pg_backend_pid()")) {
+      try (Statement st = real.createStatement(); ResultSet rs = st.executeQuery(postgresql() ? "SELECT pg_backend_pid()" : "SELECT CONNECTION_ID()")) {
         rs.next();
         return rs.getInt(1);
       }
     }
 
-    /** Terminates backend {@code pid} from the watch's own connection and waits until it is gone. */
+    /** Kills connection {@code pid} from the watch's own connection and waits until it is gone. */
     private boolean terminate(Watch w, int pid, String when) {
       String what = "writing commit " + w.killAt + " (" + w.commits.get(w.killAt - 1) + ") killed " + when;
       try {
-        boolean signalled;
-        try (PreparedStatement ps = w.killer.prepareStatement("SELECT pg_terminate_backend(?)")) {
-          ps.setInt(1, pid);
-          try (ResultSet rs = ps.executeQuery()) {
-            rs.next();
-            signalled = rs.getBoolean(1);
+        boolean pg = postgresql();
+        if (pg) {
+          boolean signalled;
+          try (PreparedStatement ps = w.killer.prepareStatement("SELECT pg_terminate_backend(?)")) {
+            ps.setInt(1, pid);
+            try (ResultSet rs = ps.executeQuery()) {
+              rs.next();
+              signalled = rs.getBoolean(1);
+            }
+          }
+          if (!signalled) {
+            w.kill = what + " could not be: pg_terminate_backend(" + pid + ") returned false";
+            return false;
+          }
+        } else {
+          try (Statement st = w.killer.createStatement()) {
+            st.execute("KILL CONNECTION " + pid); // fails (ER_NO_SUCH_THREAD) if there is none to kill
           }
         }
-        if (!signalled) {
-          w.kill = what + " could not be: pg_terminate_backend(" + pid + ") returned false";
-          return false;
-        }
-        try (PreparedStatement ps = w.killer.prepareStatement("SELECT count(*) FROM pg_stat_activity WHERE pid = ?")) {
+        String list = pg ? "pg_stat_activity" : "information_schema.processlist";
+        try (PreparedStatement ps = w.killer.prepareStatement(pg ? "SELECT count(*) FROM pg_stat_activity WHERE pid = ?"
+            : "SELECT count(*) FROM information_schema.processlist WHERE id = ?")) {
           ps.setInt(1, pid);
           boolean gone = Poll.within(GONE_WITHIN, Duration.ofMillis(2), () -> {
             try (ResultSet rs = ps.executeQuery()) {
@@ -371,11 +449,12 @@ public final class FaultyDataSource implements DataSource {
             }
           });
           if (!gone) {
-            w.kill = what + ": backend " + pid + " signalled but still in pg_stat_activity after " + GONE_WITHIN.toSeconds() + " s";
+            w.kill = what + ": " + (pg ? "backend " : "connection ") + pid + " signalled but still in " + list + " after "
+                + GONE_WITHIN.toSeconds() + " s";
             return false;
           }
         }
-        w.kill = what + " (backend " + pid + " terminated)";
+        w.kill = what + (pg ? " (backend " + pid + " terminated)" : " (connection " + pid + " killed)");
         w.killed = true;
         return true;
       } catch (SQLException e) {

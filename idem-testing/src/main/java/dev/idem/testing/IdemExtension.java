@@ -3,8 +3,14 @@ package dev.idem.testing;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.flyway.IdemFlyway;
 import java.lang.reflect.InvocationTargetException;
+import java.util.Arrays;
+import java.util.EnumSet;
+import java.util.Set;
+import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
+import org.junit.jupiter.api.extension.ConditionEvaluationResult;
+import org.junit.jupiter.api.extension.ExecutionCondition;
 import org.junit.jupiter.api.extension.ExtensionConfigurationException;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.ParameterContext;
@@ -14,14 +20,61 @@ import org.junit.platform.commons.support.AnnotationSupport;
 
 /**
  * {@link IdemTest}'s extension: one {@link Fixture} per annotated class, kept in that class's
- * extension store so JUnit closes it (dropping the database) when the class is done.
+ * extension store so JUnit closes it (dropping the database) when the class is done; and the
+ * condition that disables a class on a database it does not run on, before any fixture is made.
  */
-final class IdemExtension implements BeforeAllCallback, ParameterResolver {
+final class IdemExtension implements ExecutionCondition, BeforeAllCallback, ParameterResolver {
   private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(IdemExtension.class);
   /** Named, not linked: idem-jdbc's own tests use this module, so it cannot depend on idem-jdbc. */
   private static final String IDEM = "dev.idem.jdbc.Idem";
   /** Named too: loading TestKafka needs kafka-clients, which a test without Kafka does not have. */
   private static final String KAFKA = "dev.idem.testing.TestKafka";
+
+  /**
+   * Disabled on a run whose database is not among the nearest annotated class's {@link
+   * IdemTest#vendors()} (PostgreSQL only when it asks for logical replication). Evaluated for the
+   * class before anything starts, so a disabled class makes no database.
+   */
+  @Override
+  public ConditionEvaluationResult evaluateExecutionCondition(ExtensionContext context) {
+    ExtensionContext owner = context;
+    while (!isAnnotatedClass(owner)) {
+      ExtensionContext parent = owner.getParent().filter(p -> p.getTestClass().isPresent()).orElse(null);
+      if (parent == null) {
+        return ConditionEvaluationResult.enabled("not in an @IdemTest class");
+      }
+      owner = parent;
+    }
+    IdemTest settings = AnnotationSupport.findAnnotation(owner.getRequiredTestClass(), IdemTest.class).orElseThrow();
+    Set<TestDatabase.Vendor> vendors = vendors(settings);
+    TestDatabase.Vendor running = TestDatabase.configuredVendor();
+    if (vendors.contains(running)) {
+      return ConditionEvaluationResult.enabled("runs on " + running);
+    }
+    String why = !settings.vendorsReason().isBlank() ? settings.vendorsReason()
+        : settings.logicalReplication() ? "logical replication (wal_level=logical)" : "";
+    String only = vendors.stream().map(TestDatabase.Vendor::toString).collect(Collectors.joining(" and ")) + " only";
+    return ConditionEvaluationResult.disabled(why.isEmpty() ? only : only + ": " + why);
+  }
+
+  /** The databases a class runs on: its {@code vendors}, less MariaDB for logical replication. */
+  private static Set<TestDatabase.Vendor> vendors(IdemTest settings) {
+    Set<TestDatabase.Vendor> vendors = vendors(settings.vendors());
+    if (vendors.isEmpty()) {
+      throw new ExtensionConfigurationException("@IdemTest(vendors = {}): name at least one database the class runs on");
+    }
+    if (settings.logicalReplication()) {
+      vendors.retainAll(EnumSet.of(TestDatabase.Vendor.POSTGRESQL));
+      if (vendors.isEmpty()) {
+        throw new ExtensionConfigurationException("@IdemTest(logicalReplication = true) needs PostgreSQL, which vendors leaves out");
+      }
+    }
+    return vendors;
+  }
+
+  private static Set<TestDatabase.Vendor> vendors(TestDatabase.Vendor[] named) {
+    return named.length == 0 ? EnumSet.noneOf(TestDatabase.Vendor.class) : EnumSet.copyOf(Arrays.asList(named));
+  }
 
   @Override
   public void beforeAll(ExtensionContext context) {
@@ -75,8 +128,12 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
 
   /** A class's database, pool and what is built on them; closing it drops the database. */
   static final class Fixture implements AutoCloseable {
+    /** IdemTest's default schema: on MariaDB, the class's database itself. */
+    private static final String DEFAULT_SCHEMA = "idem";
+
     final TestDatabase db;
     final HikariDataSource pool;
+    /** The schema the injected Idem is built on; null for the builder's default (MariaDB's own database). */
     private final String schema;
     private Object idem;
     private FaultyDataSource faulty;
@@ -92,17 +149,20 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
       if (settings.poolSize() < 1) {
         throw new ExtensionConfigurationException("@IdemTest(poolSize = " + settings.poolSize() + "): a pool needs at least 1 connection");
       }
-      TestDatabase db = settings.logicalReplication() ? TestPostgres.newLogicalDatabase(hint) : TestPostgres.newDatabase(hint);
+      TestDatabase db = settings.logicalReplication() ? TestPostgres.newLogicalDatabase(hint) : TestDatabase.newDatabase(hint);
       try {
         HikariDataSource pool = db.dataSource(settings.poolSize());
+        // On MariaDB a schema is a database: the default is the class's own, another a second one of its own.
+        String schema = db.vendor() == TestDatabase.Vendor.POSTGRESQL ? settings.schema()
+            : settings.schema().equals(DEFAULT_SCHEMA) ? null : db.schemaDatabase(settings.schema());
         if (settings.migrate()) {
           requireIdemJdbc();
-          IdemFlyway.migrate(pool, settings.schema());
+          IdemFlyway.migrate(pool, schema);
         }
         for (String sql : settings.sql()) {
           db.execute(sql);
         }
-        return new Fixture(db, pool, settings.schema());
+        return new Fixture(db, pool, schema);
       } catch (RuntimeException e) {
         db.close();
         throw e;
@@ -123,7 +183,9 @@ final class IdemExtension implements BeforeAllCallback, ParameterResolver {
       if (idem == null) {
         try {
           Object builder = idemType.getMethod("builder", DataSource.class).invoke(null, pool);
-          builder = builder.getClass().getMethod("schema", String.class).invoke(builder, schema);
+          if (schema != null) {
+            builder = builder.getClass().getMethod("schema", String.class).invoke(builder, schema);
+          }
           idem = builder.getClass().getMethod("build").invoke(builder);
         } catch (InvocationTargetException e) {
           throw new ParameterResolutionException("could not build an Idem on the test database: " + e.getCause(), e.getCause());

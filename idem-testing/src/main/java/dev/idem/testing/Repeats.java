@@ -49,7 +49,8 @@ public final class Repeats {
   private int messages = 3;
   private int attempts = 5;
   private Duration timeout = Duration.ofSeconds(30);
-  private String idemSchema = "idem";
+  /** Null: the default, {@code idem} on PostgreSQL, the DataSource's own database on MariaDB. */
+  private String idemSchema;
 
   private Repeats(Effects effects) {
     this.effects = effects;
@@ -157,7 +158,8 @@ public final class Repeats {
 
   /**
    * The schema of idem's tables, where {@link Delivery#PAST_WINDOW} ages the key's rows; default
-   * {@code idem}.
+   * {@code idem} on PostgreSQL and, on MariaDB (where a schema is a database), the database the
+   * effects' DataSource is in.
    */
   public Repeats idemSchema(String schema) {
     this.idemSchema = Require.identifier(schema, "schema");

@@ -5,8 +5,6 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.util.Locale;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.slf4j.Logger;
@@ -16,19 +14,21 @@ import org.slf4j.LoggerFactory;
  * A real PostgreSQL for tests, examples and benchmarks, chosen once per JVM:
  *
  * <ol>
- *   <li>{@code IDEM_JDBC_URL} when set (e.g. {@code jdbc:postgresql://127.0.0.1:5432/test?user=postgres});
+ *   <li>{@code IDEM_JDBC_URL} when set to a PostgreSQL URL (e.g. {@code
+ *       jdbc:postgresql://127.0.0.1:5432/test?user=postgres}; a MariaDB URL there is {@link
+ *       TestDatabase}'s MariaDB server's, and is passed over here);
  *   <li>else a Testcontainers {@code postgres:17} when a Docker engine answers;
  *   <li>else an embedded PostgreSQL 17 started from a Maven artifact ({@code io.zonky.test}), so a
  *       machine with nothing but Java and Maven runs everything.
  * </ol>
  *
  * <p>Never a mock, never H2. {@link #newDatabase(String)} gives each test class (or run) a fresh
- * database of its own on that server, so classes do not see each other's rows.
+ * database of its own on that server, so classes do not see each other's rows. A test that may run
+ * on MariaDB too takes its database from {@link TestDatabase#newDatabase(String)} instead.
  */
 public final class TestPostgres {
   private static final Logger LOG = LoggerFactory.getLogger(TestPostgres.class);
   private static final Pattern URL = Pattern.compile("^(jdbc:postgresql://[^/?]+/)([^?]*)(\\?.*)?$");
-  private static final AtomicInteger COUNTER = new AtomicInteger();
 
   private static volatile Server server;
   private static volatile Server logical;
@@ -84,17 +84,13 @@ public final class TestPostgres {
   }
 
   private static TestDatabase newDatabase(Server s, String hint) {
-    String suffix = "_" + ProcessHandle.current().pid() + "_" + COUNTER.incrementAndGet();
-    String base = ("idem_" + hint.replaceAll("[^A-Za-z0-9]", "_")).toLowerCase(Locale.ROOT);
-    // Cut the hint, never the prefix: the name must start with a letter (it is unquoted) and stay
-    // recognisable as idem's, and the suffix keeps it unique.
-    String name = base.substring(0, Math.min(base.length(), 63 - suffix.length())) + suffix;
+    String name = TestDatabase.uniqueName(hint);
     try (Connection c = DriverManager.getConnection(s.adminUrl()); Statement st = c.createStatement()) {
       st.execute("CREATE DATABASE " + name);
     } catch (SQLException e) {
       throw new IllegalStateException("could not create test database " + name + " on " + s.kind(), e);
     }
-    return new TestDatabase(s, name, withIdemOnPath(s.urlOf(name)));
+    return new TestDatabase(TestDatabase.Vendor.POSTGRESQL, s.kind(), s.adminUrl(), name, withIdemOnPath(s.urlOf(name)));
   }
 
   /**
@@ -144,7 +140,8 @@ public final class TestPostgres {
 
   private static Server start() {
     String url = System.getenv("IDEM_JDBC_URL");
-    if (url != null && !url.isBlank()) {
+    // A MariaDB URL is TestMariaDB's: a PostgreSQL-only test in a MariaDB run still gets a PostgreSQL.
+    if (url != null && !url.isBlank() && !TestMariaDB.isMariaDbUrl(url.trim())) {
       return new Server(url.trim(), Kind.JDBC_URL);
     }
     Server docker = tryTestcontainers();

@@ -10,24 +10,40 @@ import java.sql.Statement;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.postgresql.PGConnection;
 
 /**
- * {@link FaultyDataSource} on plain JDBC and a real PostgreSQL: which commits it counts as
- * writing, and that a kill really terminates the backend, before the commit (nothing of it in the
- * table) or after it (the row there, the caller told the connection died). Read from the database.
+ * {@link FaultyDataSource} on plain JDBC and a real database (PostgreSQL, or MariaDB): which
+ * commits it counts as writing, and that a kill really ends the server's connection (PostgreSQL's
+ * backend, MariaDB's thread), before the commit (nothing of it in the table) or after it (the row
+ * there, the caller told the connection died). Read from the database.
  */
 @IdemTest(migrate = false, poolSize = 4, sql = "CREATE TABLE t (v text NOT NULL)")
 class FaultyDataSourceTest {
   private static TestDatabase db;
   private static DataSource pool;
   private static FaultyDataSource faulty;
+  private static boolean postgresql;
 
   @BeforeAll
   static void start(TestDatabase database, DataSource ds, FaultyDataSource wrapped) {
     db = database;
     pool = ds;
     faulty = wrapped;
+    postgresql = db.vendor() == TestDatabase.Vendor.POSTGRESQL;
+  }
+
+  /** The server's id of the connection {@code c} is (PostgreSQL's backend pid, MariaDB's connection id). */
+  private static int serverId(Connection c) throws SQLException {
+    try (Statement st = c.createStatement();
+        var rs = st.executeQuery(postgresql ? "SELECT pg_backend_pid()" : "SELECT CONNECTION_ID()")) {
+      rs.next();
+      return rs.getInt(1);
+    }
+  }
+
+  /** How the watch reports a connection it ended. */
+  private static String ended(int id) {
+    return postgresql ? "backend " + id + " terminated" : "connection " + id + " killed";
   }
 
   private static long rows(String v) {
@@ -45,9 +61,11 @@ class FaultyDataSourceTest {
 
   @Test
   void unarmed_passesThroughAndUnwrapsToTheDriver() throws Exception {
+    Class<?> driverConnection = Class.forName(postgresql ? "org.postgresql.PGConnection" : "org.mariadb.jdbc.Connection");
     try (Connection c = faulty.getConnection()) {
-      assertThat(c.isWrapperFor(PGConnection.class)).isTrue();
-      assertThat(c.unwrap(PGConnection.class).getBackendPID()).isPositive();
+      assertThat(c.isWrapperFor(driverConnection)).isTrue();
+      assertThat(c.unwrap(driverConnection)).isInstanceOf(driverConnection);
+      assertThat(serverId(c)).isPositive();
       try (Statement st = c.createStatement()) {
         assertThat(st.getConnection()).isSameAs(c);
       }
@@ -94,16 +112,17 @@ class FaultyDataSourceTest {
     FaultyDataSource.Watch w = faulty.watch(1, false);
     int pid;
     try (Connection c = faulty.getConnection()) {
-      pid = c.unwrap(PGConnection.class).getBackendPID();
+      pid = serverId(c);
       assertThatThrownBy(() -> insertInTransaction(c, "killed before")).isInstanceOf(SQLException.class);
     } finally {
       faulty.stop(w);
     }
     assertThat(w.killed).isTrue();
     assertThat(w.kill).isEqualTo("writing commit 1 (commit() on connection #" + w.kill.replaceAll(".*#(\\d+)\\).*", "$1")
-        + ") killed before it reached the server (backend " + pid + " terminated)");
+        + ") killed before it reached the server (" + ended(pid) + ")");
     assertThat(rows("killed before")).isZero();
-    assertThat(db.count("SELECT count(*) FROM pg_stat_activity WHERE pid = ?", pid)).isZero();
+    assertThat(db.count(postgresql ? "SELECT count(*) FROM pg_stat_activity WHERE pid = ?"
+        : "SELECT count(*) FROM information_schema.processlist WHERE id = ?", pid)).isZero();
   }
 
   @Test
@@ -113,12 +132,15 @@ class FaultyDataSourceTest {
       insertInTransaction(c, "first, not killed");
       assertThatThrownBy(() -> insertInTransaction(c, "killed after"))
           .isInstanceOf(SQLException.class)
-          .satisfies(e -> assertThat(((SQLException) e).getSQLState()).isIn("57P01", "08006"));
+          // PostgreSQL: the backend's "terminating connection" or the socket's end; MariaDB: the
+          // driver's own "connection closed" (08xxx) or the server's "Connection was killed" (70100)
+          .satisfies(e -> assertThat(((SQLException) e).getSQLState()).isIn("57P01", "08006", "08000", "08S01", "70100"));
     } finally {
       faulty.stop(w);
     }
     assertThat(w.killed).isTrue();
-    assertThat(w.kill).startsWith("writing commit 2 (commit() on connection #").contains(") killed after it committed (backend ");
+    assertThat(w.kill).startsWith("writing commit 2 (commit() on connection #")
+        .contains(postgresql ? ") killed after it committed (backend " : ") killed after it committed (connection ");
     assertThat(rows("first, not killed")).isEqualTo(1);
     assertThat(rows("killed after")).isEqualTo(1);
   }

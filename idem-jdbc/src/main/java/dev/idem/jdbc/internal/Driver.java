@@ -97,7 +97,10 @@ public final class Driver {
       return;
     }
     try (Statement st = c.createStatement()) {
-      st.execute(sql);
+      // one by one: another driver (MariaDB's) may refuse several statements in one string
+      for (String command : sql.split(";\n")) {
+        st.execute(command);
+      }
     }
   }
 

@@ -70,6 +70,8 @@ public final class BatchClaims {
   private static final String BATCH_END = "release savepoint " + BATCH;
 
   private final Claims claims;
+  /** MariaDB's statements; null on PostgreSQL. */
+  private final MariaDbClaimSql mariadb;
   /** [savepoint batch, savepoint round, claim batch, release round]: the rows at 2. */
   private final Sql claimFirst;
   /** [savepoint round, claim batch, release round]: the rows at 1; and its at-once form. */
@@ -84,7 +86,14 @@ public final class BatchClaims {
   BatchClaims(Claims claims) {
     this.claims = claims;
     ClaimTable table = claims.table;
+    this.mariadb = table.mariadb;
     DSLContext dsl = claims.context.dsl();
+    if (mariadb != null) {
+      // MariaDB: statements per batch size (Run.claimRows), the commands sent one by one
+      this.claimFirst = this.claimAgain = this.claimAtOnce = this.reclaim = this.reclaimAtOnce = null;
+      this.endUnclaiming = this.endUnclaimingAfterFailure = null;
+      return;
+    }
     Sql savepointRound = command(dsl, "savepoint " + ROUND);
     Sql releaseRound = command(dsl, "release savepoint " + ROUND);
     this.claimFirst = Sql.join(command(dsl, "savepoint " + BATCH), savepointRound, table.claimBatch, releaseRound);
@@ -262,6 +271,8 @@ public final class BatchClaims {
         if (savepointSent) { // a run again with nothing left to claim (only the failed key was new) set none
           command(BATCH_END);
         }
+      } else if (mariadb != null) {
+        unclaimOnMariaDb(failed, lastFailed);
       } else {
         try (PreparedStatement ps = prepare(lastFailed ? endUnclaimingAfterFailure : endUnclaiming, failed.toArray(new String[0]))) {
           ps.execute();
@@ -332,7 +343,8 @@ public final class BatchClaims {
     private boolean step(List<Integer> positions, boolean first, boolean atOnce, List<Integer> next) {
       ClaimRow[] rows;
       try {
-        rows = claimRows(first ? claimFirst : atOnce ? claimAtOnce : claimAgain, first ? 2 : 1, keysAt(positions));
+        rows = mariadb != null ? claimRowsOnMariaDb(first, atOnce, keysAt(positions))
+            : claimRows(first ? claimFirst : atOnce ? claimAtOnce : claimAgain, first ? 2 : 1, keysAt(positions));
       } catch (Busy waitedOut) {
         return waitedOut(positions, atOnce, next);
       }
@@ -405,8 +417,108 @@ public final class BatchClaims {
       return rows;
     }
 
+    /**
+     * MariaDB's batch claim: the insert of every key of {@code batch} (in key order) under the
+     * bound, or answering at once, then a locking read of the rows it did not insert, each in its
+     * own round trip, between the round's savepoint and its release as on PostgreSQL.
+     */
+    private ClaimRow[] claimRowsOnMariaDb(boolean first, boolean atOnce, String[] batch) {
+      ClaimRow[] rows = new ClaimRow[batch.length];
+      Integer[] order = new Integer[batch.length];
+      for (int j = 0; j < order.length; j++) {
+        order[j] = j;
+      }
+      java.util.Arrays.sort(order, (a, b) -> batch[a].compareTo(batch[b]));
+      java.util.Map<String, Integer> position = new java.util.HashMap<>();
+      String[] sorted = new String[batch.length];
+      for (int j = 0; j < order.length; j++) {
+        sorted[j] = batch[order[j]];
+        position.put(sorted[j], order[j]);
+      }
+      if (first) {
+        command("savepoint " + BATCH);
+        savepointSent = true;
+      }
+      command("savepoint " + ROUND);
+      try {
+        try (PreparedStatement ps = c.prepareStatement(mariadb.claimBatch(batch.length, atOnce))) {
+          int p = 1;
+          for (String k : sorted) {
+            ps.setString(p++, scope);
+            ps.setString(p++, k);
+          }
+          try (ResultSet rs = Sql.resultAt(ps, 0)) {
+            while (rs.next()) {
+              double stamp = rs.getDouble(2);
+              rows[position.get(rs.getString(1))] = new ClaimRow(true, 1, null, null, null,
+                  ClaimRow.instant(ClaimRow.micros(stamp)), null, null, false, false, null);
+            }
+          }
+        }
+        List<String> seen = new ArrayList<>();
+        for (String k : sorted) {
+          if (rows[position.get(k)] == null) {
+            seen.add(k);
+          }
+        }
+        if (!seen.isEmpty()) {
+          try (PreparedStatement ps = bound(mariadb.readBatch(seen.size()), seen); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+              rows[position.get(rs.getString(10))] = ClaimRow.at(rs, started);
+            }
+          }
+        }
+      } catch (SQLException e) {
+        throw claims.claimFailed(e);
+      }
+      command("release savepoint " + ROUND);
+      return rows;
+    }
+
+    /** {@code sql} prepared with the scope and then {@code keys} bound. */
+    private PreparedStatement bound(String sql, List<String> keys) throws SQLException {
+      PreparedStatement ps = c.prepareStatement(sql);
+      ps.setString(1, scope);
+      for (int j = 0; j < keys.size(); j++) {
+        ps.setString(j + 2, keys.get(j));
+      }
+      return ps;
+    }
+
+    /** MariaDB's re-claim of a batch's rows past their window: one key at a time (a rare path: rows expiry has not deleted yet). */
+    private Set<String> reclaimedOnMariaDb(String[] batch) {
+      Set<String> taken = new HashSet<>();
+      try {
+        for (String k : batch) {
+          Binds binds = new Binds(IdempotencyKey.of(scope, k), null);
+          if (ClaimTable.single(c, claims.table.reclaim, 0, binds) != null) {
+            taken.add(k);
+          }
+        }
+      } catch (SQLException e) {
+        throw claims.claimFailed(e);
+      }
+      return taken;
+    }
+
+    /** MariaDB's end of a batch whose effects at {@code failed} failed: their claims deleted, then the batch's savepoint released. */
+    private void unclaimOnMariaDb(List<String> failed, boolean lastFailed) {
+      if (lastFailed) {
+        command("rollback to savepoint " + MESSAGE);
+      }
+      try (PreparedStatement ps = bound(mariadb.unclaimBatch(failed.size()), failed)) {
+        ps.execute();
+      } catch (SQLException e) {
+        throw claims.failed(e);
+      }
+      command(BATCH_END);
+    }
+
     /** The keys of {@code batch} a re-claim took. */
     private Set<String> reclaimed(Sql sql, String[] batch) {
+      if (mariadb != null) {
+        return reclaimedOnMariaDb(batch);
+      }
       try (PreparedStatement ps = prepare(sql, batch); ResultSet rs = Sql.resultAt(ps, 1)) {
         Array taken = rs.next() ? rs.getArray(1) : null;
         return taken == null ? Set.of() : new HashSet<>(Arrays.asList((String[]) taken.getArray()));

@@ -196,6 +196,8 @@ public final class ClaimTable {
   final Sql reclaimBatchAtOnce;
   /** Deletes the rows of {@code keys}: the claims of a batch's effects that failed, so redeliveries run them. */
   final Sql unclaimBatch;
+  /** MariaDB's forms of the statements, whose batch statements are made per batch size; null on PostgreSQL. */
+  final MariaDbClaimSql mariadb;
 
   /**
    * @param window how long a row answers repeats (null for sequences, which keep theirs forever)
@@ -230,6 +232,7 @@ public final class ClaimTable {
       // The same protocol in MariaDB's SQL; no statements form (claimOrSignal): MariaDB has no
       // signal that skips the statements after it in one round trip, so statements run as a callback.
       MariaDbClaimSql m = new MariaDbClaimSql(this, dsl, window, inFlightWait, lease);
+      this.mariadb = m;
       this.prelude = this.claimOrSignal = this.claimOrSignalPrefaced = null;
       this.claim = m.claim;
       this.restoreAndRead = m.restoreAndRead;
@@ -246,6 +249,7 @@ public final class ClaimTable {
       this.claimBatch = this.claimBatchAtOnce = this.reclaimBatch = this.reclaimBatchAtOnce = this.unclaimBatch = null;
       return;
     }
+    this.mariadb = null;
     this.prelude = boundedWait(dsl, inFlightWait);
     Condition bound = bound(inFlightWait);
     if (sequences) {

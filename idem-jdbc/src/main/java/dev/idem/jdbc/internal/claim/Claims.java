@@ -92,7 +92,6 @@ public final class Claims {
   private final Sql storeAndCommit;
   private final Sql storeAndRelease;
   private final Sql release;
-  private final Sql rollbackToSavepoint;
   /** The batch form of the protocol, for a table that has one (the inbox); else null. */
   private final BatchClaims batches;
 
@@ -115,10 +114,9 @@ public final class Claims {
     this.claimJoined = Sql.join(savepoint, table.claim);
     this.reclaim = table.reclaim;
     this.release = Sql.of(dsl, DSL.query(ClaimTable.RELEASE));
-    this.rollbackToSavepoint = Sql.of(dsl, DSL.query("rollback to savepoint " + ClaimTable.SAVEPOINT), DSL.query(ClaimTable.RELEASE));
     this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
     this.storeAndRelease = table.storeResult == null ? null : Sql.join(table.storeResult, release);
-    this.batches = table.claimBatch == null ? null : new BatchClaims(this);
+    this.batches = table.layout.kind() == ClaimTable.Kind.INBOX ? new BatchClaims(this) : null;
   }
 
   /** The batch form of the protocol on this table: the inbox's. */
@@ -609,7 +607,7 @@ public final class Claims {
   /** Undoes a joined call's claim; if that fails, the caller's transaction is not usable and says so. */
   private void rollbackToSavepoint(Connection c, IdempotencyKey key) {
     try {
-      Driver.savepointCommand(c, rollbackToSavepoint.text());
+      Driver.savepointCommand(c, ClaimTable.ROLLBACK_TO_SAVEPOINT);
     } catch (SQLException e) {
       throw new DataAccessException(name + ": could not roll back to the savepoint before the claim of key " + key
           + ", so the caller's transaction may hold it or be aborted; roll the transaction back: " + e.getMessage(), e);

@@ -44,6 +44,11 @@ final class MariaDbClaimSql {
 
   private final DSLContext dsl;
   private final String t;
+  /** The inbox's batch claim, per batch size: see {@link #claimBatch}. */
+  private final String batchInsert;
+  private final String batchInsertAtOnce;
+  private final String batchRead;
+  private final String unclaim;
   private final String stamp;
   private final String clock;
 
@@ -72,11 +77,14 @@ final class MariaDbClaimSql {
           + epoch(stamp) + " from " + t + " where " + thisKey + " and last_applied >= :seq"));
       this.restoreAndRead = this.reclaim = null;
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
+      this.batchInsert = this.batchInsertAtOnce = this.batchRead = this.unclaim = null;
       return;
     }
 
     String expires = plus(stamp, window);
     boolean keys = layout.keys();
+    String scopeName = name(layout.scope());
+    String keyName = name(layout.key());
     String rowColumns = keys
         ? "false, fence, fingerprint, state, result, " + epoch("case when state = 'C' then coalesce(completed_at, created_at) end")
             + ", " + epoch("lease_expires_at") + ", " + epoch("expires_at")
@@ -104,8 +112,18 @@ final class MariaDbClaimSql {
 
     if (!keys) {
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
+      // the batch's statements, each key a (?, ?, ...) row or a ? in a list: see claimBatch
+      String insert = "insert ignore into " + t + " (" + scopeName + ", " + keyName + ", " + name(layout.created())
+          + ", expires_at) values {rows} returning " + keyName + ", " + epoch(name(layout.created()));
+      String row = "(?, ?, " + stamp + ", " + expires + ")";
+      this.batchInsert = bounded + insert.replace("{rows}", "{" + row + "}");
+      this.batchInsertAtOnce = "set statement innodb_lock_wait_timeout = 0 for " + insert.replace("{rows}", "{" + row + "}");
+      this.batchRead = "select " + rowColumns + ", " + epoch(clock) + ", " + keyName + " from " + t + " where " + scopeName
+          + " = ? and " + keyName + " in ({?}) lock in share mode";
+      this.unclaim = "delete from " + t + " where " + scopeName + " = ? and " + keyName + " in ({?})";
       return;
     }
+    this.batchInsert = this.batchInsertAtOnce = this.batchRead = this.unclaim = null;
     String leaseEnds = plus(stamp, lease);
     // The fence floor read with a locking read in the claim's own statement: expiry raises it
     // (idem_fence_floor) in a transaction that commits before its delete does, so a claim that
@@ -135,6 +153,36 @@ final class MariaDbClaimSql {
         statement("select :fence").ifChanged());
     this.endLease = Sql.part(statement("update " + t + " set lease_expires_at = " + clock + " where " + thisKey
         + " and state = 'I' and fence = :fence"));
+  }
+
+  /**
+   * The inbox's batch claim of {@code n} keys (MariaDB has no arrays to bind a batch as one
+   * value): an {@code INSERT IGNORE} of a row per key, {@code (?, ?, ...)} with the scope and the
+   * key bound, returning the keys it inserted and their time; under the in-flight bound, or
+   * answering at once. The keys go in the order given: the caller sorts them, so batches that share
+   * keys lock them in one order.
+   */
+  String claimBatch(int n, boolean atOnce) {
+    return repeated(atOnce ? batchInsertAtOnce : batchInsert, n, ", ");
+  }
+
+  /** The rows of {@code n} keys of a scope (bound: the scope, then the keys), locked in share mode, the key tenth. */
+  String readBatch(int n) {
+    return repeated(batchRead, n, ", ");
+  }
+
+  /** Deletes the rows of {@code n} keys of a scope (bound: the scope, then the keys). */
+  String unclaimBatch(int n) {
+    return repeated(unclaim, n, ", ");
+  }
+
+  /** {@code template} with its one {@code {...}} written {@code n} times, joined by {@code separator}. */
+  private static String repeated(String template, int n, String separator) {
+    int open = template.indexOf('{');
+    int close = template.indexOf('}', open);
+    String unit = template.substring(open + 1, close);
+    return template.substring(0, open) + String.join(separator, java.util.Collections.nCopies(n, unit))
+        + template.substring(close + 1);
   }
 
   /** A column name as MariaDB quotes it. */
