@@ -85,7 +85,7 @@ class RelayTest {
   }
 
   static String status(UUID id) {
-    return idem.<String, RuntimeException>inTransaction(tx -> (String) tx.dsl().fetchValue("SELECT status FROM idem_outbox WHERE id = ?", id.toString()));
+    return idem.<String, RuntimeException>inTransaction(tx -> (String) tx.dsl().fetchValue("SELECT status FROM idem_outbox WHERE id = '" + id + "'"));
   }
 
   static UUID enqueue(NewMessage m) {
