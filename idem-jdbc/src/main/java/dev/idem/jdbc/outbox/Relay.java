@@ -174,7 +174,7 @@ public final class Relay implements AutoCloseable {
         .orderBy(NEXT_ATTEMPT_AT, SEQ)
         .limit(DSL.val(0));
     this.claimSql = d.render(claim.forUpdate().skipLocked());
-    this.markSentSql = mariadb ? null : d.render(markSent(d).where(ID.eq(DSL.any(DSL.val((UUID[]) null, SQLDataType.UUID.array())))));
+    this.markSentSql = mariadb ? null : d.render(sentMark(d).where(ID.eq(DSL.any(DSL.val((UUID[]) null, SQLDataType.UUID.array())))));
     Field<Integer> attempts = ATTEMPTS.plus(DSL.inline(1));
     // status before attempts: MariaDB evaluates an UPDATE's assignments left to right, each seeing
     // the ones before it, so the parking test must come before attempts is raised (PostgreSQL
@@ -188,7 +188,7 @@ public final class Relay implements AutoCloseable {
   }
 
   /** The sent mark, without its {@code WHERE}. */
-  private static org.jooq.UpdateSetMoreStep<?> markSent(DSLContext d) {
+  private static org.jooq.UpdateSetMoreStep<?> sentMark(DSLContext d) {
     return d.update(T)
         .set(STATUS, DSL.inline(SENT))
         .set(SENT_AT, DbTime.clock())
@@ -199,7 +199,7 @@ public final class Relay implements AutoCloseable {
   /** MariaDB's sent mark of {@code n} messages, by their ids in a list (MariaDB has no arrays). */
   private String markSentSql(int n) {
     DSLContext d = idem.dsl();
-    return d.render(markSent(d).where(ID_TEXT.in(Collections.nCopies(n, DSL.val((String) null, ID_TEXT)))));
+    return d.render(sentMark(d).where(ID_TEXT.in(Collections.nCopies(n, DSL.val((String) null, ID_TEXT)))));
   }
 
   static {
@@ -247,19 +247,8 @@ public final class Relay implements AutoCloseable {
         failed.add(new Failure(m, e, describe(e)));
       }
     }
-    if (!sent.isEmpty() && mariadb) {
-      try (PreparedStatement ps = c.prepareStatement(markSentSql(sent.size()))) {
-        for (int i = 0; i < sent.size(); i++) {
-          setId(ps, i + 1, sent.get(i), true);
-        }
-        ps.executeUpdate();
-      }
-    } else if (!sent.isEmpty()) {
-      try (PreparedStatement ps = c.prepareStatement(markSentSql)) {
-        Array ids = c.createArrayOf("uuid", sent.toArray());
-        ps.setArray(1, ids);
-        ps.executeUpdate();
-      }
+    if (!sent.isEmpty()) {
+      markSent(c, sent);
     }
     if (!failed.isEmpty()) {
       markFailed(c, failed);
@@ -269,6 +258,24 @@ public final class Relay implements AutoCloseable {
       }
     }
     return sent.size();
+  }
+
+  /** Marks the messages {@code sent} sent, in one statement. */
+  private void markSent(Connection c, List<UUID> sent) throws SQLException {
+    if (mariadb) {
+      try (PreparedStatement ps = c.prepareStatement(markSentSql(sent.size()))) {
+        for (int i = 0; i < sent.size(); i++) {
+          setId(ps, i + 1, sent.get(i), true);
+        }
+        ps.executeUpdate();
+      }
+      return;
+    }
+    try (PreparedStatement ps = c.prepareStatement(markSentSql)) {
+      Array ids = c.createArrayOf("uuid", sent.toArray());
+      ps.setArray(1, ids);
+      ps.executeUpdate();
+    }
   }
 
   /**
