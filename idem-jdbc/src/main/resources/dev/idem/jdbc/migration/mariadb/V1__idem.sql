@@ -68,7 +68,7 @@ CREATE TABLE ${flyway:defaultSchema}.idem_outbox (
   status          CHAR(1) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'P',
   attempts        INT NOT NULL DEFAULT 0,
   next_attempt_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
-  last_error      TEXT,
+  last_error      TEXT CHARACTER SET utf8mb4,
   sent_at         DATETIME(6),
   CONSTRAINT idem_outbox_status CHECK (status IN ('P', 'S', 'X')),
   KEY idem_outbox_pending (status, next_attempt_at, seq),
