@@ -5,11 +5,9 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
-import dev.idem.jdbc.reconcile.EffectTable;
 import dev.idem.jdbc.reconcile.Findings;
 import dev.idem.micrometer.IdemMetrics;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.Meter;
@@ -26,7 +24,6 @@ import java.util.TreeMap;
 import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.jooq.Record;
-import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 
 /**
@@ -48,37 +45,41 @@ public final class Lab {
 
   private static final Duration DRAIN_TIMEOUT = Duration.ofSeconds(60);
 
-  /**
-   * What reconciliation checks after every run: one order is one intent, so a second payment row
-   * for an order is the double charge. No {@code withScope}: the executor's keys (scope {@code
-   * payments}) are the app's {@code Idempotency-Key} values, one per tap or per fresh-key retry,
-   * never order ids, so "keys with no effect" would compare taps with orders and report every key.
-   */
-  static final EffectTable PAYMENTS_BY_ORDER = EffectTable.of("payments", "order_id").inSchema("shop");
-
-  /** Reads the run's database after the lab's own counts, before it is dropped (for tests). */
+  /** Reads the run's database after the lab's own counts, before it is dropped (for tests); {@code sql} names its tables. */
   @FunctionalInterface
   interface AfterRun {
-    void read(DataSource serviceDb) throws Exception;
+    void read(DataSource serviceDb, LabSql sql) throws Exception;
   }
+
+  /** The setting of idem's test fixture that chooses the database of {@link TestDatabase#newDatabase}. */
+  static final String DATABASE_PROPERTY = "IDEM_TEST_DATABASE";
 
   private Lab() {}
 
   /**
-   * Runs the lab once with {@code setup}, in its own database on the fixture's server (embedded
-   * Postgres unless {@code IDEM_JDBC_URL} is set), which is dropped afterwards.
+   * Makes every run of this JVM take its database on {@code vendor}'s server: the fixture's own
+   * setting ({@value #DATABASE_PROPERTY}), as a system property, which wins over the environment.
+   */
+  static void useDatabase(TestDatabase.Vendor vendor) {
+    System.setProperty(DATABASE_PROPERTY, vendor == TestDatabase.Vendor.MARIADB ? "mariadb" : "postgresql");
+  }
+
+  /**
+   * Runs the lab once with {@code setup}, in its own database on the fixture's server, which is
+   * dropped afterwards: PostgreSQL (embedded unless {@code IDEM_JDBC_URL} is set) or MariaDB, as
+   * {@link TestDatabase#newDatabase} chooses ({@code --db} sets it, see {@link Tour}).
    */
   public static RunResult run(String scenario, Setup setup) throws Exception {
-    return run(scenario, setup, ds -> {});
+    return run(scenario, setup, (ds, sql) -> {});
   }
 
   static RunResult run(String scenario, Setup setup, AfterRun afterRun) throws Exception {
     Tally tally = new Tally(setup);
     LabListener listener = new LabListener();
     MeterRegistry meters = new SimpleMeterRegistry(); // a fresh one per run: the meters count this run only
-    try (TestDatabase db = TestPostgres.newDatabase("lab")) {
+    try (TestDatabase db = TestDatabase.newDatabase("lab")) {
+      LabSql sql = LabSql.of(db);
       HikariDataSource serviceDb = serviceDatabase(db);
-      HikariDataSource providerDb = db.dataSource(4); // another company: its own pool and schema
       Idem idem = Idem.builder(serviceDb).listener(new BothListeners(listener, IdemMetrics.of(meters))).build();
       LabQueue queue = LabQueue.open();
       Publisher toQueue = m -> {
@@ -88,24 +89,25 @@ public final class Lab {
           throw new RelayCrash();
         }
       };
-      try (queue; PaymentProvider provider = new PaymentProvider(providerDb, tally);
-          PaymentsService service = new PaymentsService(idem, tally);
+      // The provider is another company: its own pool and schema (on MariaDB its own database).
+      try (queue; PaymentProvider provider = PaymentProvider.open(db, 4, tally);
+          PaymentsService service = new PaymentsService(idem, sql, tally);
           LoadBalancer balancer = new LoadBalancer(service.paymentsUri(), tally)) {
         provider.webhook(service.webhookUri());
         // A failed publish is retried after a short back-off (default 1 s), to keep the lab quick.
         Relay relay = idem.relay(toQueue).batchSize(10).pollInterval(Duration.ofMillis(20)).maxAttempts(10)
             .backoff(Duration.ofMillis(10), Duration.ofMillis(50)).build();
         try {
-          Worker worker = new Worker(idem, queue, provider.chargesUri(), tally);
+          Worker worker = new Worker(idem, sql, queue, provider.chargesUri(), tally);
           new App(balancer.paymentsUri(), tally).pay(ORDER, AMOUNT_CENTS);
           drain(idem, relay, queue, worker);
           provider.awaitWebhooks(DRAIN_TIMEOUT);
         } finally {
           relay.close();
         }
-        RunResult result = result(scenario, setup, serviceDb, tally, listener, moved(meters),
-            idem.reconciliation().check(PAYMENTS_BY_ORDER));
-        afterRun.read(serviceDb);
+        RunResult result = result(scenario, setup, sql, serviceDb, provider, tally, listener, moved(meters),
+            idem.reconciliation().check(sql.paymentsByOrder()));
+        afterRun.read(serviceDb, sql);
         return result;
       }
     }
@@ -143,29 +145,22 @@ public final class Lab {
   }
 
   /**
-   * The payments service's pool on {@code db}, with idem's tables (schema {@code idem}) and the
-   * shop's ({@link #createShop}): what every run of the lab, and {@code --prove}, starts the
-   * service on.
+   * The payments service's pool on {@code db}, with idem's tables (schema {@code idem}; on MariaDB
+   * the database itself) and the shop's ({@link #createShop}): what every run of the lab, and {@code
+   * --prove}, starts the service on.
    */
   static HikariDataSource serviceDatabase(TestDatabase db) throws SQLException {
     HikariDataSource serviceDb = db.dataSource(8);
     IdemFlyway.migrate(serviceDb);
-    createShop(serviceDb);
+    createShop(serviceDb, LabSql.of(db));
     return serviceDb;
   }
 
-  /** The service's own tables (schema {@code shop}); idem's live in schema {@code idem}. */
-  static void createShop(DataSource ds) throws SQLException {
+  /** The service's own tables (schema {@code shop}; on MariaDB beside idem's, see {@link LabSql}). */
+  static void createShop(DataSource ds, LabSql sql) throws SQLException {
     try (Connection c = ds.getConnection()) {
-      var sql = DSL.using(c, SQLDialect.POSTGRES);
-      sql.execute("CREATE SCHEMA IF NOT EXISTS shop");
-      sql.execute("CREATE TABLE IF NOT EXISTS shop.payments ("
-          + " id text PRIMARY KEY, order_id text NOT NULL, amount_cents integer NOT NULL,"
-          + " idempotency_key text NOT NULL, status text NOT NULL DEFAULT 'PENDING', charge_id text,"
-          + " created_at timestamptz NOT NULL DEFAULT now())");
-      sql.execute("CREATE TABLE IF NOT EXISTS shop.receipt_emails ("
-          + " id bigserial PRIMARY KEY, payment_ref text NOT NULL, charge_id text NOT NULL, event_id text NOT NULL,"
-          + " sent_at timestamptz NOT NULL DEFAULT now())");
+      var dsl = DSL.using(c, sql.dialect());
+      sql.shopTables().forEach(dsl::execute);
     }
   }
 
@@ -192,15 +187,15 @@ public final class Lab {
     return out;
   }
 
-  private static RunResult result(String scenario, Setup setup, DataSource ds, Tally tally, LabListener listener,
-      SortedMap<String, Long> meters, Findings findings) throws SQLException {
+  /** The counts: the service's payment rows and receipt emails, and the charges in the provider's own tables. */
+  private static RunResult result(String scenario, Setup setup, LabSql sql, DataSource ds, PaymentProvider provider,
+      Tally tally, LabListener listener, SortedMap<String, Long> meters, Findings findings) throws SQLException {
     try (Connection c = ds.getConnection()) {
-      Record counts = DSL.using(c, SQLDialect.POSTGRES).fetchOne("SELECT"
-          + " (SELECT count(*) FROM shop.payments),"
-          + " (SELECT count(*) FROM provider.charges),"
-          + " (SELECT count(*) FROM shop.receipt_emails)");
+      Record counts = DSL.using(c, sql.dialect()).fetchOne("SELECT"
+          + " (SELECT count(*) FROM " + sql.shop("payments") + "),"
+          + " (SELECT count(*) FROM " + sql.shop("receipt_emails") + ")");
       return new RunResult(scenario, setup,
-          counts.get(0, Integer.class), counts.get(1, Integer.class), counts.get(2, Integer.class),
+          counts.get(0, Integer.class), provider.charges(), counts.get(1, Integer.class),
           tally.firedByHop(), tally.caughtByHop(), listener.snapshot(), meters, findings, tally.trace());
     }
   }

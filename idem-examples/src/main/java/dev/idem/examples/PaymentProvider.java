@@ -13,15 +13,16 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import dev.idem.testing.TestDatabase;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.Record;
-import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 
 /**
  * A stand-in for Stripe: another company's system, reached over HTTP, with its own key store (the
- * schema {@code provider}, which the payments service never touches) and a 24-hour retention.
+ * schema {@code provider}, or on MariaDB a database of its own, which the payments service never
+ * touches) and a 24-hour retention.
  *
  * <ul>
  *   <li>{@code POST /v1/charges} with an {@code Idempotency-Key} header: the first request with a
@@ -39,6 +40,9 @@ final class PaymentProvider implements AutoCloseable {
   static final Duration RETENTION = Duration.ofHours(24);
 
   private final DataSource dataSource;
+  private final LabSql sql;
+  /** MariaDB: the provider's own database, dropped on close; null on PostgreSQL. */
+  private final TestDatabase own;
   private final Tally tally;
   private final Http.Server server;
   private final HttpClient client = Http.client();
@@ -50,11 +54,34 @@ final class PaymentProvider implements AutoCloseable {
   private final AtomicInteger sending = new AtomicInteger();
   private volatile URI webhook;
 
-  PaymentProvider(DataSource dataSource, Tally tally) {
+  private PaymentProvider(DataSource dataSource, LabSql sql, TestDatabase own, Tally tally) {
     this.dataSource = dataSource;
+    this.sql = sql;
+    this.own = own;
     this.tally = tally;
     createSchema();
     this.server = Http.serve("provider", Map.of("/v1/charges", this::charges));
+  }
+
+  /**
+   * The provider, with a pool of {@code poolSize} connections of its own: on PostgreSQL to {@code
+   * db}, its tables in schema {@code provider}; on MariaDB to a database of its own on {@code db}'s
+   * server (a schema is a database there), dropped by {@link #close}, whose transactions run at READ
+   * COMMITTED, PostgreSQL's default: a key looked for and not found takes no gap lock that a
+   * competing request's insert of the same key would deadlock on.
+   */
+  static PaymentProvider open(TestDatabase db, int poolSize, Tally tally) {
+    LabSql sql = LabSql.of(db);
+    if (sql == LabSql.POSTGRESQL) {
+      return new PaymentProvider(db.dataSource(poolSize), sql, null, tally);
+    }
+    TestDatabase own = TestDatabase.newDatabase("lab_provider");
+    try {
+      return new PaymentProvider(own.dataSource(poolSize, "TRANSACTION_READ_COMMITTED"), sql, own, tally);
+    } catch (RuntimeException e) {
+      own.close();
+      throw e;
+    }
   }
 
   URI chargesUri() {
@@ -68,17 +95,8 @@ final class PaymentProvider implements AutoCloseable {
 
   private void createSchema() {
     try (Connection c = dataSource.getConnection()) {
-      DSLContext sql = DSL.using(c, SQLDialect.POSTGRES);
-      sql.execute("CREATE SCHEMA IF NOT EXISTS provider");
-      sql.execute("CREATE TABLE IF NOT EXISTS provider.charges ("
-          + " id text PRIMARY KEY, amount_cents integer NOT NULL, payment_ref text NOT NULL,"
-          + " idempotency_key text, created_at timestamptz NOT NULL DEFAULT now())");
-      sql.execute("CREATE TABLE IF NOT EXISTS provider.idempotency_keys ("
-          + " key text PRIMARY KEY, request text NOT NULL, charge_id text NOT NULL,"
-          + " created_at timestamptz NOT NULL DEFAULT now())");
-      sql.execute("CREATE TABLE IF NOT EXISTS provider.events ("
-          + " id text PRIMARY KEY, type text NOT NULL, charge_id text NOT NULL, payment_ref text NOT NULL,"
-          + " deliveries integer NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now())");
+      DSLContext dsl = DSL.using(c, sql.dialect());
+      sql.providerTables().forEach(dsl::execute);
     } catch (SQLException e) {
       throw new IllegalStateException("could not create the provider's schema", e);
     }
@@ -124,25 +142,23 @@ final class PaymentProvider implements AutoCloseable {
     try (Connection c = dataSource.getConnection()) {
       c.setAutoCommit(false);
       try {
-        DSLContext sql = DSL.using(c, SQLDialect.POSTGRES);
+        DSLContext dsl = DSL.using(c, sql.dialect());
         if (key != null) {
           // A key older than the retention is pruned: the provider no longer knows it.
-          sql.execute("DELETE FROM provider.idempotency_keys WHERE key = ? AND created_at <= now() - ?::interval",
-              key, RETENTION.toHours() + " hours");
+          dsl.execute(sql.forgetKeyOlderThan(), key, sql.hours(RETENTION.toHours()));
           String newCharge = "ch_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
-          int claimed = sql.execute("INSERT INTO provider.idempotency_keys (key, request, charge_id) VALUES (?, ?, ?)"
-              + " ON CONFLICT (key) DO NOTHING", key, request, newCharge);
+          int claimed = sql.claimKey(dsl, key, request, newCharge);
           if (claimed == 0) {
-            Record first = sql.fetchOne("SELECT request, charge_id FROM provider.idempotency_keys WHERE key = ?", key);
+            Record first = dsl.fetchOne(sql.readKey(), key);
             c.commit();
             return first.get(0, String.class).equals(request)
                 ? new ChargeResult(Kind.REPLAYED, first.get(1, String.class), null)
                 : new ChargeResult(Kind.KEY_REUSED, null, null);
           }
-          return create(c, sql, newCharge, amount, paymentRef, key);
+          return create(c, dsl, newCharge, amount, paymentRef, key);
         }
         String newCharge = "ch_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
-        return create(c, sql, newCharge, amount, paymentRef, null);
+        return create(c, dsl, newCharge, amount, paymentRef, null);
       } catch (SQLException | RuntimeException e) {
         c.rollback();
         throw e;
@@ -150,12 +166,12 @@ final class PaymentProvider implements AutoCloseable {
     }
   }
 
-  private ChargeResult create(Connection c, DSLContext sql, String chargeId, int amount, String paymentRef, String key)
+  private ChargeResult create(Connection c, DSLContext dsl, String chargeId, int amount, String paymentRef, String key)
       throws SQLException {
-    sql.execute("INSERT INTO provider.charges (id, amount_cents, payment_ref, idempotency_key) VALUES (?, ?, ?, ?)",
+    dsl.execute("INSERT INTO " + sql.provider("charges") + " (id, amount_cents, payment_ref, idempotency_key) VALUES (?, ?, ?, ?)",
         chargeId, amount, paymentRef, key);
     String eventId = "evt_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
-    sql.execute("INSERT INTO provider.events (id, type, charge_id, payment_ref) VALUES (?, 'charge.succeeded', ?, ?)",
+    dsl.execute("INSERT INTO " + sql.provider("events") + " (id, type, charge_id, payment_ref) VALUES (?, 'charge.succeeded', ?, ?)",
         eventId, chargeId, paymentRef);
     c.commit();
     return new ChargeResult(Kind.CREATED, chargeId, eventId);
@@ -165,8 +181,8 @@ final class PaymentProvider implements AutoCloseable {
     String query = exchange.getRequestURI().getRawQuery();
     String paymentRef = Http.decode(query).getOrDefault("payment_ref", "");
     try (Connection c = dataSource.getConnection()) {
-      var ids = DSL.using(c, SQLDialect.POSTGRES)
-          .fetch("SELECT id FROM provider.charges WHERE payment_ref = ? ORDER BY created_at", paymentRef)
+      var ids = DSL.using(c, sql.dialect())
+          .fetch("SELECT id FROM " + sql.provider("charges") + " WHERE payment_ref = ? ORDER BY created_at", paymentRef)
           .getValues(0, String.class);
       Http.respond(exchange, 200, Map.of(), Map.of("charge_ids", String.join(",", ids)));
     } catch (SQLException e) {
@@ -195,9 +211,9 @@ final class PaymentProvider implements AutoCloseable {
     }
     for (int attempt = 1; attempt <= 3; attempt++) {
       try (Connection c = dataSource.getConnection()) {
-        DSLContext sql = DSL.using(c, SQLDialect.POSTGRES);
-        Record event = sql.fetchOne("SELECT type, charge_id, payment_ref FROM provider.events WHERE id = ?", eventId);
-        sql.execute("UPDATE provider.events SET deliveries = deliveries + 1 WHERE id = ?", eventId);
+        DSLContext dsl = DSL.using(c, sql.dialect());
+        Record event = dsl.fetchOne("SELECT type, charge_id, payment_ref FROM " + sql.provider("events") + " WHERE id = ?", eventId);
+        dsl.execute("UPDATE " + sql.provider("events") + " SET deliveries = deliveries + 1 WHERE id = ?", eventId);
         Http.Reply reply = Http.post(client, webhook, Map.of("Provider-Event-Id", eventId),
             Map.of("type", event.get(0, String.class), "charge_id", event.get(1, String.class),
                 "payment_ref", event.get(2, String.class)));
@@ -216,16 +232,22 @@ final class PaymentProvider implements AutoCloseable {
   /** Ages the provider's keys by {@code by}, as if that much time had passed at the provider. */
   void age(Duration by) throws SQLException {
     try (Connection c = dataSource.getConnection()) {
-      DSL.using(c, SQLDialect.POSTGRES).execute(
-          "UPDATE provider.idempotency_keys SET created_at = created_at - ?::interval", by.toMinutes() + " minutes");
+      DSL.using(c, sql.dialect()).execute(sql.ageKeys(), sql.minutes(by.toMinutes()));
     }
   }
 
   /** How many charges the provider made for {@code paymentRef}, read from its own tables. */
   int charges(String paymentRef) throws SQLException {
     try (Connection c = dataSource.getConnection()) {
-      return DSL.using(c, SQLDialect.POSTGRES)
-          .fetchOne("SELECT count(*) FROM provider.charges WHERE payment_ref = ?", paymentRef).get(0, Integer.class);
+      return DSL.using(c, sql.dialect())
+          .fetchOne("SELECT count(*) FROM " + sql.provider("charges") + " WHERE payment_ref = ?", paymentRef).get(0, Integer.class);
+    }
+  }
+
+  /** How many charges the provider made in all, read from its own tables. */
+  int charges() throws SQLException {
+    try (Connection c = dataSource.getConnection()) {
+      return DSL.using(c, sql.dialect()).fetchOne("SELECT count(*) FROM " + sql.provider("charges")).get(0, Integer.class);
     }
   }
 
@@ -252,6 +274,10 @@ final class PaymentProvider implements AutoCloseable {
       sender.awaitTermination(5, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    } finally {
+      if (own != null) {
+        own.close(); // its pool and the database go together
+      }
     }
   }
 }

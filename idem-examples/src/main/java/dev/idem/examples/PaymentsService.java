@@ -23,7 +23,8 @@ import org.jooq.impl.DSL;
 /**
  * The payments service: {@code POST /payments} records a payment and, in the same transaction,
  * writes a {@code payment.created} message to the outbox; {@code POST /webhooks/provider} receives
- * the provider's events and sends the receipt email (a row in {@code shop.receipt_emails}).
+ * the provider's events and sends the receipt email (a row in {@code shop.receipt_emails}; on MariaDB {@code receipt_emails}, see
+ * {@link LabSql}).
  *
  * <p>Guards: with {@link Hop#SERVICE} the payment runs through the idempotent executor under the
  * request's {@code Idempotency-Key} (a repeat gets the first payment back); with {@link
@@ -33,17 +34,19 @@ final class PaymentsService implements AutoCloseable {
   /** The key scope of payment requests: keys are compared within it only. */
   static final String KEY_SCOPE = "payments";
 
-  /** "Sends" the receipt: the lab counts emails in a table instead of sending them. */
-  private static final String RECEIPT = "INSERT INTO shop.receipt_emails (payment_ref, charge_id, event_id) VALUES (?, ?, ?)";
-
   private final Idem idem;
+  private final LabSql sql;
+  /** "Sends" the receipt: the lab counts emails in a table instead of sending them. */
+  private final String receipt;
   private final Tally tally;
   private final IdempotentExecutor executor;
   private final Inbox webhooks;
   private final Http.Server server;
 
-  PaymentsService(Idem idem, Tally tally) {
+  PaymentsService(Idem idem, LabSql sql, Tally tally) {
     this.idem = idem;
+    this.sql = sql;
+    this.receipt = "INSERT INTO " + sql.shop("receipt_emails") + " (payment_ref, charge_id, event_id) VALUES (?, ?, ?)";
     this.tally = tally;
     // A client retries within a day; the provider retries a webhook for up to 3 days.
     this.executor = idem.executor().name("executor:payments").window(DedupeWindow.covering(RepeatSource.CLIENT_RETRY)).build();
@@ -101,7 +104,7 @@ final class PaymentsService implements AutoCloseable {
   /** The local effect: one payment row and its outbox message, in the transaction open on this thread (the executor's). */
   private String createPayment(Tx tx, String orderId, int amount, IdempotencyKey key) {
     String paymentId = "pay_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-    tx.dsl().execute("INSERT INTO shop.payments (id, order_id, amount_cents, idempotency_key) VALUES (?, ?, ?, ?)",
+    tx.dsl().execute("INSERT INTO " + sql.shop("payments") + " (id, order_id, amount_cents, idempotency_key) VALUES (?, ?, ?, ?)",
         paymentId, orderId, amount, key.value());
     idem.outbox().enqueue(NewMessage.of("payment.created", paymentId.getBytes(StandardCharsets.UTF_8))
         .withAggregateKey(orderId)
@@ -122,14 +125,14 @@ final class PaymentsService implements AutoCloseable {
     if (tally.setup().guarded(Hop.WEBHOOK)) {
       // The receipt is one row: given as a statement, the inbox sends its claim of the event id,
       // the row and COMMIT in one round trip, and a copy of the event never writes it.
-      Execution<Void> outcome = webhooks.receive(eventId, DSL.query(RECEIPT, paymentRef, chargeId, eventId));
+      Execution<Void> outcome = webhooks.receive(eventId, DSL.query(receipt, paymentRef, chargeId, eventId));
       if (outcome.replayed()) {
         tally.caught(Hop.WEBHOOK, "webhook inbox drops event " + eventId + ": already handled");
       } else {
         noteReceipt(eventId, paymentRef);
       }
     } else {
-      idem.useTransaction(tx -> tx.dsl().execute(RECEIPT, paymentRef, chargeId, eventId));
+      idem.useTransaction(tx -> tx.dsl().execute(receipt, paymentRef, chargeId, eventId));
       noteReceipt(eventId, paymentRef);
     }
     Http.respond(exchange, 200, Map.of(), Map.of());

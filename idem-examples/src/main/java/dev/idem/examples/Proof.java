@@ -29,8 +29,7 @@ import java.util.Map;
  * service writes stay unsent.
  */
 final class Proof {
-  /** Where the effect lands: one payment row per order is one effect per intent. */
-  static final String PAYMENTS = "shop.payments";
+  /** The column of the payment rows that carries the intent: one payment row per order is one effect per intent. */
   static final String ORDER = "order_id";
 
   /** The two runs' reports, for a test to compare with the database. */
@@ -40,22 +39,23 @@ final class Proof {
 
   /** Proves the service on {@code db} (a new database of its own), printing both reports to {@code out}. */
   static Reports run(TestDatabase db, PrintStream out) throws SQLException {
+    LabSql sql = LabSql.of(db);
     FaultyDataSource service = FaultyDataSource.wrap(Lab.serviceDatabase(db));
     Idem idem = Idem.builder(service).build();
-    Effects payments = Effects.in(service, PAYMENTS, ORDER);
+    Effects payments = Effects.in(service, sql.shop("payments"), ORDER);
     out.println("idem double-charge lab, proved with idem's test kit (docs/testing.md): Repeats sends POST /payments"
         + " every way a hop repeats it and counts the payment rows per order");
-    out.println("database: " + Tour.describeServer());
+    out.println("database: " + Tour.describeServer(db.vendor(), db.kind()));
     out.println();
 
     out.println("-- guard off (no key-table): every repeat that reaches the service is another payment");
-    RepeatReport unguarded = prove(idem, Setup.of("none", "none"), payments, service, CONCURRENT, REPLY_LOST);
+    RepeatReport unguarded = prove(idem, sql, Setup.of("none", "none"), payments, service, CONCURRENT, REPLY_LOST);
     out.println(unguarded);
     out.println();
 
     out.println("-- guard on (key-table): one payment per order under every delivery within idem's guarantee;"
         + " FRESH_KEY is outside it");
-    RepeatReport guarded = prove(idem, Setup.of("none", "key-table"), payments, service,
+    RepeatReport guarded = prove(idem, sql, Setup.of("none", "key-table"), payments, service,
         CONCURRENT, REPLY_LOST, KILLED_BEFORE_COMMIT, KILLED_AFTER_COMMIT, FRESH_KEY);
     out.println(guarded);
     out.println();
@@ -67,9 +67,9 @@ final class Proof {
   }
 
   /** One run of {@code Repeats} against a payments service started with {@code setup}'s guards. */
-  private static RepeatReport prove(Idem idem, Setup setup, Effects payments, FaultyDataSource service,
+  private static RepeatReport prove(Idem idem, LabSql sql, Setup setup, Effects payments, FaultyDataSource service,
       Delivery... deliveries) {
-    try (PaymentsService shop = new PaymentsService(idem, new Tally(setup))) {
+    try (PaymentsService shop = new PaymentsService(idem, sql, new Tally(setup))) {
       return Repeats.of(payments)
           .target(Targets.http(copy -> HttpRequest.newBuilder(shop.paymentsUri())
               .header("Idempotency-Key", copy.key())

@@ -12,7 +12,7 @@ import java.util.stream.Collectors;
  * What one run of the lab left behind, read from the database at the end: payment rows in the
  * service, card charges at the provider, receipt emails sent; plus which faults fired, which guard
  * caught how many repeats, idem's listener events, the idem-micrometer meters that moved ({@code
- * name{tags}} to count, see {@code Lab.moved}), what reconciliation found in {@code shop.payments}
+ * name{tags}} to count, see {@code Lab.moved}), what reconciliation found in the payments
  * by order, and the trace.
  */
 public record RunResult(
@@ -49,7 +49,7 @@ public record RunResult(
   /**
    * The breaks, for scripts, beside {@link #summaryLine} (which stays as it was): {@code breaks
    * scenario=<name> duplicate_intents=<n> effects_without_key=<n> unknown_outcomes=<n>}. Keys with no
-   * effect are not checked (see {@code Lab.PAYMENTS_BY_ORDER}), so they have no field.
+   * effect are not checked (see {@code LabSql.paymentsByOrder}), so they have no field.
    */
   public String breaksLine() {
     return "breaks scenario=" + scenario + " duplicate_intents=" + findings.duplicates().size()

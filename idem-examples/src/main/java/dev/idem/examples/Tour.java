@@ -6,6 +6,7 @@ import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.stream.Collectors;
 
 /**
@@ -22,18 +23,23 @@ public final class Tour {
     }
   }
 
-  /** What the command line asked for; {@code prove}: {@code --prove}, which runs alone ({@link Proof}). */
+  /**
+   * What the command line asked for; {@code prove}: {@code --prove}, which runs alone ({@link
+   * Proof}); {@code db}: the database every run makes its own on ({@code --db}, else {@link
+   * #defaultDatabase}).
+   */
   record Options(List<Scenario> scenarios, List<String> tours, boolean trace, boolean help, LabQueue.Kind queue,
-      boolean prove) {}
+      boolean prove, TestDatabase.Vendor db) {}
 
   public static void main(String[] args) throws Exception {
-    // The lab as a page (LabPage): --page [--port=<n>], handled before the command line's runs.
-    if (java.util.Arrays.asList(args).contains("--page")) {
-      LabPage.serve(pagePort(args));
-      return;
-    }
     Options options;
     try {
+      // The lab as a page (LabPage): --page [--port=<n>] [--db=..], handled before the command line's runs.
+      if (java.util.Arrays.asList(args).contains("--page")) {
+        Lab.useDatabase(database(args));
+        LabPage.serve(pagePort(args));
+        return;
+      }
       options = parse(args);
     } catch (UsageException e) {
       System.err.println("idem-examples: " + e.getMessage());
@@ -67,7 +73,51 @@ public final class Tour {
     return 8040;
   }
 
+  /**
+   * The database of {@code --db=postgresql|mariadb}, else {@link #defaultDatabase}.
+   *
+   * @throws UsageException naming the unknown database and the valid ones
+   */
+  static TestDatabase.Vendor database(String[] args) throws UsageException {
+    TestDatabase.Vendor chosen = null;
+    for (String arg : args) {
+      if (arg.startsWith("--db=")) {
+        chosen = vendorNamed(arg.substring("--db=".length()), "--db");
+      }
+    }
+    return chosen != null ? chosen : defaultDatabase();
+  }
+
+  /**
+   * The database without {@code --db}: the one idem's test fixture would choose ({@link
+   * TestDatabase}): {@code IDEM_TEST_DATABASE} (system property, else environment), else the one
+   * {@code IDEM_JDBC_URL} names ({@code jdbc:mariadb:} or {@code jdbc:mysql:} is MariaDB), else
+   * PostgreSQL.
+   */
+  static TestDatabase.Vendor defaultDatabase() throws UsageException {
+    String chosen = System.getProperty(Lab.DATABASE_PROPERTY);
+    if (chosen == null || chosen.isBlank()) {
+      chosen = System.getenv(Lab.DATABASE_PROPERTY);
+    }
+    if (chosen != null && !chosen.isBlank()) {
+      return vendorNamed(chosen, Lab.DATABASE_PROPERTY);
+    }
+    String url = System.getenv("IDEM_JDBC_URL");
+    url = url == null ? "" : url.trim();
+    return url.startsWith("jdbc:mariadb:") || url.startsWith("jdbc:mysql:") ? TestDatabase.Vendor.MARIADB
+        : TestDatabase.Vendor.POSTGRESQL;
+  }
+
+  private static TestDatabase.Vendor vendorNamed(String name, String where) throws UsageException {
+    return switch (name.trim().toLowerCase(Locale.ROOT)) {
+      case "postgresql" -> TestDatabase.Vendor.POSTGRESQL;
+      case "mariadb" -> TestDatabase.Vendor.MARIADB;
+      default -> throw new UsageException(where + ": unknown database '" + name.trim() + "'; valid: postgresql, mariadb");
+    };
+  }
+
   static Options parse(String[] args) throws UsageException {
+    TestDatabase.Vendor db = database(args);
     String scenario = null;
     String faults = null;
     String guards = null;
@@ -79,9 +129,12 @@ public final class Tour {
       if (arg.isBlank()) {
         continue; // exec:java passes an empty argument when -Dexec.args is empty
       }
+      if (arg.startsWith("--db=")) {
+        continue; // read above; --prove takes it too
+      }
       given++;
       if (arg.equals("--help") || arg.equals("-h")) {
-        return new Options(List.of(), List.of(), false, true, queue, false);
+        return new Options(List.of(), List.of(), false, true, queue, false, db);
       } else if (arg.equals("--prove")) {
         prove = true;
       } else if (arg.equals("--trace")) {
@@ -96,15 +149,15 @@ public final class Tour {
         queue = arg.endsWith("kafka") ? LabQueue.Kind.KAFKA : LabQueue.Kind.MEMORY;
       } else {
         throw new UsageException("unknown option '" + arg + "'; valid options: --scenario=<name>[,<name>...],"
-            + " --faults=<list>, --guards=<list>, --queue=memory|kafka, --trace, --prove, --help");
+            + " --faults=<list>, --guards=<list>, --queue=memory|kafka, --db=postgresql|mariadb, --trace, --prove, --help");
       }
     }
     if (prove) {
       if (given > 1) {
         throw new UsageException("--prove runs on its own (the payments service alone, guard off then on); give it"
-            + " without other options");
+            + " without other options (--db aside)");
       }
-      return new Options(List.of(), List.of(), false, false, queue, true);
+      return new Options(List.of(), List.of(), false, false, queue, true, db);
     }
     if (scenario != null && (faults != null || guards != null)) {
       throw new UsageException("--scenario chooses its own faults and guards; give either --scenario or"
@@ -117,10 +170,10 @@ public final class Tour {
       } catch (IllegalArgumentException e) {
         throw new UsageException(e.getMessage());
       }
-      return new Options(List.of(new Scenario("custom", setup, "your own choice of faults and guards")), List.of(), true, false, queue, false);
+      return new Options(List.of(new Scenario("custom", setup, "your own choice of faults and guards")), List.of(), true, false, queue, false, db);
     }
     if (scenario == null || scenario.equals("all")) {
-      return new Options(Scenario.ALL, Tours.NAMES, trace, false, queue, false);
+      return new Options(Scenario.ALL, Tours.NAMES, trace, false, queue, false, db);
     }
     List<Scenario> scenarios = new ArrayList<>();
     List<String> tours = new ArrayList<>();
@@ -133,7 +186,7 @@ public final class Tour {
             "--scenario: unknown scenario '" + n + "'; valid: " + validScenarios())));
       }
     }
-    return new Options(scenarios, tours, trace || scenarios.size() == 1, false, queue, false);
+    return new Options(scenarios, tours, trace || scenarios.size() == 1, false, queue, false, db);
   }
 
   static String validScenarios() {
@@ -151,6 +204,9 @@ public final class Tour {
         .append("  --faults=<list>                a custom run: which hops repeat what they received (once each)\n")
         .append("  --guards=<list>                a custom run: which guards are on\n")
         .append("  --queue=memory|kafka           the queue hop in process (default) or over a Kafka broker started in this JVM\n")
+        .append("  --db=postgresql|mariadb        the database each run makes its own on (default: IDEM_JDBC_URL's, else\n")
+        .append("                                 PostgreSQL; the server: IDEM_JDBC_URL if it is that database's, else a local\n")
+        .append("                                 or embedded one)\n")
         .append("  --trace                        print what happened on the way (default for a single run)\n")
         .append("  --prove                        prove the payments service with idem's test kit (docs/testing.md):\n")
         .append("                                 Repeats on POST /payments, its guard off, then on\n")
@@ -174,14 +230,15 @@ public final class Tour {
   }
 
   static void run(Options options, PrintStream out) throws Exception {
+    Lab.useDatabase(options.db());
     if (options.prove()) {
-      try (TestDatabase db = TestPostgres.newDatabase("lab_prove")) {
+      try (TestDatabase db = TestDatabase.newDatabase("lab_prove")) {
         Proof.run(db, out);
       }
       return;
     }
     out.println("idem double-charge lab: one tap on Pay for a $40 order, six hops, real HTTP on loopback");
-    out.println("database: " + describeServer());
+    out.println("database: " + describeServer(options.db()));
     LabQueue.use(options.queue());
     if (options.queue() == LabQueue.Kind.KAFKA) {
       out.println("queue: a Kafka broker in this JVM (KRaft, one node), one topic per run");
@@ -219,7 +276,7 @@ public final class Tour {
         out.printf("  %-26s %s%n", r.scenario(), events.isEmpty() ? "-" : events);
       }
       out.println();
-      out.println("idem-micrometer's meters that moved, and reconciliation of " + Lab.PAYMENTS_BY_ORDER.describe()
+      out.println("idem-micrometer's meters that moved, and reconciliation of " + LabSql.of(options.db()).paymentsByOrder().describe()
           + " (one intent per order), per run:");
       for (RunResult r : results) {
         out.println("  " + r.scenario());
@@ -241,8 +298,30 @@ public final class Tour {
     }
   }
 
-  static String describeServer() {
-    return switch (TestPostgres.server().kind()) {
+  /** Where the runs' databases are: the server of {@code vendor} this JVM's fixture uses (started now if need be). */
+  static String describeServer(TestDatabase.Vendor vendor) {
+    if (vendor == TestDatabase.Vendor.POSTGRESQL) {
+      return describeServer(vendor, TestPostgres.server().kind());
+    }
+    // MariaDB's server is found when the first database is made (a server already running, or an
+    // embedded one): make one, as cheap there as a schema.
+    try (TestDatabase probe = TestDatabase.newDatabase("lab_probe")) {
+      return describeServer(vendor, probe.kind());
+    }
+  }
+
+  static String describeServer(TestDatabase.Vendor vendor, TestPostgres.Kind kind) {
+    if (vendor == TestDatabase.Vendor.MARIADB) {
+      String url = System.getenv("IDEM_JDBC_URL");
+      boolean named = url != null && (url.trim().startsWith("jdbc:mariadb:") || url.trim().startsWith("jdbc:mysql:"));
+      return switch (kind) {
+        case EMBEDDED -> "embedded MariaDB (set IDEM_JDBC_URL to use your own server; one new database per run)";
+        default -> (named ? "the MariaDB server at IDEM_JDBC_URL"
+            : "the local MariaDB server at " + System.getProperty("idem.test.mariadb.local", "127.0.0.1:3306"))
+            + " (one new database per run, dropped after)";
+      };
+    }
+    return switch (kind) {
       case JDBC_URL -> "the server at IDEM_JDBC_URL (one new database per run, dropped after)";
       case TESTCONTAINERS -> "PostgreSQL in a Testcontainers container (one new database per run)";
       case EMBEDDED -> "embedded PostgreSQL (set IDEM_JDBC_URL to use your own server; one new database per run)";

@@ -16,7 +16,6 @@ import dev.idem.key.Keys;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.StatePath;
 import dev.idem.window.DedupeWindow;
@@ -40,7 +39,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
-import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 
 /**
@@ -109,14 +107,17 @@ public final class Tours {
   static Result shipment() throws Exception {
     List<String> out = new ArrayList<>();
     Map<String, Long> counts = new LinkedHashMap<>();
-    try (TestDatabase db = TestPostgres.newDatabase("tour_shipment")) {
+    try (TestDatabase db = TestDatabase.newDatabase("tour_shipment")) {
+      LabSql sql = LabSql.of(db);
       HikariDataSource ds = db.dataSource(4);
       Idem idem = Idem.builder(ds).build();
       IdemFlyway.migrate(ds);
-      sql(ds, "CREATE SCHEMA shop");
-      sql(ds, "CREATE TABLE shop.shipments (id text PRIMARY KEY, status text NOT NULL, version integer NOT NULL DEFAULT 0)");
-      sql(ds, "INSERT INTO shop.shipments (id, status) VALUES ('s1', 'PLACED'), ('s2', 'PLACED'), ('s3', 'CANCELLED'), ('s4', 'PLACED')");
-      Transitions shipments = idem.transitions("shop.shipments").idColumn("id").statusColumn("status")
+      String table = sql.shop("shipments");
+      for (String ddl : sql.shipmentsTable()) {
+        sql(ds, sql, ddl);
+      }
+      sql(ds, sql, "INSERT INTO " + table + " (id, status) VALUES ('s1', 'PLACED'), ('s2', 'PLACED'), ('s3', 'CANCELLED'), ('s4', 'PLACED')");
+      Transitions shipments = idem.transitions(table).idColumn("id").statusColumn("status")
           .versionColumn("version").path(SHIPMENT).build();
 
       Outcome first = shipments.advance("s1", "PLACED", "PACKED");
@@ -126,10 +127,10 @@ public final class Tours {
         shipments.advance("s1", step[0], step[1]);
       }
       Outcome late = shipments.advance("s1", "PLACED", "PACKED");
-      out.add("s1 delivered, then the late PLACED->PACKED arrives: " + late + "; s1 is " + status(ds, "s1"));
-      sql(ds, "UPDATE shop.shipments SET status = 'DELIVERED' WHERE id = 's2'");
-      sql(ds, "UPDATE shop.shipments SET status = 'PACKED' WHERE id = 's2'"); // the same late message, written blind
-      out.add("s2 delivered, the same late message written blind (SET status = 'PACKED'): s2 is " + status(ds, "s2")
+      out.add("s1 delivered, then the late PLACED->PACKED arrives: " + late + "; s1 is " + status(ds, sql, "s1"));
+      sql(ds, sql, "UPDATE " + table + " SET status = 'DELIVERED' WHERE id = 's2'");
+      sql(ds, sql, "UPDATE " + table + " SET status = 'PACKED' WHERE id = 's2'"); // the same late message, written blind
+      out.add("s2 delivered, the same late message written blind (SET status = 'PACKED'): s2 is " + status(ds, sql, "s2")
           + ", a repeat that was \"idempotent\" and still wrong");
       Outcome cancelled = shipments.advance("s3", "PLACED", "PACKED");
       out.add("s3 CANCELLED, PLACED->PACKED arrives: " + cancelled + " (a side state is not success)");
@@ -138,15 +139,15 @@ public final class Tours {
       List<Outcome> race = race(2, () -> shipments.advance("s4", "PLACED", "PACKED"));
       long applied = race.stream().filter(o -> o == Outcome.APPLIED).count();
       long done = race.stream().filter(o -> o == Outcome.ALREADY_DONE).count();
-      out.add("s4, two workers race PLACED->PACKED: " + race + "; s4 is " + status(ds, "s4") + " at version "
-          + fetchLong(ds, "SELECT version FROM shop.shipments WHERE id = 's4'"));
+      out.add("s4, two workers race PLACED->PACKED: " + race + "; s4 is " + status(ds, sql, "s4") + " at version "
+          + fetchLong(ds, sql, "SELECT version FROM " + table + " WHERE id = 's4'"));
       counts.put("s1_repeat_already_done", repeat == Outcome.ALREADY_DONE ? 1L : 0L);
       counts.put("s1_late_already_done", late == Outcome.ALREADY_DONE ? 1L : 0L);
-      counts.put("s1_delivered", "DELIVERED".equals(status(ds, "s1")) ? 1L : 0L);
+      counts.put("s1_delivered", "DELIVERED".equals(status(ds, sql, "s1")) ? 1L : 0L);
       counts.put("s3_conflict", cancelled == Outcome.CONFLICT ? 1L : 0L);
       counts.put("s4_applied", applied);
       counts.put("s4_already_done", done);
-      counts.put("s4_version", fetchLong(ds, "SELECT version FROM shop.shipments WHERE id = 's4'"));
+      counts.put("s4_version", fetchLong(ds, sql, "SELECT version FROM " + table + " WHERE id = 's4'"));
     }
     return new Result(out, counts);
   }
@@ -203,14 +204,14 @@ public final class Tours {
   static Result retention() throws Exception {
     List<String> out = new ArrayList<>();
     Map<String, Long> counts = new LinkedHashMap<>();
-    try (TestDatabase db = TestPostgres.newDatabase("tour_retention")) {
+    try (TestDatabase db = TestDatabase.newDatabase("tour_retention")) {
       HikariDataSource ds = db.dataSource(4);
       Idem idem = Idem.builder(ds).build();
       IdemFlyway.migrate(ds);
       IdempotentExecutor charges = idem.executor().name("executor:charges")
           .window(DedupeWindow.covering(RepeatSource.DEAD_LETTER_REDRIVE)).lease(Duration.ofSeconds(30)).build();
       HttpClient client = Http.client();
-      try (PaymentProvider provider = new PaymentProvider(db.dataSource(2), new Tally(Setup.of("none", "none")))) {
+      try (PaymentProvider provider = PaymentProvider.open(db, 2, new Tally(Setup.of("none", "none")))) {
         for (boolean resolve : new boolean[] {false, true}) {
           String payment = resolve ? "pay_p2" : "pay_p1";
           IdempotencyKey key = IdempotencyKey.of("charges", payment);
@@ -265,12 +266,12 @@ public final class Tours {
   static Result scheduler() throws Exception {
     List<String> out = new ArrayList<>();
     Map<String, Long> counts = new LinkedHashMap<>();
-    try (TestDatabase db = TestPostgres.newDatabase("tour_scheduler")) {
+    try (TestDatabase db = TestDatabase.newDatabase("tour_scheduler")) {
+      LabSql sql = LabSql.of(db);
       HikariDataSource ds = db.dataSource(6);
       Idem idem = Idem.builder(ds).build();
       IdemFlyway.migrate(ds);
-      sql(ds, "CREATE TABLE invoice_runs (id bigserial PRIMARY KEY, job text NOT NULL, run_key text NOT NULL,"
-          + " started_at timestamptz NOT NULL DEFAULT clock_timestamp())");
+      sql(ds, sql, sql.invoiceRunsTable());
       IdempotentExecutor executor = idem.executor().name("executor:scheduler").window(DedupeWindow.of(Duration.ofDays(2))).build();
       Instant slot = Instant.parse("2026-10-28T02:00:00Z");
 
@@ -282,14 +283,14 @@ public final class Tours {
           return "invoiced";
         });
       });
-      long runs = fetchLong(ds, "SELECT count(*) FROM invoice_runs");
+      long runs = fetchLong(ds, sql, "SELECT count(*) FROM invoice_runs");
       out.add("two replicas fire the 02:00 slot, keyed by the slot: " + describe(bySlot) + "; invoice runs: " + runs);
       counts.put("slot_keyed_runs", runs);
       counts.put("slot_keyed_applied", bySlot.stream().filter(Execution::applied).count());
 
       // Wrong: each replica keys the run by its clock when it started (12 ms and 734 ms after the
       // slot: two machines never wake in the same instant), so the keys differ.
-      sql(ds, "DELETE FROM invoice_runs");
+      sql(ds, sql, "DELETE FROM invoice_runs");
       AtomicInteger replica = new AtomicInteger();
       List<Execution<String>> byClock = race(2, () -> {
         Instant startedAt = slot.plusMillis(replica.getAndIncrement() == 0 ? 12 : 734);
@@ -299,7 +300,7 @@ public final class Tours {
           return "invoiced";
         });
       });
-      long clockRuns = fetchLong(ds, "SELECT count(*) FROM invoice_runs");
+      long clockRuns = fetchLong(ds, sql, "SELECT count(*) FROM invoice_runs");
       out.add("the same, keyed by each replica's clock when it woke: " + describe(byClock) + "; invoice runs: " + clockRuns
           + " (every customer invoiced twice)");
       counts.put("clock_keyed_runs", clockRuns);
@@ -320,11 +321,12 @@ public final class Tours {
   static Result zombie() throws Exception {
     List<String> out = new ArrayList<>();
     Map<String, Long> counts = new LinkedHashMap<>();
-    try (TestDatabase db = TestPostgres.newDatabase("tour_zombie")) {
+    try (TestDatabase db = TestDatabase.newDatabase("tour_zombie")) {
+      LabSql sql = LabSql.of(db);
       HikariDataSource ds = db.dataSource(4);
       Idem idem = Idem.builder(ds).build();
       IdemFlyway.migrate(ds);
-      sql(ds, "CREATE TABLE ledger_batches (id bigserial PRIMARY KEY, holder text NOT NULL, token bigint NOT NULL)");
+      sql(ds, sql, sql.ledgerBatchesTable());
       String resource = "ledger-export";
       Duration ttl = Duration.ofMillis(1500); // long enough that a loaded machine cannot end it early
 
@@ -339,13 +341,13 @@ public final class Tours {
       boolean aWrote = fencedWrite(idem, resource, "worker-a", a.token());
       out.add("worker-b writes with token " + b.token().value() + ": " + (bWrote ? "accepted" : "refused"));
       out.add("worker-a wakes and writes with token " + a.token().value() + ": " + (aWrote ? "accepted (a zombie write!)" : "refused, stale fencing token"));
-      long rows = fetchLong(ds, "SELECT count(*) FROM ledger_batches");
+      long rows = fetchLong(ds, sql, "SELECT count(*) FROM ledger_batches");
       out.add("ledger batches written: " + rows + " (by " + String.join(",",
-          DSL.using(ds, SQLDialect.POSTGRES).fetch("SELECT holder FROM ledger_batches ORDER BY id").getValues(0, String.class)) + ")");
+          DSL.using(ds, sql.dialect()).fetch("SELECT holder FROM ledger_batches ORDER BY id").getValues(0, String.class)) + ")");
       counts.put("early_granted", early.isPresent() ? 1L : 0L);
       counts.put("zombie_accepted", aWrote ? 1L : 0L);
       counts.put("rows", rows);
-      counts.put("rows_by_worker_a", fetchLong(ds, "SELECT count(*) FROM ledger_batches WHERE holder = 'worker-a'"));
+      counts.put("rows_by_worker_a", fetchLong(ds, sql, "SELECT count(*) FROM ledger_batches WHERE holder = 'worker-a'"));
     }
     return new Result(out, counts);
   }
@@ -392,21 +394,22 @@ public final class Tours {
     }
   }
 
-  private static void sql(DataSource ds, String statement) throws SQLException {
+  private static void sql(DataSource ds, LabSql sql, String statement) throws SQLException {
     try (Connection c = ds.getConnection()) {
-      DSL.using(c, SQLDialect.POSTGRES).execute(statement);
+      DSL.using(c, sql.dialect()).execute(statement);
     }
   }
 
-  private static long fetchLong(DataSource ds, String query) throws SQLException {
+  private static long fetchLong(DataSource ds, LabSql sql, String query) throws SQLException {
     try (Connection c = ds.getConnection()) {
-      return DSL.using(c, SQLDialect.POSTGRES).fetchOne(query).get(0, Long.class);
+      return DSL.using(c, sql.dialect()).fetchOne(query).get(0, Long.class);
     }
   }
 
-  private static String status(DataSource ds, String id) throws SQLException {
+  private static String status(DataSource ds, LabSql sql, String id) throws SQLException {
     try (Connection c = ds.getConnection()) {
-      return DSL.using(c, SQLDialect.POSTGRES).fetchOne("SELECT status FROM shop.shipments WHERE id = ?", id).get(0, String.class);
+      return DSL.using(c, sql.dialect()).fetchOne("SELECT status FROM " + sql.shop("shipments") + " WHERE id = ?", id)
+          .get(0, String.class);
     }
   }
 }

@@ -37,14 +37,16 @@ final class Worker {
   }
 
   private final Idem idem;
+  private final LabSql sql;
   private final Inbox inbox;
   private final LabQueue queue;
   private final URI provider;
   private final Tally tally;
   private final HttpClient client = Http.client();
 
-  Worker(Idem idem, LabQueue queue, URI provider, Tally tally) {
+  Worker(Idem idem, LabSql sql, LabQueue queue, URI provider, Tally tally) {
     this.idem = idem;
+    this.sql = sql;
     this.queue = queue;
     this.provider = provider;
     this.tally = tally;
@@ -102,7 +104,7 @@ final class Worker {
       throw new IOException("provider answered " + reply.status() + " " + reply.body());
     }
     String chargeId = reply.body().get("charge_id");
-    tx.dsl().execute("UPDATE shop.payments SET status = 'CHARGED', charge_id = ? WHERE id = ?", chargeId, paymentId);
+    tx.dsl().execute("UPDATE " + sql.shop("payments") + " SET status = 'CHARGED', charge_id = ? WHERE id = ?", chargeId, paymentId);
     tally.note(Hop.PROVIDER, "worker charged " + paymentId + " -> " + chargeId + " with key " + PaymentProvider.abbreviate(key)
         + (reply.header("Idempotent-Replayed") != null ? " (replayed)" : ""));
     if (tally.fire(Hop.PROVIDER, "the worker crashes after charge " + chargeId + ", before its commit")) {

@@ -22,12 +22,16 @@ import org.junit.jupiter.api.Test;
 @IdemTest(migrate = false) // the proof migrates the database itself, as every run of the lab does
 class LabProveTest {
 
+  private static String payments(TestDatabase db) {
+    return LabSql.of(db).shop("payments");
+  }
+
   private static long rows(TestDatabase db, String order) {
-    return db.count("SELECT count(*) FROM shop.payments WHERE order_id = ?", order);
+    return db.count("SELECT count(*) FROM " + payments(db) + " WHERE order_id = ?", order);
   }
 
   private static long rows(TestDatabase db, String order, String key) {
-    return db.count("SELECT count(*) FROM shop.payments WHERE order_id = ? AND idempotency_key = ?", order, key);
+    return db.count("SELECT count(*) FROM " + payments(db) + " WHERE order_id = ? AND idempotency_key = ?", order, key);
   }
 
   /**
@@ -69,18 +73,20 @@ class LabProveTest {
     assertThat(guarded.trials()).filteredOn(RepeatReport.Trial::asserted)
         .allSatisfy(t -> assertThat(rows(db, t.intent())).as("%s %s", t.delivery(), t.variant()).isEqualTo(1))
         .extracting(RepeatReport.Trial::delivery).doesNotContain(Delivery.FRESH_KEY);
+    // PostgreSQL terminates the backend; MariaDB kills the connection (KILL CONNECTION).
+    String killedWhere = db.vendor() == TestDatabase.Vendor.POSTGRESQL ? "terminated)" : " killed)";
     for (Delivery kill : List.of(Delivery.KILLED_BEFORE_COMMIT, Delivery.KILLED_AFTER_COMMIT)) {
       // The backend really was terminated at the commit, and the retry still left one payment.
       assertThat(guarded.trials()).filteredOn(t -> t.delivery() == kill && t.variant().startsWith("writing commit"))
           .isNotEmpty()
-          .allSatisfy(t -> assertThat(t.steps()).anySatisfy(s -> assertThat(s.note()).contains("killed").contains("terminated")));
+          .allSatisfy(t -> assertThat(t.steps()).anySatisfy(s -> assertThat(s.note()).contains("killed").contains(killedWhere)));
     }
     // A fresh key is outside the guarantee: reported, not asserted, and really two payments.
     RepeatReport.Trial fresh = guarded.trials().stream().filter(t -> t.delivery() == Delivery.FRESH_KEY).findFirst().orElseThrow();
     assertThat(fresh.asserted()).isFalse();
     assertThat(rows(db, fresh.intent())).isEqualTo(2);
     // ...and nothing else wrote a payment: every row is one the reports counted.
-    assertThat(db.count("SELECT count(*) FROM shop.payments"))
+    assertThat(db.count("SELECT count(*) FROM " + payments(db)))
         .isEqualTo(Stream.concat(unguarded.trials().stream(), guarded.trials().stream()).mapToLong(RepeatReport.Trial::effects).sum());
 
     // The printed text: a heading and the report of each run, and what to take away.

@@ -7,7 +7,6 @@ import java.sql.Connection;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
-import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 
@@ -33,13 +32,14 @@ class ScenariosTest {
   private static RunResult checked(String name, Setup setup) throws Exception {
     Map<String, Long> duplicateOrders = new TreeMap<>();
     Map<String, Long> rowsBySource = new TreeMap<>();
-    RunResult r = Lab.run(name, setup, ds -> {
+    RunResult r = Lab.run(name, setup, (ds, lab) -> {
       try (Connection c = ds.getConnection()) {
-        var sql = DSL.using(c, SQLDialect.POSTGRES);
-        sql.fetch("SELECT order_id, count(*) FROM shop.payments GROUP BY order_id HAVING count(*) > 1")
+        var sql = DSL.using(c, lab.dialect());
+        sql.fetch("SELECT order_id, count(*) FROM " + lab.shop("payments") + " GROUP BY order_id HAVING count(*) > 1")
             .forEach(row -> duplicateOrders.put(row.get(0, String.class), row.get(1, Long.class)));
+        // concat(), not ||: MariaDB reads || as OR
         sql.fetch("SELECT 'executor:payments', count(*) FROM idem_keys WHERE scope = ?"
-                + " UNION ALL SELECT 'inbox:' || consumer, count(*) FROM idem_inbox GROUP BY consumer",
+                + " UNION ALL SELECT concat('inbox:', consumer), count(*) FROM idem_inbox GROUP BY consumer",
                 PaymentsService.KEY_SCOPE)
             .forEach(row -> rowsBySource.put(row.get(0, String.class), row.get(1, Long.class)));
       }

@@ -3,6 +3,7 @@ package dev.idem.examples;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.idem.testing.TestDatabase;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -48,5 +49,19 @@ class TourTest {
     assertThat(out).contains("provider delivers event");
     assertThat(out).contains("scenario=custom payment_rows=1 charges=1 receipts=2" + System.lineSeparator() + "breaks scenario=custom duplicate_intents=");
     assertThat(out).contains("idem.outbox.published{source=outbox} "); // the meters block
+  }
+
+  @Test
+  void theDatabaseOptionNamesPostgresqlOrMariadb_withoutItTheFixturesChoice() throws Exception {
+    assertThat(Tour.parse(new String[] {"--db=mariadb"}).db()).isEqualTo(TestDatabase.Vendor.MARIADB);
+    assertThat(Tour.parse(new String[] {"--db=postgresql", "--scenario=client-same-key"}).db()).isEqualTo(TestDatabase.Vendor.POSTGRESQL);
+    assertThat(Tour.parse(new String[] {"--prove", "--db=mariadb"}).prove()).isTrue(); // --prove takes --db
+    assertThatThrownBy(() -> Tour.parse(new String[] {"--db=oracle"}))
+        .isInstanceOf(Tour.UsageException.class).hasMessageContaining("'oracle'").hasMessageContaining("postgresql, mariadb");
+    assertThat(Tour.usage()).contains("--db=postgresql|mariadb");
+    // Without --db, the database the fixture makes this run's databases on.
+    try (TestDatabase db = TestDatabase.newDatabase("tour_default")) {
+      assertThat(Tour.parse(new String[] {}).db()).isEqualTo(db.vendor());
+    }
   }
 }

@@ -12,7 +12,8 @@ import org.springframework.boot.autoconfigure.SpringBootApplication;
  * inbox ({@link Receipts}). Settings: application.properties.
  *
  * <p>Run it against a database and a provider of your own: {@code
- * --spring.datasource.url=jdbc:postgresql://… --payments.provider-url=http://…}.
+ * --spring.datasource.url=jdbc:postgresql://… --payments.provider-url=http://…} (or a {@code
+ * jdbc:mariadb://} URL: its own tables come from {@code db/payments/mariadb} then).
  */
 @SpringBootApplication
 public class PaymentsApplication {

@@ -34,7 +34,7 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * The Boot payments sample as a client sees it, over real HTTP on loopback, against a real
- * PostgreSQL and a card provider on loopback; every check also counts rows (payments, receipts,
+ * PostgreSQL or MariaDB (the run's, {@link TestDatabase}) and a card provider on loopback; every check also counts rows (payments, receipts,
  * idem's keys) and the provider's charges. The database starts empty ({@code migrate = false}):
  * the application migrates its own tables and idem's, as it does when deployed.
  */
@@ -92,8 +92,9 @@ class PaymentsApplicationTest {
     return db.count("SELECT count(*) FROM payments WHERE order_id = ?", order);
   }
 
+  /** {@code idem_keys.key}, qualified: {@code key} is a reserved word of MariaDB's, which it takes after a dot only. */
   static long httpKeys(String key) {
-    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", MERCHANT, key);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ?", MERCHANT, key);
   }
 
   static long receipts(String order) {
@@ -292,7 +293,7 @@ class PaymentsApplicationTest {
     assertThat(redrive.statusCode()).isEqualTo(200);
     assertThat(redrive.body()).contains("\"action\":\"redriveAll\"");
     // neither left an HTTP key: only the annotated route claims one
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key NOT LIKE 'k-%'", MERCHANT)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key NOT LIKE 'k-%'", MERCHANT)).isZero();
   }
 
   @Test
@@ -309,7 +310,7 @@ class PaymentsApplicationTest {
     assertThat(payAs("shop-a", "k-same", "o-shop-a", 100).body()).isEqualTo(a.body());
     assertThat(payments("o-shop-a")).isEqualTo(1);
     assertThat(payments("o-shop-b")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-same' AND scope IN ('shop-a', 'shop-b')")).isEqualTo(2);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'k-same' AND scope IN ('shop-a', 'shop-b')")).isEqualTo(2);
     // a request naming no merchant is refused, and nothing runs
     HttpRequest anonymous = HttpRequest.newBuilder(base.resolve("/payments")).header("Content-Type", "application/json")
         .header("Idempotency-Key", "\"k-same\"").POST(HttpRequest.BodyPublishers.ofString("{\"order\":\"o-nobody\",\"amount\":1}")).build();
@@ -333,7 +334,7 @@ class PaymentsApplicationTest {
     HttpResponse<String> early = webhook("evt-refund", "charge.refunded", "o-refund");
     assertThat(early.statusCode()).isEqualTo(503);
     assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND idem_keys.key = 'evt-refund'")).isZero();
 
     assertThat(pay("k-refund", "o-refund", 900).statusCode()).isEqualTo(201);
     HttpResponse<String> redelivered = webhook("evt-refund", "charge.refunded", "o-refund");
@@ -343,7 +344,7 @@ class PaymentsApplicationTest {
     assertThat(again.body()).isEqualTo(redelivered.body()).contains("\"refunded\":true");
     assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM payments WHERE order_id = 'o-refund' AND refunded")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND key = 'evt-refund'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND idem_keys.key = 'evt-refund'")).isEqualTo(1);
   }
 
   /** Request threads parked in memory behind the first copy of a key (they hold no connection). */

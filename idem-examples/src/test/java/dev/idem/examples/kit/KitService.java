@@ -46,11 +46,28 @@ import javax.sql.DataSource;
  * </ul>
  */
 final class KitService implements AutoCloseable {
-  /** The service's tables, for its test classes' {@code @IdemTest(sql = ...)}. */
-  static final String TABLES = "CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);"
+  /** The service's tables on PostgreSQL. */
+  private static final String POSTGRESQL_TABLES = "CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);"
       + "CREATE TABLE charges (id bigserial PRIMARY KEY, order_id text NOT NULL);"
       + "CREATE TABLE price_events (sku text NOT NULL, seq bigint NOT NULL);"
       + "CREATE TABLE prices (sku text PRIMARY KEY, seq bigint NOT NULL)";
+
+  /** The same on MariaDB: orders and skus compared exactly, as PostgreSQL compares text (utf8mb4_bin). */
+  private static final String MARIADB_TABLES = "CREATE TABLE payments (id BIGINT AUTO_INCREMENT PRIMARY KEY,"
+      + " order_id VARCHAR(255) NOT NULL, amount INT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;"
+      + "CREATE TABLE charges (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_id VARCHAR(255) NOT NULL)"
+      + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;"
+      + "CREATE TABLE price_events (sku VARCHAR(255) NOT NULL, seq BIGINT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;"
+      + "CREATE TABLE prices (sku VARCHAR(255) PRIMARY KEY, seq BIGINT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
+
+  /** Makes the service's tables in {@code db}, the test class's database: its test classes call it before their first test. */
+  static void createTables(TestDatabase db) {
+    db.execute(mariadb(db) ? MARIADB_TABLES : POSTGRESQL_TABLES);
+  }
+
+  static boolean mariadb(TestDatabase db) {
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
+  }
 
   final TestDatabase db;
   /** The pool: the kit reads effects through it. */
@@ -65,7 +82,7 @@ final class KitService implements AutoCloseable {
   private final ExecutorService requests;
 
   /**
-   * @param db the test class's database, with {@link #TABLES}
+   * @param db the test class's database, with the service's tables ({@link #createTables})
    * @param pool a pool on it, which the kit reads effects through
    * @param faulty that pool wrapped: what the service runs on
    * @param answersFromMemory the {@code Idem}'s {@code answersFromMemory}: zero for a test of the
@@ -211,9 +228,9 @@ final class KitService implements AutoCloseable {
 
   /** The defect: the event's number written whatever arrives, in whatever order. */
   void setPriceBlindly(String sku, long seq) throws Exception {
-    try (Connection c = faulty.getConnection();
-        PreparedStatement ps = c.prepareStatement("INSERT INTO prices (sku, seq) VALUES (?, ?)"
-            + " ON CONFLICT (sku) DO UPDATE SET seq = excluded.seq")) {
+    String upsert = mariadb(db) ? "INSERT INTO prices (sku, seq) VALUES (?, ?) ON DUPLICATE KEY UPDATE seq = VALUES(seq)"
+        : "INSERT INTO prices (sku, seq) VALUES (?, ?) ON CONFLICT (sku) DO UPDATE SET seq = excluded.seq";
+    try (Connection c = faulty.getConnection(); PreparedStatement ps = c.prepareStatement(upsert)) {
       ps.setString(1, sku);
       ps.setLong(2, seq);
       ps.executeUpdate();

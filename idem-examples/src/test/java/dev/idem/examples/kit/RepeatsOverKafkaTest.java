@@ -35,7 +35,7 @@ import org.junit.jupiter.api.Test;
  * consumer seeks back and applies the record again); one writing it on a connection of its own
  * fails where a kill separates the effect from the claim. Counts checked in the database.
  */
-@IdemTest(poolSize = 12, sql = "CREATE TABLE shipments (id bigserial PRIMARY KEY, order_id text NOT NULL)")
+@IdemTest(poolSize = 12)
 class RepeatsOverKafkaTest {
   private static TestKafka kafka;
   private static TestDatabase db;
@@ -47,6 +47,9 @@ class RepeatsOverKafkaTest {
   static void start(TestKafka broker, TestDatabase database, DataSource pool, FaultyDataSource service) {
     kafka = broker;
     db = database;
+    db.execute(KitService.mariadb(db)
+        ? "CREATE TABLE shipments (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_id VARCHAR(255) NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        : "CREATE TABLE shipments (id bigserial PRIMARY KEY, order_id text NOT NULL)");
     RepeatsOverKafkaTest.pool = pool;
     faulty = service;
     idem = Idem.builder(faulty).build();

@@ -1,0 +1,1 @@
+ALTER TABLE payments ADD COLUMN refunded BOOLEAN NOT NULL DEFAULT false;
