@@ -34,6 +34,12 @@ import java.util.Properties;
  * while no replication slot exists are never seen: start the connector (create its slot) before
  * switching the layout.
  *
+ * <p>PostgreSQL only: the {@code DEBEZIUM} layout's events table and the connector's logical
+ * replication are PostgreSQL's. On MariaDB an {@code Idem} built with {@link OutboxLayout#DEBEZIUM}
+ * refuses its first enqueue, writing nothing; use the polled layout and idem's relay (or
+ * idem-kafka's publisher) there. This class only turns settings into a map: it never touches the
+ * database, so it cannot tell which one {@code idem} is on.
+ *
  * <p>Immutable; the builder validates.
  */
 public final class DebeziumOutbox {

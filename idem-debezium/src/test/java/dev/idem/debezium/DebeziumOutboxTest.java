@@ -47,6 +47,8 @@ import org.junit.jupiter.api.io.TempDir;
  * wal_level=logical}, consumed through an inbox by the {@code id} header. Counted in the database.
  */
 @IdemTest(logicalReplication = true, poolSize = 6,
+    vendors = TestDatabase.Vendor.POSTGRESQL, vendorsReason = "the Debezium layout (idem_outbox_events) and Debezium's PostgreSQL"
+        + " connector, which reads it by logical replication (wal_level=logical); on MariaDB the layout is refused (DebeziumOnMariaDbTest)",
     sql = "CREATE TABLE shipments (message_id text NOT NULL, topic text NOT NULL, order_key text, body text NOT NULL)")
 class DebeziumOutboxTest {
   private static final Pattern URL = Pattern.compile("jdbc:postgresql://([^:/]+):(\\d+)/([^?]+)(\\?.*)?");
