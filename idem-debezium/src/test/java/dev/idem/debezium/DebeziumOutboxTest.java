@@ -302,7 +302,8 @@ class DebeziumOutboxTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("slot");
     assertThatThrownBy(() -> DebeziumOutbox.builder(null)).isInstanceOf(IllegalArgumentException.class);
     Map<String, String> p = DebeziumOutbox.builder(idem).database("h", 5432, "d").build();
-    assertThat(p).containsEntry("table.include.list", "idem_outbox_events")
+    // Debezium names a table with its schema
+    assertThat(p).containsEntry("table.include.list", "idem.idem_outbox_events")
         .containsEntry("transforms.outbox.route.topic.replacement", "${routedByValue}")
         .containsAllEntriesOf(DebeziumOutbox.eventRouter());
   }
