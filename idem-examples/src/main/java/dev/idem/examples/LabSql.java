@@ -84,17 +84,18 @@ enum LabSql {
               + " id bigserial PRIMARY KEY, payment_ref text NOT NULL, charge_id text NOT NULL, event_id text NOT NULL,"
               + " sent_at timestamptz NOT NULL DEFAULT now())");
     }
-    // Ids, orders and keys compared as PostgreSQL compares text: exactly (utf8mb4_bin), not case-folded.
+    // Ids, orders and keys compared as PostgreSQL compares text, exactly (utf8mb4_nopad_bin): MariaDB's
+    // default collations fold case, and utf8mb4_bin pads, so 'a' and 'a ' would be one key.
     return List.of(
         "CREATE TABLE IF NOT EXISTS payments ("
             + " id VARCHAR(64) PRIMARY KEY, order_id VARCHAR(255) NOT NULL, amount_cents INT NOT NULL,"
             + " idempotency_key VARCHAR(512) NOT NULL, status VARCHAR(32) NOT NULL DEFAULT 'PENDING', charge_id VARCHAR(64),"
             + " created_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)"
-            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
         "CREATE TABLE IF NOT EXISTS receipt_emails ("
             + " id BIGINT AUTO_INCREMENT PRIMARY KEY, payment_ref VARCHAR(64) NOT NULL, charge_id VARCHAR(64) NOT NULL,"
             + " event_id VARCHAR(64) NOT NULL, sent_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)"
-            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
+            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin");
   }
 
   /** The provider's tables: its charges, the idempotency keys it remembers 24 hours, and its webhook events. */
@@ -116,28 +117,31 @@ enum LabSql {
         "CREATE TABLE IF NOT EXISTS charges ("
             + " id VARCHAR(64) PRIMARY KEY, amount_cents INT NOT NULL, payment_ref VARCHAR(64) NOT NULL,"
             + " idempotency_key VARCHAR(512), created_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)"
-            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
         "CREATE TABLE IF NOT EXISTS idempotency_keys ("
             + " `key` VARCHAR(512) PRIMARY KEY, request TEXT NOT NULL, charge_id VARCHAR(64) NOT NULL,"
             + " created_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)"
-            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
         "CREATE TABLE IF NOT EXISTS events ("
             + " id VARCHAR(64) PRIMARY KEY, type VARCHAR(64) NOT NULL, charge_id VARCHAR(64) NOT NULL,"
             + " payment_ref VARCHAR(64) NOT NULL, deliveries INT NOT NULL DEFAULT 0,"
             + " created_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)"
-            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
+            + ") ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin");
   }
 
-  /** Deletes key {@code ?} if it is at least {@link #hours} old by the database's clock: the provider forgot it. */
+  /** Deletes key {@code ?} if it is at least {@code ?} hours old by the database's clock ({@link #interval}): the provider forgot it. */
   String forgetKeyOlderThan() {
     return this == POSTGRESQL
         ? "DELETE FROM provider.idempotency_keys WHERE key = ? AND created_at <= now() - ?::interval"
         : "DELETE FROM idempotency_keys WHERE `key` = ? AND created_at <= UTC_TIMESTAMP(6) - INTERVAL ? HOUR";
   }
 
-  /** {@code hours} as {@link #forgetKeyOlderThan} binds it. */
-  Object hours(long hours) {
-    return this == POSTGRESQL ? hours + " hours" : hours;
+  /**
+   * An interval as this database's statements here bind it: PostgreSQL casts text ({@code '24
+   * hours'::interval}); MariaDB's {@code INTERVAL ? HOUR} takes the number, the unit in the SQL.
+   */
+  Object interval(long amount, String unit) {
+    return this == POSTGRESQL ? amount + " " + unit : amount;
   }
 
   /**
@@ -170,16 +174,11 @@ enum LabSql {
         : "SELECT request, charge_id FROM idempotency_keys WHERE `key` = ?";
   }
 
-  /** Makes every key the provider remembers {@link #minutes} older. */
+  /** Makes every key the provider remembers {@code ?} minutes older ({@link #interval}). */
   String ageKeys() {
     return this == POSTGRESQL
         ? "UPDATE provider.idempotency_keys SET created_at = created_at - ?::interval"
         : "UPDATE idempotency_keys SET created_at = created_at - INTERVAL ? MINUTE";
-  }
-
-  /** {@code minutes} as {@link #ageKeys} binds it. */
-  Object minutes(long minutes) {
-    return this == POSTGRESQL ? minutes + " minutes" : minutes;
   }
 
   // ---- the tours' tables (Tours) -------------------------------------------------------------
@@ -190,7 +189,7 @@ enum LabSql {
         ? List.of("CREATE SCHEMA shop",
             "CREATE TABLE shop.shipments (id text PRIMARY KEY, status text NOT NULL, version integer NOT NULL DEFAULT 0)")
         : List.of("CREATE TABLE shipments (id VARCHAR(64) PRIMARY KEY, status VARCHAR(32) NOT NULL, version INT NOT NULL DEFAULT 0)"
-            + " ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
+            + " ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin");
   }
 
   /** One row per nightly invoice run (tour scheduler). */
@@ -199,7 +198,7 @@ enum LabSql {
         ? "CREATE TABLE invoice_runs (id bigserial PRIMARY KEY, job text NOT NULL, run_key text NOT NULL,"
             + " started_at timestamptz NOT NULL DEFAULT clock_timestamp())"
         : "CREATE TABLE invoice_runs (id BIGINT AUTO_INCREMENT PRIMARY KEY, job VARCHAR(64) NOT NULL, run_key VARCHAR(512) NOT NULL,"
-            + " started_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)) ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
+            + " started_at DATETIME(6) NOT NULL DEFAULT UTC_TIMESTAMP(6)) ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin";
   }
 
   /** One row per batch a lease holder wrote, with its fencing token (tour zombie). */
@@ -207,6 +206,6 @@ enum LabSql {
     return this == POSTGRESQL
         ? "CREATE TABLE ledger_batches (id bigserial PRIMARY KEY, holder text NOT NULL, token bigint NOT NULL)"
         : "CREATE TABLE ledger_batches (id BIGINT AUTO_INCREMENT PRIMARY KEY, holder VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
-            + " ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
+            + " ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin";
   }
 }

@@ -145,7 +145,7 @@ final class PaymentProvider implements AutoCloseable {
         DSLContext dsl = DSL.using(c, sql.dialect());
         if (key != null) {
           // A key older than the retention is pruned: the provider no longer knows it.
-          dsl.execute(sql.forgetKeyOlderThan(), key, sql.hours(RETENTION.toHours()));
+          dsl.execute(sql.forgetKeyOlderThan(), key, sql.interval(RETENTION.toHours(), "hours"));
           String newCharge = "ch_" + UUID.randomUUID().toString().replace("-", "").substring(0, 16);
           int claimed = sql.claimKey(dsl, key, request, newCharge);
           if (claimed == 0) {
@@ -232,7 +232,7 @@ final class PaymentProvider implements AutoCloseable {
   /** Ages the provider's keys by {@code by}, as if that much time had passed at the provider. */
   void age(Duration by) throws SQLException {
     try (Connection c = dataSource.getConnection()) {
-      DSL.using(c, sql.dialect()).execute(sql.ageKeys(), sql.minutes(by.toMinutes()));
+      DSL.using(c, sql.dialect()).execute(sql.ageKeys(), sql.interval(by.toMinutes(), "minutes"));
     }
   }
 

@@ -52,13 +52,13 @@ final class KitService implements AutoCloseable {
       + "CREATE TABLE price_events (sku text NOT NULL, seq bigint NOT NULL);"
       + "CREATE TABLE prices (sku text PRIMARY KEY, seq bigint NOT NULL)";
 
-  /** The same on MariaDB: orders and skus compared exactly, as PostgreSQL compares text (utf8mb4_bin). */
+  /** The same on MariaDB: orders and skus compared exactly, as PostgreSQL compares text (utf8mb4_nopad_bin: no case folded, no padding). */
   private static final String MARIADB_TABLES = "CREATE TABLE payments (id BIGINT AUTO_INCREMENT PRIMARY KEY,"
-      + " order_id VARCHAR(255) NOT NULL, amount INT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;"
+      + " order_id VARCHAR(255) NOT NULL, amount INT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;"
       + "CREATE TABLE charges (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_id VARCHAR(255) NOT NULL)"
-      + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;"
-      + "CREATE TABLE price_events (sku VARCHAR(255) NOT NULL, seq BIGINT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;"
-      + "CREATE TABLE prices (sku VARCHAR(255) PRIMARY KEY, seq BIGINT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
+      + " CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;"
+      + "CREATE TABLE price_events (sku VARCHAR(255) NOT NULL, seq BIGINT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin;"
+      + "CREATE TABLE prices (sku VARCHAR(255) PRIMARY KEY, seq BIGINT NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin";
 
   /** Makes the service's tables in {@code db}, the test class's database: its test classes call it before their first test. */
   static void createTables(TestDatabase db) {

@@ -48,7 +48,7 @@ class RepeatsOverKafkaTest {
     kafka = broker;
     db = database;
     db.execute(KitService.mariadb(db)
-        ? "CREATE TABLE shipments (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_id VARCHAR(255) NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        ? "CREATE TABLE shipments (id BIGINT AUTO_INCREMENT PRIMARY KEY, order_id VARCHAR(255) NOT NULL) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
         : "CREATE TABLE shipments (id bigserial PRIMARY KEY, order_id text NOT NULL)");
     RepeatsOverKafkaTest.pool = pool;
     faulty = service;
