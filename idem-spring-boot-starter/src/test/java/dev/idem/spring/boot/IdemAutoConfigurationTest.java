@@ -101,21 +101,6 @@ class IdemAutoConfigurationTest {
     return db.count("SELECT count(*) FROM idem_keys WHERE scope = 'starter' AND idem_keys.key = ?", value);
   }
 
-  static boolean mariadb(TestDatabase database) {
-    return database.vendor() == TestDatabase.Vendor.MARIADB;
-  }
-
-  /**
-   * How many of idem's tables {@code database} has where the starter puts them by default: the
-   * schema {@code idem} on PostgreSQL (counted as the schema itself, which idem's migrations
-   * create), the database itself on MariaDB.
-   */
-  static long idemTables(TestDatabase database) {
-    return database.count(mariadb(database)
-        ? "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'idem\\_%'"
-        : "SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'");
-  }
-
   @Test
   void makesIdemOnTheDataSourceWithSpringsBindingAndRunsItsMigrations() {
     runner().withPropertyValues("idem.executors.payments.window=1h", "idem.inboxes.orders.window=2d").withBean(Holder.class).run(ctx -> {
@@ -186,7 +171,7 @@ class IdemAutoConfigurationTest {
     onAnEmptyDatabase("starter-flyway", fresh -> runner(fresh).withPropertyValues("spring.flyway.enabled=true",
         "spring.flyway.locations=classpath:db/app/{vendor}").run(ctx -> {
           assertThat(ctx).hasNotFailed();
-          String appHistory = mariadb(fresh) ? "flyway_schema_history" : "public.flyway_schema_history";
+          String appHistory = Vendors.mariadb(fresh) ? "flyway_schema_history" : "public.flyway_schema_history";
           assertThat(fresh.count("SELECT count(*) FROM " + appHistory + " WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
           assertThat(fresh.count("SELECT count(*) FROM " + appHistory + " WHERE script LIKE '%idem%'")).isZero();
           assertThat(fresh.count("SELECT count(*) FROM idem_schema_history WHERE success")).isPositive();
@@ -203,7 +188,7 @@ class IdemAutoConfigurationTest {
             assertThat(ctx).hasFailed();
             assertThat(ctx.getStartupFailure()).hasStackTraceContaining("add the dependency dev.idem:idem-flyway");
           });
-      assertThat(idemTables(fresh)).isZero();
+      assertThat(Vendors.idemTables(fresh)).isZero();
       runner(fresh).withClassLoader(new FilteredClassLoader(IdemFlyway.class)).withPropertyValues("idem.migrate.enabled=false")
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class));
     });
@@ -241,7 +226,7 @@ class IdemAutoConfigurationTest {
       tx.executeWithoutResult(status -> {
         Execution<String> e = payments.execute(key("rb"), Fingerprint.of("o-rb"), Codec.utf8(), t -> {
           // the same connection as JdbcTemplate's in this transaction
-          String session = mariadb(db) ? "SELECT CONNECTION_ID()" : "SELECT pg_backend_pid()";
+          String session = Vendors.mariadb(db) ? "SELECT CONNECTION_ID()" : "SELECT pg_backend_pid()";
           assertThat(((Number) t.dsl().fetchValue(session)).longValue()).isEqualTo(jdbc.queryForObject(session, Long.class));
           jdbc.update("INSERT INTO payments VALUES ('o-rb', 4000)");
           return "pay_rb";
@@ -383,7 +368,7 @@ class IdemAutoConfigurationTest {
 
   @Test
   void theDebeziumOutboxLayoutIsAProperty() {
-    Assumptions.assumeFalse(mariadb(db), "the Debezium outbox layout is PostgreSQL only (its router reads PostgreSQL's"
+    Assumptions.assumeFalse(Vendors.mariadb(db), "the Debezium outbox layout is PostgreSQL only (its router reads PostgreSQL's"
         + " write-ahead log; MariaDB's migrations have no idem_outbox_events)");
     runner().withPropertyValues("idem.outbox-layout=debezium").run(ctx -> {
       Outbox outbox = ctx.getBean(Outbox.class);
@@ -414,7 +399,7 @@ class IdemAutoConfigurationTest {
 
   @Test
   void thePartitionedLayoutIsChosenByAPropertyAndTheExpiryScheduleMaintainsItsPartitions() throws Throwable {
-    if (mariadb(db)) {
+    if (Vendors.mariadb(db)) {
       // PostgreSQL's declarative partitioning: on MariaDB start-up refuses the property, before any migration.
       onAnEmptyDatabase("starter-partitioned", fresh -> {
         runner(fresh).withPropertyValues("idem.migrate.layout=partitioned").run(ctx -> {
@@ -422,7 +407,7 @@ class IdemAutoConfigurationTest {
           assertThat(ctx.getStartupFailure()).hasStackTraceContaining("idem.migrate.layout=partitioned is PostgreSQL's only")
               .hasStackTraceContaining("on MariaDB");
         });
-        assertThat(idemTables(fresh)).isZero();
+        assertThat(Vendors.idemTables(fresh)).isZero();
       });
       return;
     }

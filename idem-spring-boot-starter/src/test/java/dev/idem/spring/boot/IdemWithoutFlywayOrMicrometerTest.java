@@ -33,18 +33,18 @@ class IdemWithoutFlywayOrMicrometerTest {
           .run(ctx -> {
             assertThat(ctx).hasFailed();
             // where they were looked for, and the Flyway module of this database
-            assertThat(ctx.getStartupFailure()).hasStackTraceContaining(IdemAutoConfigurationTest.mariadb(fresh)
+            assertThat(ctx.getStartupFailure()).hasStackTraceContaining(Vendors.mariadb(fresh)
                     ? "idem's tables are not in the DataSource's database " + fresh.name() : "idem's tables are not in schema idem")
-                .hasStackTraceContaining("put Flyway on the class path (org.flywaydb:" + (IdemAutoConfigurationTest.mariadb(fresh)
+                .hasStackTraceContaining("put Flyway on the class path (org.flywaydb:" + (Vendors.mariadb(fresh)
                     ? "flyway-mysql)" : "flyway-database-postgresql)"))
-                .hasStackTraceContaining("dev/idem/jdbc/migration/" + (IdemAutoConfigurationTest.mariadb(fresh) ? "mariadb" : "postgresql"));
+                .hasStackTraceContaining("dev/idem/jdbc/migration/" + (Vendors.mariadb(fresh) ? "mariadb" : "postgresql"));
           });
-      assertThat(IdemAutoConfigurationTest.idemTables(fresh)).isZero();
+      assertThat(Vendors.idemTables(fresh)).isZero();
       IdemAutoConfigurationTest.runner(fresh).withClassLoader(new FilteredClassLoader("org.flywaydb"))
           .withPropertyValues("idem.migrate.enabled=false", "spring.flyway.enabled=true")
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean(IdemMigrations.class)
               .doesNotHaveBean("flyway").doesNotHaveBean("flywayInitializer"));
-      assertThat(fresh.count(IdemAutoConfigurationTest.mariadb(fresh)
+      assertThat(fresh.count(Vendors.mariadb(fresh)
           ? "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE '%schema_history'"
           : "SELECT count(*) FROM pg_tables WHERE tablename LIKE '%schema_history'")).isZero();
     });
@@ -87,14 +87,14 @@ class IdemWithoutFlywayOrMicrometerTest {
         Constructor<?> make = migrations.getDeclaredConstructor(DataSource.class, String.class, defaultLayout.getClass());
         make.setAccessible(true);
         Object bean = make.newInstance(pool, null, defaultLayout);
-        String module = IdemAutoConfigurationTest.mariadb(fresh) ? "org.flywaydb:flyway-mysql" : "org.flywaydb:flyway-database-postgresql";
+        String module = Vendors.mariadb(fresh) ? "org.flywaydb:flyway-mysql" : "org.flywaydb:flyway-database-postgresql";
         assertThatThrownBy(() -> migrations.getMethod("afterPropertiesSet").invoke(bean))
             .isInstanceOf(InvocationTargetException.class).cause()
             .satisfies(e -> assertThat(e.getClass().getSimpleName()).isEqualTo("IdemSetupException"))
             .hasMessageContaining("cannot migrate " + fresh.vendor() + " without its database module " + module)
             .hasMessageContaining("Add the dependency " + module);
       }
-      assertThat(IdemAutoConfigurationTest.idemTables(fresh)).isZero();
+      assertThat(Vendors.idemTables(fresh)).isZero();
     });
   }
 }
