@@ -12,9 +12,11 @@ import org.springframework.beans.factory.InitializingBean;
  * the key table and the inbox is {@code idem.migrate.layout}. The schema is {@code idem.schema},
  * else idem-flyway's default: {@code idem} on PostgreSQL, the DataSource's own database on MariaDB.
  *
- * <p>Start-up fails with a message naming the fix when Flyway cannot migrate this database for
- * want of its database module ({@code flyway-database-postgresql}, {@code flyway-mysql}), or when
- * the partitioned layout is asked for on MariaDB, which has only the default one.
+ * <p>Start-up fails with a message naming the fix, before anything is migrated, on a database idem
+ * does not run on (MySQL among them, until it is tested), on MariaDB when neither {@code
+ * idem.schema} nor the URL names a database, or when the partitioned layout is asked for on
+ * MariaDB, which has only the default one; and when Flyway cannot migrate the database for want of
+ * its database module ({@code flyway-database-postgresql}, {@code flyway-mysql}).
  */
 public final class IdemMigrations implements InitializingBean {
   private final DataSource dataSource;
@@ -29,13 +31,16 @@ public final class IdemMigrations implements InitializingBean {
 
   @Override
   public void afterPropertiesSet() {
-    if (layout == IdemProperties.Layout.PARTITIONED) {
-      // IdemFlyway refuses it too, naming its own argument; this names the property the user set.
-      StartupDatabase db = StartupDatabase.of(dataSource);
-      if (db.requireSupported() != StartupDatabase.Vendor.POSTGRESQL) {
+    // Asked first, so a setting the database cannot honour is refused naming the property, before
+    // Flyway writes anything (MariaDB's DDL is not transactional).
+    StartupDatabase db = StartupDatabase.of(dataSource);
+    StartupDatabase.Vendor vendor = db.requireSupported();
+    if (vendor == StartupDatabase.Vendor.MARIADB) {
+      db.databaseFor(schema);
+      if (layout == IdemProperties.Layout.PARTITIONED) {
         throw new IdemSetupException("idem.migrate.layout=partitioned is PostgreSQL's only (PostgreSQL's declarative"
-            + " partitioning), and the application's DataSource is on " + db.vendor().product,
-            "Remove idem.migrate.layout (or set it to default), the one layout on " + db.vendor().product + ".");
+            + " partitioning), and the application's DataSource is on " + vendor.product,
+            "Remove idem.migrate.layout (or set it to default), the one layout on " + vendor.product + ".");
       }
     }
     try {
@@ -46,21 +51,11 @@ public final class IdemMigrations implements InitializingBean {
       // saying only that no database handles the URL. Said here only when that module is really
       // missing from the class loader IdemFlyway hands Flyway to find its database modules with
       // (caught as any RuntimeException: the starter compiles without Flyway, which is optional).
-      StartupDatabase db;
-      try {
-        db = StartupDatabase.of(dataSource);
-      } catch (RuntimeException asking) {
-        e.addSuppressed(asking); // the database is not answering: the migration's own error says more
-        throw e;
-      }
-      if (db.vendor() == StartupDatabase.Vendor.MARIADB) {
-        db.databaseFor(schema); // no database to migrate: IdemFlyway's refusal, said with the property to set
-      }
-      if (db.vendor() != null && !db.vendor().flywaySupportPresent(IdemFlyway.class.getClassLoader())) {
-        throw new IdemSetupException("Flyway is on the class path but cannot migrate " + db.vendor().product
-            + " without its database module " + db.vendor().flywayModule + " (" + e.getMessage() + ")",
-            "Add the dependency " + db.vendor().flywayModule + " (its version is Flyway's, which Spring Boot manages),"
-                + " or set idem.migrate.enabled=false and run idem's migrations (" + db.vendor().migrations()
+      if (!vendor.flywaySupportPresent(IdemFlyway.class.getClassLoader())) {
+        throw new IdemSetupException("Flyway is on the class path but cannot migrate " + vendor.product
+            + " without its database module " + vendor.flywayModule + " (" + e.getMessage() + ")",
+            "Add the dependency " + vendor.flywayModule + " (its version is Flyway's, which Spring Boot manages),"
+                + " or set idem.migrate.enabled=false and run idem's migrations (" + vendor.migrations()
                 + ") with your own tool.", e);
       }
       throw e;

@@ -180,6 +180,51 @@ class IdemAutoConfigurationTest {
         }));
   }
 
+  /**
+   * {@code idem.schema} puts idem's tables elsewhere, migrated there and used there: a schema on
+   * PostgreSQL; on MariaDB another database on the same server (the default being the DataSource's
+   * own, which is left without them).
+   */
+  @Test
+  void idemSchemaNamesWhereIdemsTablesGo() throws Throwable {
+    onAnEmptyDatabase("starter-schema", fresh -> {
+      String schema = Vendors.mariadb(fresh) ? fresh.name() + "_idem" : "shop_idem";
+      try {
+        runner(fresh).withPropertyValues("idem.schema=" + schema, "idem.executors.payments.window=1h").run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+          assertThat(payments.execute(key("elsewhere"), Fingerprint.of("e"), Codec.utf8(), t -> "x").applied()).isTrue();
+        });
+        assertThat(fresh.count("SELECT count(*) FROM " + schema + ".idem_keys WHERE scope = 'starter'")).isEqualTo(1);
+        assertThat(fresh.count("SELECT count(*) FROM " + schema + ".idem_schema_history WHERE success")).isPositive();
+        assertThat(Vendors.idemTables(fresh)).as("nothing where idem's tables go by default").isZero();
+      } finally {
+        if (Vendors.mariadb(fresh)) {
+          fresh.execute("DROP DATABASE IF EXISTS " + schema); // a database of its own, not dropped with the test's
+        }
+      }
+    });
+  }
+
+  /**
+   * MariaDB: with {@code idem.schema} unset idem's tables go in the DataSource's own database, so a
+   * URL that names none is refused at start-up, naming the property, whether idem's migrations run
+   * or only the check that its tables exist.
+   */
+  @Test
+  void onMariaDbAUrlNamingNoDatabaseIsRefusedAtStartUp() {
+    Assumptions.assumeTrue(Vendors.mariadb(db), "a PostgreSQL URL always names a database");
+    String noDatabase = db.jdbcUrl().replaceFirst("^(jdbc:mariadb://[^/?]+)/[^?]*", "$1/");
+    assertThat(noDatabase).doesNotContain(db.name());
+    for (ApplicationContextRunner runner : List.of(runner(), runner().withClassLoader(new FilteredClassLoader(IdemFlyway.class)))) {
+      runner.withPropertyValues("spring.datasource.url=" + noDatabase).run(ctx -> {
+        assertThat(ctx).hasFailed();
+        assertThat(ctx.getStartupFailure()).hasStackTraceContaining("idem.schema is not set")
+            .hasStackTraceContaining("Name the database in spring.datasource.url, or set idem.schema");
+      });
+    }
+  }
+
   @Test
   void withoutIdemFlywayStartUpChecksTheTablesAndSaysHowToGetThem() throws Throwable {
     onAnEmptyDatabase("starter-bare", fresh -> {
