@@ -481,7 +481,7 @@ public final class Claims {
 
   /** The key's row as a new auto-commit statement sees it, or null; read again under the retry budget. */
   ClaimRow read(Binds binds, long started) {
-    return context.autoCommit(name, c -> ClaimTable.row(c, table.read, 0, binds, started));
+    return context.autoCommit(name, c -> ClaimTable.committedRow(c, table.read, binds, started, context.mariadb()));
   }
 
   /** The key's row as {@code read} (a read of the table, which waits on nothing) sees it on {@code c}, or null. */

@@ -27,6 +27,11 @@ import org.jooq.impl.DSL;
  *       before the row another copy committed while the claim waited.
  *   <li>An update that must say what it changed is followed by a read run only if it changed a row
  *       ({@link Sql.Statement#ifChanged}).
+ *   <li>The auto-commit read that answers a likely repeat before any claim ({@link #read}) returns
+ *       the session's isolation level too: at READ UNCOMMITTED (which PostgreSQL runs as READ
+ *       COMMITTED) a plain read sees another copy's claim row before that copy commits, inserted
+ *       completed and with no result yet, and would answer from it. Such a row is read again at
+ *       READ COMMITTED.
  * </ul>
  *
  * Times are {@code DATETIME(6)} in UTC from {@link DbTime}. Not an API.
@@ -74,7 +79,7 @@ final class MariaDbClaimSql {
           // a repeat: completed now, never past a window (1e300 seconds stands for PostgreSQL's Infinity)
           statement("select false, 0, null, 'C', null, " + epoch(clock) + ", null, 1e300, " + epoch(clock)));
       this.read = Sql.part(statement("select false, 0, null, 'C', null, " + epoch(stamp) + ", null, 1e300, "
-          + epoch(stamp) + " from " + t + " where " + thisKey + " and last_applied >= :seq"));
+          + epoch(stamp) + ", " + ISOLATION + " from " + t + " where " + thisKey + " and last_applied >= :seq"));
       this.restoreAndRead = this.reclaim = null;
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
       this.batchInsert = this.batchInsertAtOnce = this.batchRead = this.unclaim = null;
@@ -99,7 +104,8 @@ final class MariaDbClaimSql {
             + claimedRow));
     this.restoreAndRead = Sql.part(statement("select " + rowColumns + ", " + epoch(clock) + " from " + t + " where " + thisKey
         + " lock in share mode"));
-    this.read = Sql.part(statement("select " + rowColumns + ", " + epoch(stamp) + " from " + t + " where " + thisKey));
+    this.read = Sql.part(statement("select " + rowColumns + ", " + epoch(stamp) + ", " + ISOLATION + " from " + t
+        + " where " + thisKey));
     String expirable = keys
         ? "expires_at <= " + clock + " and (state = 'C' or lease_expires_at <= " + clock + ")"
         : "expires_at <= " + clock;
@@ -198,6 +204,16 @@ final class MariaDbClaimSql {
     Field<java.time.OffsetDateTime> t = DSL.field(time, java.time.OffsetDateTime.class);
     return dsl.render(DbTime.plusMicros(t, DSL.inline(DbTime.micros(d))));
   }
+
+  /**
+   * The session's isolation level, the tenth column of {@link #read}: at READ UNCOMMITTED a plain
+   * read sees rows other transactions have not committed, so a row read there is read again
+   * ({@link ClaimTable#committedRow}).
+   */
+  static final String ISOLATION = "@@session.tx_isolation";
+
+  /** {@link #ISOLATION}'s value at READ UNCOMMITTED. */
+  static final String READ_UNCOMMITTED = "READ-UNCOMMITTED";
 
   /**
    * innodb_lock_wait_timeout for a wait: whole seconds, rounded up; 0 answers at once, as a zero
