@@ -19,9 +19,11 @@ import org.jooq.impl.DSL;
  *       checks the primary key with a locking read, so, as on PostgreSQL, an insert of a key
  *       another transaction has claimed and not yet committed waits for that transaction, then
  *       inserts (it rolled back) or inserts nothing (it committed).
- *   <li>Its wait is bounded per statement with {@code SET STATEMENT innodb_lock_wait_timeout = n
- *       FOR ..}: the session's own setting is untouched, so the caller's statements wait as the
- *       caller set them to. MariaDB counts it in whole seconds: idem rounds the in-flight wait up.
+ *   <li>Its wait is bounded per statement with {@code SET STATEMENT innodb_lock_wait_timeout = n,
+ *       max_statement_time = 0 FOR ..}: the session's own settings are untouched, so the caller's
+ *       statements wait as the caller set them to, and a session's statement time limit does not
+ *       cut the claim's wait short with an error. MariaDB counts the bound in whole seconds: idem
+ *       rounds the in-flight wait up.
  *   <li>The row a claim did not insert is read with a locking read ({@code LOCK IN SHARE MODE}):
  *       under REPEATABLE READ a plain read in the caller's transaction would see its snapshot, from
  *       before the row another copy committed while the claim waited.
@@ -63,7 +65,10 @@ final class MariaDbClaimSql {
     this.stamp = dsl.render(DbTime.statementTime());
     this.clock = dsl.render(DbTime.clock());
     ClaimTable.Layout layout = table.layout;
-    String bounded = "set statement innodb_lock_wait_timeout = " + waitSeconds(inFlightWait) + " for ";
+    // max_statement_time = 0: a pool's statement time limit shorter than the bound would end the
+    // claim with error 1969 while it waits; the claim waits its own bound instead, then answers in
+    // flight, as PostgreSQL's claim does under a shorter statement_timeout.
+    String bounded = "set statement innodb_lock_wait_timeout = " + waitSeconds(inFlightWait) + ", max_statement_time = 0 for ";
     String thisKey = name(layout.scope()) + " = :scope and " + name(layout.key()) + " = :key";
 
     if (layout.kind() == ClaimTable.Kind.SEQUENCES) {
@@ -123,7 +128,8 @@ final class MariaDbClaimSql {
           + ", expires_at) values {rows} returning " + keyName + ", " + epoch(name(layout.created()));
       String row = "(?, ?, " + stamp + ", " + expires + ")";
       this.batchInsert = bounded + insert.replace("{rows}", "{" + row + "}");
-      this.batchInsertAtOnce = "set statement innodb_lock_wait_timeout = 0 for " + insert.replace("{rows}", "{" + row + "}");
+      this.batchInsertAtOnce = "set statement innodb_lock_wait_timeout = 0, max_statement_time = 0 for "
+          + insert.replace("{rows}", "{" + row + "}");
       this.batchRead = "select " + rowColumns + ", " + epoch(clock) + ", " + keyName + " from " + t + " where " + scopeName
           + " = ? and " + keyName + " in ({?}) lock in share mode";
       this.unclaim = "delete from " + t + " where " + scopeName + " = ? and " + keyName + " in ({?})";
