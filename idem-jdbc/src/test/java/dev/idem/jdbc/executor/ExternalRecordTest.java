@@ -72,8 +72,10 @@ class ExternalRecordTest {
       return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {Connection.class},
           (proxy, method, args) -> {
             Object result = Proxies.invoke(method, c, args);
-            if (method.getName().equals("prepareStatement") && ((String) args[0]).contains("\"result\" =")
-                && ((String) args[0]).startsWith("update")) {
+            // the record: PostgreSQL's statement names "result", MariaDB's result or `result`
+            if (method.getName().equals("prepareStatement") && ((String) args[0]).startsWith("update")
+                && (((String) args[0]).contains("\"result\" =") || ((String) args[0]).contains("result = ?")
+                    || ((String) args[0]).contains("`result` ="))) {
               java.sql.PreparedStatement ps = (java.sql.PreparedStatement) result;
               return java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {java.sql.PreparedStatement.class},
                   (p2, m2, a2) -> {

@@ -86,7 +86,8 @@ class JoinedTransactionTest {
       order(c, key.value());
       assertThatThrownBy(() -> executor.execute(c, key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
         ExecutorFixture.pay(tx, key.value(), 10);
-        tx.connection().createStatement().execute("SELECT 1/0"); // aborts the transaction: only the savepoint saves it
+        // aborts the transaction (PostgreSQL): only the savepoint saves it
+        tx.connection().createStatement().execute(VendorSql.divisionByZero(f.db));
         return "never";
       })).isInstanceOf(java.sql.SQLException.class).hasMessageContaining("division by zero");
       order(c, key.value() + "-after"); // the caller's transaction is usable
@@ -96,6 +97,45 @@ class JoinedTransactionTest {
     assertThat(orders(key.value() + "-after")).isEqualTo(1);
     assertThat(f.payments(key.value())).isZero();
     assertThat(f.keyRows(key)).isZero();
+  }
+
+  /**
+   * A joined call inside another joined call's effect, on the same connection: each has its own
+   * savepoint (PostgreSQL stacks savepoints of one name; MariaDB replaces one of the same name, so
+   * idem names them by depth there). The inner call commits with the outer; an outer call failing
+   * after its inner call succeeded rolls both back, cleanly, and the caller's transaction goes on.
+   */
+  @Test
+  void aJoinedCallInsideAnotherJoinedCallsEffectKeepsEachItsOwnSavepoint() throws Exception {
+    IdempotencyKey outer = newKey();
+    IdempotencyKey inner = newKey();
+    IdempotencyKey failing = newKey();
+    IdempotencyKey innerOfFailing = newKey();
+    try (Connection c = f.ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThat(executor.execute(c, outer, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        ExecutorFixture.pay(tx, outer.value(), 1);
+        assertThat(executor.execute(c, inner, Fingerprint.EMPTY, Codec.utf8(),
+            t -> ExecutorFixture.pay(t, inner.value(), 1)).applied()).isTrue();
+        return "outer";
+      }).applied()).isTrue();
+      assertThatThrownBy(() -> executor.execute(c, failing, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        ExecutorFixture.pay(tx, failing.value(), 1);
+        executor.execute(c, innerOfFailing, Fingerprint.EMPTY, Codec.utf8(), t -> ExecutorFixture.pay(t, innerOfFailing.value(), 1));
+        throw new java.io.IOException("the outer effect fails after its inner call");
+      })).isInstanceOf(java.io.IOException.class).satisfies(e -> assertThat(e.getSuppressed()).as("a clean rollback").isEmpty());
+      order(c, outer.value()); // the caller's transaction is usable
+      c.commit();
+    }
+    assertThat(f.payments(outer.value())).isEqualTo(1);
+    assertThat(f.payments(inner.value())).isEqualTo(1);
+    assertThat(f.keyRows(outer)).isEqualTo(1);
+    assertThat(f.keyRows(inner)).isEqualTo(1);
+    assertThat(f.payments(failing.value())).isZero();
+    assertThat(f.payments(innerOfFailing.value())).isZero();
+    assertThat(f.keyRows(failing)).isZero();
+    assertThat(f.keyRows(innerOfFailing)).isZero();
+    assertThat(orders(outer.value())).isEqualTo(1);
   }
 
   @Test

@@ -86,10 +86,27 @@ class LocalEffectTest {
    * An effect that catches an SQL error of its own ("insert, ignore the duplicate") leaves
    * PostgreSQL's transaction aborted, and pgjdbc turns the COMMIT of such a transaction into a
    * rollback without an error. With nothing to store after the effect, the COMMIT is idem's only
-   * statement left: it must not answer Applied for a transaction that is gone.
+   * statement left: it must not answer Applied for a transaction that is gone. (MariaDB rolls back
+   * the failed statement alone; the transaction, and what the effect wrote, commit: Applied is
+   * true there, with one payment and one key row.)
    */
   @Test
   void anEffectThatSwallowsAnSqlErrorIsNeverReportedAsApplied() throws Exception {
+    if (f.maria()) {
+      IdempotencyKey key = newKey();
+      assertThat(f.idem.executor().build().execute(key, Fingerprint.EMPTY, Codec.<String>none(), tx -> {
+        ExecutorFixture.pay(tx, key.value(), 5);
+        try (Statement st = tx.connection().createStatement()) {
+          st.execute("INSERT INTO no_such_table VALUES (1)");
+        } catch (java.sql.SQLException ignored) {
+          // the effect's own mistake: MariaDB undid that statement only
+        }
+        return null;
+      }).applied()).isTrue();
+      assertThat(f.payments(key.value())).isEqualTo(1);
+      assertThat(f.keyRows(key)).isEqualTo(1);
+      return;
+    }
     {
       IdempotentExecutor ordered = f.idem.executor().build();
       for (Codec<String> codec : java.util.List.of(Codec.<String>none(), Codec.utf8())) {
@@ -168,6 +185,28 @@ class LocalEffectTest {
     assertThat(f.payments(key.value())).isEqualTo(1);
     assertThat(f.count("SELECT count(*) FROM payments WHERE request = '" + key.value() + "' AND amount = 900")).isZero();
     assertThat(f.events.of(IdemEvent.FingerprintMismatch.class, key)).hasSize(1);
+  }
+
+  /**
+   * Keys are compared byte for byte on both databases (MariaDB's key columns are utf8mb4_bin, where
+   * its default collations fold case and trailing spaces): values or scopes differing only by case
+   * are distinct keys, each with its own row and effect; a trailing space is refused, never folded.
+   */
+  @Test
+  void keysDifferingOnlyByCaseAreDistinct() throws Exception {
+    String value = "Case-" + UUID.randomUUID();
+    java.util.List<IdempotencyKey> keys = java.util.List.of(IdempotencyKey.of("tenant-c", value),
+        IdempotencyKey.of("tenant-c", value.toLowerCase(java.util.Locale.ROOT)), IdempotencyKey.of("tenant-c", value.toUpperCase(java.util.Locale.ROOT)),
+        IdempotencyKey.of("Tenant-C", value));
+    for (IdempotencyKey key : keys) {
+      assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, value, 1)).applied()).as("%s", key).isTrue();
+    }
+    for (IdempotencyKey key : keys) {
+      assertThat(f.keyRows(key)).as("%s", key).isEqualTo(1);
+      assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, value, 1)).replayed()).as("%s", key).isTrue();
+    }
+    assertThat(f.count("SELECT count(*) FROM payments WHERE request = '" + value + "'")).isEqualTo(4);
+    assertThatThrownBy(() -> IdempotencyKey.of("tenant-c", value + " ")).isInstanceOf(IllegalArgumentException.class);
   }
 
   @Test
