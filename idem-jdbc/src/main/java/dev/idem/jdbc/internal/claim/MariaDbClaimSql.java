@@ -76,6 +76,14 @@ final class MariaDbClaimSql {
       // else is a repeat, answered at once (a sequence keeps its rows forever: no window).
       String claimed = "select true, 1, null, null, null, " + epoch(stamp) + ", null, null, null";
       this.claim = Sql.part(
+          // A repeat or a late number is answered from the committed number, taking no lock, as
+          // PostgreSQL's claim (NOT EXISTS on its snapshot) does: the insert below would wait for a
+          // copy of a newer number still running, which holds the entity's row. A number only
+          // grows, so a snapshot that has it has the latest too. Not at READ UNCOMMITTED, whose
+          // read would see a number another copy may still roll back: there the insert decides.
+          statement(bounded + "select false, 0, null, 'C', null, " + epoch(clock) + ", null, 1e300, " + epoch(clock)
+              + " from " + t + " where " + thisKey + " and last_applied >= :seq and " + ISOLATION + " <> '"
+              + READ_UNCOMMITTED + "'"),
           statement(bounded + "insert ignore into " + t + " (" + name(layout.scope()) + ", " + name(layout.key())
               + ", last_applied) values (:scope, :key, :seq) returning true, 1, null, null, null, " + epoch(stamp)
               + ", null, null, null"),
