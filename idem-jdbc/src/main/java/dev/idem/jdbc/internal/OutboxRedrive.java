@@ -21,11 +21,15 @@ public final class OutboxRedrive {
   private final String byId;
   private final String byTopic;
   private final String all;
+  /** On MariaDB the id is bound as its text (see {@link OutboxTable#setId}). */
+  private final boolean mariadb;
 
   public OutboxRedrive(Context context) {
     DSLContext d = context.dsl();
+    this.mariadb = context.mariadb();
     Condition parked = STATUS.eq(DSL.inline(PARKED));
-    this.byId = d.render(update(d).where(ID.eq(DSL.val((UUID) null, ID))).and(parked));
+    Condition id = mariadb ? ID_TEXT.eq(DSL.val((String) null, ID_TEXT)) : ID.eq(DSL.val((UUID) null, ID));
+    this.byId = d.render(update(d).where(id).and(parked));
     this.byTopic = d.render(update(d).where(TOPIC.eq(DSL.val((String) null, TOPIC))).and(parked));
     this.all = d.render(update(d).where(parked));
   }
@@ -37,7 +41,7 @@ public final class OutboxRedrive {
 
   /** Re-drives the parked message {@code id}; returns the rows changed (0 or 1). */
   public int byId(Connection c, UUID id) throws SQLException {
-    return run(c, byId, id);
+    return run(c, byId, mariadb ? id.toString() : id);
   }
 
   /** Re-drives every parked message of {@code topic}; returns how many. */

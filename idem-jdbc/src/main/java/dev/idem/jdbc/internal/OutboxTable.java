@@ -1,5 +1,8 @@
 package dev.idem.jdbc.internal;
 
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.time.OffsetDateTime;
 import java.util.UUID;
 import org.jooq.Field;
@@ -10,7 +13,9 @@ import org.jooq.impl.SQLDataType;
 
 /**
  * The outbox table and its columns, written against schema "idem" (mapped at render): one
- * definition for the outbox and relay, the re-drive and the operator's view. Not an API.
+ * definition for the outbox and relay, the re-drive and the operator's view. On MariaDB the id is
+ * its text form and the headers JSON arrays (see mariadb/V1__idem.sql): {@link #ID_TEXT}, {@link
+ * #HEADER_NAMES_JSON} and {@link #HEADER_VALUES_JSON} are those columns as they are there. Not an API.
  */
 public final class OutboxTable {
   public static final Table<?> T = DSL.table(DSL.name("idem", "idem_outbox"));
@@ -24,6 +29,12 @@ public final class OutboxTable {
   public static final Field<byte[]> PAYLOAD = f("payload", SQLDataType.BLOB);
   public static final Field<String[]> HEADER_NAMES = f("header_names", SQLDataType.CLOB.array());
   public static final Field<String[]> HEADER_VALUES = f("header_values", SQLDataType.CLOB.array());
+  /** On MariaDB, the id column as it is there: its text form (CHAR(36)), bound and read as a string. */
+  public static final Field<String> ID_TEXT = f("id", SQLDataType.VARCHAR);
+  /** On MariaDB, the header names as they are there: a JSON array of strings (LONGTEXT). */
+  public static final Field<String> HEADER_NAMES_JSON = f("header_names", SQLDataType.CLOB);
+  /** On MariaDB, the header values, as {@link #HEADER_NAMES_JSON}. */
+  public static final Field<String> HEADER_VALUES_JSON = f("header_values", SQLDataType.CLOB);
   public static final Field<OffsetDateTime> CREATED_AT = f("created_at", SQLDataType.TIMESTAMPWITHTIMEZONE);
   public static final Field<String> STATUS = f("status", SQLDataType.CHAR(1));
   public static final Field<Integer> ATTEMPTS = f("attempts", SQLDataType.INTEGER);
@@ -36,6 +47,20 @@ public final class OutboxTable {
   public static final String PARKED = "X";
 
   private OutboxTable() {}
+
+  /** Binds {@code id} at {@code index}: a uuid on PostgreSQL, its text on MariaDB ({@code CHAR(36)}). */
+  public static void setId(PreparedStatement ps, int index, UUID id, boolean mariadb) throws SQLException {
+    if (mariadb) {
+      ps.setString(index, id.toString());
+    } else {
+      ps.setObject(index, id);
+    }
+  }
+
+  /** Reads the id at {@code index}, as {@link #setId} binds it. */
+  public static UUID getId(ResultSet rs, int index, boolean mariadb) throws SQLException {
+    return mariadb ? UUID.fromString(rs.getString(index)) : rs.getObject(index, UUID.class);
+  }
 
   private static <T> Field<T> f(String name, org.jooq.DataType<T> type) {
     Name n = DSL.name(name);

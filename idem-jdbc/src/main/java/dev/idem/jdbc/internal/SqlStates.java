@@ -56,11 +56,19 @@ public final class SqlStates {
     return (PSQLException) firstCause(t, c -> c instanceof PSQLException p && state.equals(p.getSQLState()));
   }
 
-  /** 40001, 40P01 or 53200: the transaction may succeed if run again from the start. */
+  /**
+   * 40001, 40P01 or 53200, or MariaDB's 1020 (a row changed since the snapshot, which MariaDB 11.6
+   * and later raise under REPEATABLE READ with innodb_snapshot_isolation on, its default there):
+   * the transaction may succeed if run again from the start. MariaDB's deadlock (1213) is 40001.
+   */
   public static boolean isRetryable(Throwable t) {
     String state = of(t);
-    return SERIALIZATION_FAILURE.equals(state) || DEADLOCK_DETECTED.equals(state) || OUT_OF_MEMORY.equals(state);
+    return SERIALIZATION_FAILURE.equals(state) || DEADLOCK_DETECTED.equals(state) || OUT_OF_MEMORY.equals(state)
+        || errorCode(t) == MARIADB_RECORD_CHANGED;
   }
+
+  /** MariaDB's ER_CHECKREAD, "Record has changed since last read" (SQLSTATE HY000). */
+  private static final int MARIADB_RECORD_CHANGED = 1020;
 
   /** The server ended the connection: see {@link #isConnectionFailure}. */
   private static final Set<String> SERVER_ENDED_CONNECTION = Set.of("57P01", "57P02", "57P03", "57P05");

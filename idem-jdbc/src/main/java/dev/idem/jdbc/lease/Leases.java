@@ -70,6 +70,12 @@ import org.jooq.impl.DSL;
  * <p>Grants, renewals and releases are single statements that commit at once on a connection of
  * their own from the {@code DataSource}, never in a transaction open on the calling thread: a grant
  * must be seen by others to mean anything. Thread-safe.
+ *
+ * <p>On MariaDB the same guarantees, by other statements: the database clock is {@code
+ * SYSDATE(6)} in UTC, a grant is an {@code UPDATE} of the row if it is free or ended, else the
+ * insert of the first grant, read back in the same short transaction (at READ COMMITTED, whatever
+ * the pool's level), and the fence check's share lock is {@code LOCK IN SHARE MODE}. The bound
+ * {@link #LOCK_WAIT} is in whole seconds there ({@code innodb_lock_wait_timeout}).
  */
 public final class Leases {
   /** The longest lease granted: long leases hide dead holders; renew instead. */
@@ -78,13 +84,13 @@ public final class Leases {
   /** The shortest lease granted: the database clock counts in microseconds. */
   public static final Duration MIN_TTL = Duration.ofMillis(1);
 
-  private static final Table<?> LEASES = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_leases"));
+  static final Table<?> LEASES = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_leases"));
   private static final Table<?> L = LEASES.as("l");
-  private static final Field<String> RESOURCE = DSL.field(DSL.name("resource"), String.class);
-  private static final Field<String> HOLDER = DSL.field(DSL.name("holder"), String.class);
-  private static final Field<Long> TOKEN = DSL.field(DSL.name("token"), Long.class);
-  private static final Field<OffsetDateTime> EXPIRES_AT = DSL.field(DSL.name("expires_at"), OffsetDateTime.class);
-  private static final Field<String> PREVIOUS_HOLDER = DSL.field(DSL.name("previous_holder"), String.class);
+  static final Field<String> RESOURCE = DSL.field(DSL.name("resource"), String.class);
+  static final Field<String> HOLDER = DSL.field(DSL.name("holder"), String.class);
+  static final Field<Long> TOKEN = DSL.field(DSL.name("token"), Long.class);
+  static final Field<OffsetDateTime> EXPIRES_AT = DSL.field(DSL.name("expires_at"), OffsetDateTime.class);
+  static final Field<String> PREVIOUS_HOLDER = DSL.field(DSL.name("previous_holder"), String.class);
   // The existing row in ON CONFLICT DO UPDATE, as opposed to excluded (the row proposed).
   private static final Field<String> L_HOLDER = DSL.field(DSL.name("l", "holder"), String.class);
   private static final Field<Long> L_TOKEN = DSL.field(DSL.name("l", "token"), Long.class);
@@ -99,10 +105,24 @@ public final class Leases {
 
   private final Context idem;
   private final Events events;
+  /** The statements for MariaDB, made on first use there; PostgreSQL's are built per call. */
+  private volatile MariaDbLeases mariadb;
 
   private Leases(Context idem) {
     this.idem = Require.notNull(idem, "idem");
     this.events = Events.to(idem.listener(), "leases");
+  }
+
+  /** MariaDB's statements if this context is on MariaDB, else null. */
+  private MariaDbLeases onMariaDb() {
+    if (!idem.mariadb()) {
+      return null;
+    }
+    MariaDbLeases m = mariadb;
+    if (m == null) {
+      mariadb = m = new MariaDbLeases(idem); // a race renders the same statements twice, harmless
+    }
+    return m;
   }
 
   static {
@@ -123,6 +143,11 @@ public final class Leases {
     IdempotencyKey.check("resource", resource);
     IdempotencyKey.check("holder", holder);
     Field<OffsetDateTime> until = until(ttl);
+    MariaDbLeases maria = onMariaDb();
+    if (maria != null) {
+      return retried(Optional.<MariaDbLeases.Grant>empty(), () -> maria.acquire(resource, holder, DbTime.micros(ttl)))
+          .map(g -> granted(resource, holder, g.token(), g.expiresAt(), g.previousHolder()));
+    }
     Optional<Record3<Long, OffsetDateTime, String>> granted = bounded(Optional.empty(), dsl -> dsl
         .insertInto(L, RESOURCE, HOLDER, TOKEN, EXPIRES_AT)
         .values(DSL.val(resource), DSL.val(holder), DSL.inline(1L), until)
@@ -137,14 +162,16 @@ public final class Leases {
         .returning(TOKEN, EXPIRES_AT, PREVIOUS_HOLDER)
         .fetchOptional()
         .map(r -> r.into(TOKEN, EXPIRES_AT, PREVIOUS_HOLDER)));
-    return granted.map(r -> {
-      FencingToken token = new FencingToken(r.value1());
-      String previous = r.value3();
-      if (previous != null) {
-        events.leaseTakenOver(IdempotencyKey.of("lease", resource), token.value() - 1, token.value());
-      }
-      return new Lease(this, resource, holder, token, r.value2().toInstant(), previous);
-    });
+    return granted.map(r -> granted(resource, holder, r.value1(), r.value2().toInstant(), r.value3()));
+  }
+
+  /** The lease of a grant; a takeover (a previous holder) is told to the listener. */
+  private Lease granted(String resource, String holder, long tokenValue, Instant expiresAt, String previous) {
+    FencingToken token = new FencingToken(tokenValue);
+    if (previous != null) {
+      events.leaseTakenOver(IdempotencyKey.of("lease", resource), token.value() - 1, token.value());
+    }
+    return new Lease(this, resource, holder, token, expiresAt, previous);
   }
 
   /**
@@ -164,6 +191,10 @@ public final class Leases {
     Field<OffsetDateTime> until = until(ttl);
     // Only the latest grant, only while it lasts: a lapsed holder must acquire again and get a new
     // token, so it can never carry an old token into a time after someone else could have held it.
+    MariaDbLeases maria = onMariaDb();
+    if (maria != null) {
+      return retried(null, () -> maria.renew(resource, holder, token.value(), DbTime.micros(ttl)));
+    }
     return bounded(null, dsl -> dsl.update(LEASES)
         .set(EXPIRES_AT, until)
         .where(RESOURCE.eq(resource))
@@ -183,6 +214,10 @@ public final class Leases {
     IdempotencyKey.check("resource", resource);
     IdempotencyKey.check("holder", holder);
     Require.notNull(token, "token");
+    MariaDbLeases maria = onMariaDb();
+    if (maria != null) {
+      return retried(null, () -> maria.release(resource, holder, token.value()));
+    }
     return bounded(null, dsl -> dsl.update(LEASES)
         .setNull(HOLDER)
         .set(EXPIRES_AT, DbTime.clock())
@@ -277,19 +312,28 @@ public final class Leases {
    * READ or SERIALIZABLE), so a lost race answers as under READ COMMITTED: empty or false.
    */
   private <T> T bounded(T whenBusy, java.util.function.Function<DSLContext, T> statement) {
+    return retried(whenBusy, () -> OwnTransaction.run(idem.dataSource(), c -> {
+      try (Statement st = c.createStatement()) {
+        st.execute("set local lock_timeout = '" + LOCK_WAIT.toMillis() + "ms'");
+      } catch (SQLException e) {
+        throw new DataAccessException("lease statement failed: " + e.getMessage(), e);
+      }
+      return statement.apply(idem.dsl(c));
+    }));
+  }
+
+  /**
+   * {@code run}, a grant, renewal or release in a transaction of its own, run again as {@link
+   * #bounded} says; {@code whenBusy} (or, if null, an {@link IllegalStateException}) when its lock
+   * wait ran out: PostgreSQL's lock_timeout, MariaDB's innodb_lock_wait_timeout.
+   */
+  private <T> T retried(T whenBusy, java.util.function.Supplier<T> run) {
     Context.Runs runs = idem.runs();
     while (true) {
       try {
-        return OwnTransaction.run(idem.dataSource(), c -> {
-          try (Statement st = c.createStatement()) {
-            st.execute("set local lock_timeout = '" + LOCK_WAIT.toMillis() + "ms'");
-          } catch (SQLException e) {
-            throw new DataAccessException("lease statement failed: " + e.getMessage(), e);
-          }
-          return statement.apply(idem.dsl(c));
-        });
+        return run.get();
       } catch (DataAccessException e) {
-        if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE)) {
+        if (SqlStates.is(e, SqlStates.LOCK_NOT_AVAILABLE) || SqlStates.isLockWaitTimeout(e)) {
           if (whenBusy == null) {
             throw new IllegalStateException("the lease's row stayed locked for " + LOCK_WAIT + " by a write under its"
                 + " fence (Leases.fenced) that has not committed; nothing changed: try again", e);

@@ -1,6 +1,7 @@
 package dev.idem.jdbc.nature;
 
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Dialect;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.Rendered;
@@ -42,7 +43,16 @@ import org.jooq.impl.DSL;
  *       flushes), as it does for every {@code ON CONFLICT … DO UPDATE} that finds a row.
  *   <li>The key columns must carry a unique constraint (or primary key), exactly these columns:
  *       otherwise PostgreSQL refuses the statement ("no unique or exclusion constraint matching the
- *       ON CONFLICT specification"), never a silent second row.
+ *       ON CONFLICT specification"), and on MariaDB idem refuses the first call (it looks for the
+ *       index), never a silent second row.
+ *   <li>On MariaDB the statement is {@code INSERT … ON DUPLICATE KEY UPDATE total =
+ *       IF(total IS NULL OR total < VALUES(total), VALUES(total), total)}, which records whether
+ *       it inserted, raised or kept in the session variable {@code @idem_outcome}, read with the
+ *       total by a second statement. A duplicate locks the row exclusively before the condition
+ *       reads it, so the racing writers apply one after another on the newest total, at every
+ *       isolation level (no 40001 at REPEATABLE READ, where PostgreSQL gives one). A duplicate on
+ *       another unique index of the table is refused with {@link DataAccessException}, as on
+ *       PostgreSQL, and writes nothing.
  *   <li>Names are checked as plain identifiers when built and rendered quoted; values travel as binds.
  * </ul>
  *
@@ -57,14 +67,19 @@ public final class Totals {
   private final Context idem;
   private final String tableName;
   private final Columns key;
+  /**
+   * The upsert, and the read after it: on PostgreSQL of the total, when the upsert changed no row;
+   * on MariaDB of the upsert's outcome and the total.
+   */
   private final Rendered upsert;
   private final Rendered read;
+  /** On MariaDB (else null): the upsert's form there, and its check of the table's unique index. */
+  private final OnDuplicateKey onDuplicate;
 
   private Totals(Builder b, Columns key, String total) {
     this.idem = b.idem;
     this.tableName = b.table;
     this.key = key;
-    DSLContext dsl = Rendered.USER_TABLES;
     Name name = Identifiers.table(b.table);
     Table<?> target = DSL.table(name).as("target");
     Field<Long> column = DSL.field(DSL.name(total), Long.class);
@@ -76,12 +91,21 @@ public final class Totals {
       values.add(DSL.param("k" + i));
     }
     values.add(DSL.param("total", Long.class));
-    this.upsert = Rendered.render(dsl, dsl.insertInto(target, columns).values(values)
+    if (idem.mariadb()) { // asked when built, as every tool does
+      this.onDuplicate = new OnDuplicateKey(b.table, name, key);
+      this.upsert = onDuplicate.insert(columns, values, column,
+          column.isNull().or(column.lt(OnDuplicateKey.valueOf(column))));
+      this.read = onDuplicate.outcome(column);
+      return;
+    }
+    this.onDuplicate = null;
+    DSLContext dsl = Rendered.userTables(Dialect.POSTGRES);
+    this.upsert = Rendered.render(Dialect.POSTGRES, dsl.insertInto(target, columns).values(values)
         .onConflict(key.fields).doUpdate()
         .set(column, DSL.excluded(column))
         .where(held.isNull().or(held.lt(DSL.excluded(column))))
         .returning(column));
-    this.read = Rendered.render(dsl, dsl.select(column).from(DSL.table(name)).where(key.match()));
+    this.read = Rendered.render(Dialect.POSTGRES, dsl.select(column).from(DSL.table(name)).where(key.match()));
   }
 
   static {
@@ -101,6 +125,12 @@ public final class Totals {
     Map<String, Object> binds = this.key.binds(key, tableName);
     binds.put("total", total);
     try {
+      if (onDuplicate != null) {
+        OnDuplicateKey.Result r = onDuplicate.run(tx, upsert, read, binds);
+        // A NULL total is raised by any total, so the stored value is never NULL after the statement.
+        return new TotalWriteValue(r.outcome() == OnDuplicateKey.KEPT ? Outcome.ALREADY_DONE : Outcome.APPLIED,
+            r.stored());
+      }
       for (int round = 1; ; round++) {
         try (PreparedStatement ps = upsert.prepare(tx, binds); ResultSet rs = ps.executeQuery()) {
           if (rs.next()) {

@@ -2,6 +2,7 @@ package dev.idem.jdbc.nature;
 
 import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Dialect;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
 import dev.idem.jdbc.internal.Rendered;
@@ -47,9 +48,18 @@ import org.jooq.impl.DSL;
  * <ul>
  *   <li>Of any number of copies racing on any number of connections, exactly one inserts the row
  *       and is told {@link Outcome#APPLIED}; the others are told {@link Outcome#ALREADY_DONE} and
- *       write nothing (PostgreSQL's unique index decides). A repeat is never an error.
+ *       write nothing (the database's unique index decides). A repeat is never an error.
  *   <li>The key columns must carry a unique constraint (or primary key) on exactly these columns:
- *       otherwise PostgreSQL refuses the statement, never a silent second row.
+ *       otherwise PostgreSQL refuses the statement, and on MariaDB idem refuses the first call (it
+ *       looks for the index), never a silent second row.
+ *   <li>On MariaDB the statement is {@code INSERT … ON DUPLICATE KEY UPDATE} with an update that
+ *       changes nothing, which records whether it inserted in the session variable {@code
+ *       @idem_outcome}, read by a second statement. Unlike {@code DO NOTHING} it locks the row
+ *       found until your transaction ends, so the copies told ALREADY_DONE wait for one another's
+ *       commits. A duplicate on another unique index of the table is refused with {@link
+ *       DataAccessException}, as on PostgreSQL, and writes nothing; so is a row that collides
+ *       with one row on the key and with another on another unique index, if MariaDB meets the
+ *       other index first (PostgreSQL reports the key's duplicate).
  *   <li>With an effect, the row and what the effect wrote commit together, or neither does.
  *   <li>Names are checked as plain identifiers and rendered quoted; values travel as binds.
  * </ul>
@@ -73,12 +83,18 @@ public final class UniqueRows {
   private final String tableName;
   private final Table<?> table;
   private final Columns key;
+  /** On MariaDB (else null): the insert's form there, its read of the outcome, its check of the unique index. */
+  private final OnDuplicateKey onDuplicate;
+  private final Rendered outcomeOnMariaDb;
 
   private UniqueRows(Builder b, Columns key) {
     this.idem = b.idem;
     this.tableName = b.table;
     this.table = DSL.table(Identifiers.table(b.table));
     this.key = key;
+    boolean mariadb = idem.mariadb(); // asked when built, as every tool does
+    this.onDuplicate = mariadb ? new OnDuplicateKey(b.table, Identifiers.table(b.table), key) : null;
+    this.outcomeOnMariaDb = mariadb ? onDuplicate.outcome(null) : null;
   }
 
   static {
@@ -157,10 +173,19 @@ public final class UniqueRows {
       values.add(DSL.param("v" + i));
       binds.put("v" + i++, e.getValue());
     }
-    Rendered insert = Rendered.render(Rendered.USER_TABLES, Rendered.USER_TABLES.insertInto(table, columns)
-        .values(values).onConflict(key.fields).doNothing().returningResult(DSL.inline(1)));
-    try (PreparedStatement ps = insert.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
-      return rs.next() ? Outcome.APPLIED : Outcome.ALREADY_DONE;
+    try {
+      if (onDuplicate != null) {
+        // On a duplicate the first key column is set to itself: the row is locked and left as it was.
+        Rendered insert = onDuplicate.insert(columns, values, key.fields.get(0), DSL.falseCondition());
+        return onDuplicate.run(c, insert, outcomeOnMariaDb, binds).outcome() == OnDuplicateKey.INSERTED
+            ? Outcome.APPLIED : Outcome.ALREADY_DONE;
+      }
+      var dsl = Rendered.userTables(Dialect.POSTGRES);
+      Rendered insert = Rendered.render(Dialect.POSTGRES, dsl.insertInto(table, columns)
+          .values(values).onConflict(key.fields).doNothing().returningResult(DSL.inline(1)));
+      try (PreparedStatement ps = insert.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? Outcome.APPLIED : Outcome.ALREADY_DONE;
+      }
     } catch (SQLException e) {
       throw new DataAccessException("insert into " + tableName + " failed: " + e.getMessage(), e);
     }

@@ -7,7 +7,6 @@ import dev.idem.jdbc.internal.claim.ClaimRow;
 import dev.idem.jdbc.internal.claim.ClaimTable;
 import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.claim.ExternalClaims;
-import dev.idem.jdbc.internal.claim.Sql;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.DbTime;
@@ -21,8 +20,6 @@ import dev.idem.window.DedupeWindow;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Map;
-import org.jooq.impl.DSL;
-import org.jooq.impl.SQLDataType;
 
 /**
  * Sends one message type (an order's receipt email, a login code SMS, a shipping push) so that
@@ -51,9 +48,11 @@ import org.jooq.impl.SQLDataType;
  *       A crash between them repeats the message after the lease; it is never lost while a
  *       redelivery comes. A send that throws ends the lease at once, so the redelivery sends at once.
  *   <li>With a {@link Cap}, a send takes a place in the recipient's count in one statement (an
- *       upsert that PostgreSQL serialises on the recipient's row): any number of concurrent senders
- *       never exceed the limit within the window. A refused send is {@link SendResult.Capped},
- *       recorded with the claim, so a redelivery is refused too.
+ *       upsert that PostgreSQL serialises on the recipient's row; on MariaDB a transaction of its
+ *       own that locks the row with {@code INSERT … ON DUPLICATE KEY UPDATE}, reads its times and
+ *       the database clock, and writes them back): any number of concurrent senders never exceed
+ *       the limit within the window, at every isolation level. A refused send is {@link
+ *       SendResult.Capped}, recorded with the claim, so a redelivery is refused too.
  *   <li>Claim, takeover and record are the executor's external-effect protocol (one engine): a
  *       redelivery is told {@link SendResult.InFlight} with the live lease's time left (or, after
  *       losing every round to other senders, a lease); a serialization failure of a pool at
@@ -92,7 +91,7 @@ public final class Notifications {
   private final Cap cap;
   private final Claims claims;
   private final ExternalClaims external;
-  private final Sql takePlace;
+  private final CapPlaces places;
 
   private Notifications(Builder b) {
     this.context = b.context;
@@ -105,24 +104,7 @@ public final class Notifications {
     // A redelivery that lost every round to other senders retries after a lease: one of them holds it.
     this.claims = new Claims(context, table, events, b.window, b.lease, "idem notifications");
     this.external = new ExternalClaims(claims, Duration.ZERO);
-    this.takePlace = cap == null ? null : takePlace(context, cap);
-  }
-
-  /**
-   * The cap's one statement: a send's place in the recipient's count, or no row when the count
-   * within the window is at the limit. The row keeps the send times within the window, oldest
-   * first, at most the limit of them. ON CONFLICT DO UPDATE locks the recipient's row and checks
-   * its condition on the newest version, so racing senders take places one at a time.
-   */
-  private static Sql takePlace(Context context, Cap cap) {
-    var since = DSL.field("clock_timestamp() - {0} * interval '1 microsecond'", SQLDataType.TIMESTAMPWITHTIMEZONE,
-        DSL.inline(DbTime.micros(cap.per())));
-    return Sql.of(context.dsl(), DSL.resultQuery("insert into {0} as c (cap, recipient, sent_at)"
-        + " values ({1}, {2}, array[clock_timestamp()]) on conflict (cap, recipient) do update"
-        + " set sent_at = array(select t from unnest(c.sent_at) as t where t > {3} order by t) || clock_timestamp()"
-        + " where (select count(*) from unnest(c.sent_at) as t where t > {3}) < {4} returning 1",
-        DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_notification_caps")),
-        DSL.param("cap", String.class), DSL.param("recipient", String.class), since, DSL.inline(cap.limit())));
+    this.places = cap == null ? null : new CapPlaces(context, cap);
   }
 
   static {
@@ -175,7 +157,7 @@ public final class Notifications {
 
   /** A claim held under {@code token}: the cap, then record and send in this type's order. */
   private <X extends Exception> SendResult attempt(Outgoing out, Binds binds, long token, Sender<X> sender) throws X {
-    if (cap != null && !placeTaken(out.notification())) {
+    if (cap != null && !places.take(out.notification().recipient())) {
       record(binds, token, CAPPED);
       return new SendResultValue.CappedValue(out.notification().recipient(), cap);
     }
@@ -212,15 +194,6 @@ public final class Notifications {
     return outcome.equals(CAPPED) && cap != null
         ? new SendResultValue.CappedValue(n.recipient(), cap)
         : new SendResultValue.DuplicateValue(row.completedAt());
-  }
-
-  private boolean placeTaken(Notification n) {
-    return context.autoCommit("idem notifications", c -> {
-      try (var ps = takePlace.prepare(c, name -> name.equals("cap") ? cap.name() : n.recipient());
-          var rs = ps.executeQuery()) {
-        return rs.next();
-      }
-    });
   }
 
   /**

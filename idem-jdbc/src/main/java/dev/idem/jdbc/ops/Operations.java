@@ -2,6 +2,7 @@ package dev.idem.jdbc.ops;
 
 import dev.idem.internal.Events;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.internal.OutboxRedrive;
@@ -14,7 +15,9 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -47,7 +50,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Partitions.</b> {@link #maintainPartitions()}: the partitioned layout's days (docs/scale.md),
  * created ahead and dropped whole once their rows are past their window; nothing to do in the
- * default layout.
+ * default layout, the only one on MariaDB (the partitioned layout is PostgreSQL only).
  *
  * <p>Every action emits {@link dev.idem.event.IdemEvent.OperatorAction} (source {@code
  * "operations"}) and logs one line at INFO on logger {@code dev.idem.operations}, with the rows it
@@ -59,6 +62,8 @@ import org.slf4j.LoggerFactory;
  * or that the listed rows are still stuck when acted on (the fence check covers that). The reads
  * scan the key table or the outbox (no index serves them): call them every minute, not in a loop.
  *
+ * <p>The same on PostgreSQL and MariaDB: every read, action and guarantee above holds on both.
+ *
  * <p>Thread-safe; holds only its context and rendered statements.
  */
 public final class Operations {
@@ -68,12 +73,14 @@ public final class Operations {
   private static final Logger LOG = LoggerFactory.getLogger("dev.idem.operations");
 
   /** The database clock when the statement runs: every comparison and age is taken from it. */
-  private static final Field<OffsetDateTime> NOW = DSL.field("clock_timestamp()", OffsetDateTime.class);
+  private static final Field<OffsetDateTime> NOW = DbTime.clock();
   /** In flight with the lease over: the attempt died or threw, the outcome is unknown. */
   private static final Condition STUCK =
       KeyTable.STATE.eq(DSL.inline(KeyTable.IN_FLIGHT)).and(KeyTable.LEASE_EXPIRES_AT.le(NOW));
 
   private final Context context;
+  /** On MariaDB: times are read as the UTC DATETIMEs they are, and ages are rendered for it. */
+  private final boolean maria;
   private final Events events;
   private final OutboxRedrive redrive;
   private final String stuckSql;
@@ -89,16 +96,18 @@ public final class Operations {
     this.events = Events.to(context.listener(), "operations");
     this.redrive = new OutboxRedrive(context);
     DSLContext d = context.dsl();
-    // ISO 8601 durations (Duration.toString), which PostgreSQL reads as intervals
-    this.maintainSql = "select created, dropped from " + d.render(DSL.name(context.schema(), "idem_maintain_partitions"))
-        + "(?::interval, ?::interval)";
+    this.maria = context.mariadb();
+    // ISO 8601 durations (Duration.toString), which PostgreSQL reads as intervals; MariaDB has no
+    // partitioned layout (context.partitioned() is false there), so nothing to maintain
+    this.maintainSql = maria ? null : "select created, dropped from "
+        + d.render(DSL.name(context.schema(), "idem_maintain_partitions")) + "(?::interval, ?::interval)";
     Condition thisStuckKey = KeyTable.SCOPE.eq(DSL.val((String) null, KeyTable.SCOPE))
         .and(KeyTable.KEY.eq(DSL.val((String) null, KeyTable.KEY)))
         .and(KeyTable.FENCE.eq(DSL.val((Long) null, KeyTable.FENCE))).and(STUCK);
     this.stuckSql = d.render(d.select(KeyTable.SCOPE, KeyTable.KEY, KeyTable.FENCE, KeyTable.CALL_KEY,
-            microsSince(KeyTable.LEASE_EXPIRES_AT), KeyTable.CREATED_AT)
+            microsSince(maria, KeyTable.LEASE_EXPIRES_AT), KeyTable.CREATED_AT)
         .from(KeyTable.T).where(STUCK).orderBy(KeyTable.LEASE_EXPIRES_AT).limit(DSL.val((Integer) null, Integer.class)));
-    this.unknownSql = d.render(d.select(DSL.count(), DSL.coalesce(DSL.max(microsSince(KeyTable.LEASE_EXPIRES_AT)), DSL.inline(0L)))
+    this.unknownSql = d.render(d.select(DSL.count(), DSL.coalesce(DSL.max(microsSince(maria, KeyTable.LEASE_EXPIRES_AT)), DSL.inline(0L)))
         .from(KeyTable.T).where(STUCK));
     // The executor's phase 3 on behalf of the lost attempt: completed with the result, lease cleared.
     this.resolveSql = d.render(d.update(KeyTable.T)
@@ -119,7 +128,7 @@ public final class Operations {
         .limit(DSL.val((Integer) null, Integer.class)));
     Condition pending = OutboxTable.STATUS.eq(DSL.inline(OutboxTable.PENDING));
     this.statsSql = d.render(d.select(DSL.count().filterWhere(pending), DSL.count().filterWhere(parked),
-            DSL.coalesce(DSL.max(microsSince(OutboxTable.CREATED_AT)).filterWhere(pending), DSL.inline(0L)))
+            DSL.coalesce(DSL.max(microsSince(maria, OutboxTable.CREATED_AT)).filterWhere(pending), DSL.inline(0L)))
         .from(OutboxTable.T).where(OutboxTable.STATUS.in(DSL.inline(OutboxTable.PENDING), DSL.inline(OutboxTable.PARKED))));
   }
 
@@ -127,8 +136,22 @@ public final class Operations {
     Factories.register(Operations.class, Void.class, Operations.class, (context, none) -> new Operations(context));
   }
 
-  private static Field<Long> microsSince(Field<OffsetDateTime> t) {
-    return DSL.field("(extract(epoch from (clock_timestamp() - {0})) * 1000000)::bigint", Long.class, t);
+  /** Whole microseconds from {@code t} to now, by the database clock. */
+  private static Field<Long> microsSince(boolean maria, Field<OffsetDateTime> t) {
+    return maria ? DSL.field("timestampdiff(microsecond, {0}, {1})", Long.class, t, NOW)
+        : DSL.field("(extract(epoch from (clock_timestamp() - {0})) * 1000000)::bigint", Long.class, t);
+  }
+
+  /**
+   * The time in column {@code i}: on MariaDB a DATETIME holding UTC, read as it is (the driver
+   * would read an OffsetDateTime in the session's or the JVM's zone); on PostgreSQL a timestamptz.
+   */
+  private OffsetDateTime time(ResultSet rs, int i) throws SQLException {
+    if (!maria) {
+      return rs.getObject(i, OffsetDateTime.class);
+    }
+    LocalDateTime utc = rs.getObject(i, LocalDateTime.class);
+    return utc == null ? null : utc.atOffset(ZoneOffset.UTC);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -148,7 +171,7 @@ public final class Operations {
         try (ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
             out.add(new StuckKeyValue(IdempotencyKey.of(rs.getString(1), rs.getString(2)), rs.getLong(3), rs.getString(4),
-                Duration.ofNanos(rs.getLong(5) * 1000), rs.getObject(6, OffsetDateTime.class)));
+                Duration.ofNanos(rs.getLong(5) * 1000), time(rs, 6)));
           }
         }
       }
@@ -253,8 +276,9 @@ public final class Operations {
         ps.setInt(1, limit);
         try (ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
-            out.add(new ParkedMessageValue(rs.getObject(1, UUID.class), rs.getString(2), rs.getString(3), rs.getInt(4),
-                rs.getString(5), rs.getObject(6, OffsetDateTime.class)));
+            // the id's text: PostgreSQL's uuid and MariaDB's CHAR(36) alike
+            out.add(new ParkedMessageValue(UUID.fromString(rs.getString(1)), rs.getString(2), rs.getString(3), rs.getInt(4),
+                rs.getString(5), time(rs, 6)));
           }
         }
       }
@@ -325,8 +349,8 @@ public final class Operations {
    * whose day ended at least {@code keep} ago and whose rows are all past their window, none of
    * them an external claim in flight (an unknown outcome keeps its partition until it is resolved
    * or released and past its window again). Days are UTC; times are the database clock. In the
-   * default layout it does nothing. Safe to run from several instances at once; run it at least
-   * daily (the Spring Boot starter runs it with its scheduled expiry).
+   * default layout, the only one on MariaDB, it does nothing. Safe to run from several instances
+   * at once; run it at least daily (the Spring Boot starter runs it with its scheduled expiry).
    *
    * <p>A key is filed under the time in its UUIDv7: one whose day has no partition, because it is
    * older than the oldest kept or further ahead than {@code ahead}, is refused, never run again.

@@ -10,6 +10,7 @@ import dev.idem.jdbc.tx.Tx;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.sql.Savepoint;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -35,6 +36,13 @@ import org.jooq.impl.DSL;
  * <p>Does not guarantee: exactly-once delivery. The relay is at least once; receivers must absorb
  * copies by the message id (an {@link dev.idem.jdbc.inbox.Inbox} does).
  *
+ * <p>On MariaDB the same, with these differences: a topic holds at most 1,024
+ * characters and an aggregate key at most 512 (the columns' sizes there; a longer one is refused before
+ * anything is written); a row the database refuses does not abort the caller's transaction, as
+ * PostgreSQL does, so idem undoes its own statements and the caller must roll back (see {@link
+ * #enqueueAll}); there is no {@code NOTIFY} ({@link #notifying()}); and {@link OutboxLayout#DEBEZIUM}
+ * is refused (PostgreSQL only).
+ *
  * <p>Thread-safe; holds nothing but its context and the statements it rendered.
  */
 public final class Outbox {
@@ -48,6 +56,15 @@ public final class Outbox {
    * has used it five times (a 100-row one holds about 400 KB there): the bound keeps that small.
    */
   static final int MAX_ROWS_PER_INSERT = 32;
+
+  /** The longest topic on MariaDB, in characters: {@code idem_outbox.topic} is a {@code VARCHAR(1024)} there. */
+  static final int MARIADB_MAX_TOPIC_CHARS = 1024;
+
+  /**
+   * The longest aggregate key on MariaDB, in characters: {@code idem_outbox.aggregate_key} is a
+   * {@code VARCHAR(512)} there, so that the index ordered relays probe fits InnoDB's 3,072 bytes.
+   */
+  static final int MARIADB_MAX_AGGREGATE_KEY_CHARS = 512;
 
   /** PostgreSQL's longest identifier, and so channel name, in bytes (NAMEDATALEN - 1). */
   private static final int MAX_CHANNEL_LENGTH = 63;
@@ -64,14 +81,25 @@ public final class Outbox {
     this.idem = idem;
     this.layout = layout;
     this.notifying = notifying;
-    insertByRows.set(1, renderInsert(1));
   }
 
-  /** {@code INSERT} of {@code rows} messages, each bound by {@link #bind}. */
+  /**
+   * {@code INSERT} of {@code rows} messages, each bound by {@link #bind}; rendered on first use,
+   * when the database is known.
+   */
   private String renderInsert(int rows) {
     DSLContext d = idem.dsl();
     if (layout == OutboxLayout.DEBEZIUM) {
       return renderInsertThenDelete(d, rows);
+    }
+    if (idem.mariadb()) {
+      // The id as its text, the headers as JSON arrays (the columns' types there), and no NOTIFY:
+      // MariaDB has none, relays find the messages at their next poll.
+      Row6<String, String, String, byte[], String, String> row = DSL.row(DSL.val((String) null, ID_TEXT),
+          DSL.val((String) null, TOPIC), DSL.val((String) null, AGGREGATE_KEY), DSL.val((byte[]) null, PAYLOAD),
+          DSL.val((String) null, HEADER_NAMES_JSON), DSL.val((String) null, HEADER_VALUES_JSON));
+      return d.render(d.insertInto(T, ID_TEXT, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES_JSON, HEADER_VALUES_JSON)
+          .valuesOfRows(Collections.nCopies(rows, row)));
     }
     Row6<UUID, String, String, byte[], String[], String[]> row = DSL.row(DSL.val((UUID) null, ID), DSL.val((String) null, TOPIC),
         DSL.val((String) null, AGGREGATE_KEY), DSL.val((byte[]) null, PAYLOAD), DSL.val((String[]) null, HEADER_NAMES),
@@ -144,10 +172,18 @@ public final class Outbox {
    * pg_notify}, and PostgreSQL serializes the commits of notifying transactions of a database (a
    * lock held briefly at commit), which caps the commit rate of enqueuers under heavy load. Without
    * it, relays find new messages at their next poll.
+   *
+   * <p>PostgreSQL only: MariaDB has no {@code LISTEN}/{@code NOTIFY}. There this outbox itself is
+   * returned, its messages are written the same, and relays find them at their next poll (within
+   * their {@linkplain Relay.Builder#pollInterval poll interval}): only the wake-up is missing,
+   * never a message.
    */
   public Outbox notifying() {
     if (notifying || layout == OutboxLayout.DEBEZIUM) {
       return this; // Debezium reads the write-ahead log as it is written: no relay to wake
+    }
+    if (idem.mariadb()) {
+      return this; // no NOTIFY to send: relays poll
     }
     Outbox twin = notifyingTwin;
     if (twin == null) {
@@ -163,15 +199,21 @@ public final class Outbox {
    * @return the id minted for the message, a UUIDv7 (time-ordered, strictly increasing within
    *     this JVM)
    * @throws IllegalArgumentException if {@code callerTx} is null, in auto-commit mode (the message
-   *     would commit alone) or aborted, or {@code message} is null
+   *     would commit alone) or aborted, or {@code message} is null; on MariaDB also if its topic or
+   *     aggregate key is longer than the column there (1,024 and 512 characters)
+   * @throws IllegalStateException on MariaDB, if this outbox has the {@link OutboxLayout#DEBEZIUM}
+   *     layout (PostgreSQL only); nothing is written
    * @throws DataAccessException if the database refused the row; PostgreSQL then aborted the
-   *     caller's transaction, which can only be rolled back
+   *     caller's transaction, which can only be rolled back; MariaDB undid the statement and left
+   *     the transaction open: roll it back too, or the business change commits without its message
    */
   public UUID enqueue(Connection callerTx, NewMessage message) {
     idem.joined(callerTx, "the message");
+    refuseDebeziumOnMariaDb();
     if (message == null) {
       throw new IllegalArgumentException("message must not be null");
     }
+    fitsColumns(message, "message");
     UUID id = UuidV7.next();
     try {
       insert(callerTx, new NewMessage[] {message}, new UUID[] {id}, 0, 1);
@@ -192,7 +234,11 @@ public final class Outbox {
    * writing (the database refusing a row) aborts the caller's transaction in PostgreSQL, so no
    * part of the batch can commit; roll back and retry the whole business transaction. Not covered: pgjdbc's {@code autosave=always}, which rolls a failed statement back and keeps
    * the transaction usable, could then leave the statements before the failed one written in a
-   * batch larger than {@value #MAX_ROWS_PER_INSERT}; roll back on any exception.
+   * batch larger than {@value #MAX_ROWS_PER_INSERT}; roll back on any exception. On MariaDB, which
+   * keeps the transaction usable after a failed statement, a batch of several statements is
+   * written behind a savepoint and rolled back to it when one fails: nothing of the batch stays
+   * written, the caller's own work does, and the caller must roll back (committing then would
+   * commit the business change without its messages).
    *
    * <p>The ids are minted here, one per message in list order, as by {@link #enqueue}. The
    * database numbers the rows in the order it writes them (the list's order), and an {@linkplain
@@ -204,11 +250,15 @@ public final class Outbox {
    *     returns an empty list
    * @return the ids, one per message, in the order of {@code messages}; unmodifiable
    * @throws IllegalArgumentException if {@code callerTx} or {@code messages} is null, or an element
-   *     is ({@code messages[i]} names it); nothing is written
+   *     is ({@code messages[i]} names it), or on MariaDB an element's topic or aggregate key is
+   *     longer than the column there; nothing is written
+   * @throws IllegalStateException on MariaDB, if this outbox has the {@link OutboxLayout#DEBEZIUM}
+   *     layout (PostgreSQL only); nothing is written
    * @throws DataAccessException if the database refused a row; nothing of the batch can commit
    */
   public List<UUID> enqueueAll(Connection callerTx, List<NewMessage> messages) {
     idem.joined(callerTx, "the messages");
+    refuseDebeziumOnMariaDb();
     NewMessage[] batch = checked(messages);
     if (batch.length == 0) {
       return List.of();
@@ -225,8 +275,8 @@ public final class Outbox {
     return List.of(ids);
   }
 
-  /** The list as an array, refused with the index of the first null element. */
-  private static NewMessage[] checked(List<NewMessage> messages) {
+  /** The list as an array, refused with the index of the first null element or of one too long for its columns. */
+  private NewMessage[] checked(List<NewMessage> messages) {
     if (messages == null) {
       throw new IllegalArgumentException("messages must not be null");
     }
@@ -235,13 +285,66 @@ public final class Outbox {
       if (batch[i] == null) {
         throw new IllegalArgumentException("messages[" + i + "] must not be null (nothing was enqueued)");
       }
+      fitsColumns(batch[i], "messages[" + i + "]");
     }
     return batch;
   }
 
+  /**
+   * Refuses the {@link OutboxLayout#DEBEZIUM} layout on MariaDB, at the first enqueue (the builder
+   * touches no database, so cannot know): its table and its write are PostgreSQL's.
+   */
+  private void refuseDebeziumOnMariaDb() {
+    if (layout == OutboxLayout.DEBEZIUM && idem.mariadb()) {
+      throw new IllegalStateException("OutboxLayout.DEBEZIUM is PostgreSQL only: this Idem's DataSource is on MariaDB,"
+          + " whose idem schema has no idem_outbox_events for Debezium's Outbox Event Router; build it with"
+          + " OutboxLayout.POLLED (the default) and run idem's Relay. Nothing was written");
+    }
+  }
+
+  /**
+   * On MariaDB, refuses a topic or aggregate key longer than its column there, before anything is
+   * written: a strict server would fail the insert, and one without strict mode would cut the text
+   * short, silently sending the message to another topic or key. PostgreSQL's columns are text.
+   */
+  private void fitsColumns(NewMessage m, String which) {
+    if (!idem.mariadb()) {
+      return;
+    }
+    int topic = m.topic().codePointCount(0, m.topic().length());
+    if (topic > MARIADB_MAX_TOPIC_CHARS) {
+      throw new IllegalArgumentException(which + ": topic is " + topic + " characters, longer than the "
+          + MARIADB_MAX_TOPIC_CHARS + " idem_outbox.topic holds on MariaDB (nothing was enqueued)");
+    }
+    String key = m.aggregateKey();
+    int keyChars = key == null ? 0 : key.codePointCount(0, key.length());
+    if (keyChars > MARIADB_MAX_AGGREGATE_KEY_CHARS) {
+      throw new IllegalArgumentException(which + ": aggregate key is " + keyChars + " characters, longer than the "
+          + MARIADB_MAX_AGGREGATE_KEY_CHARS + " idem_outbox.aggregate_key holds on MariaDB (nothing was enqueued)");
+    }
+  }
+
   private void insertInChunks(Connection c, NewMessage[] batch, UUID[] ids) throws SQLException {
-    for (int from = 0; from < batch.length; from += MAX_ROWS_PER_INSERT) {
-      insert(c, batch, ids, from, Math.min(batch.length, from + MAX_ROWS_PER_INSERT));
+    // MariaDB undoes only the failed statement and keeps the transaction: the chunks before it
+    // would stay written, so a batch of several statements gets a savepoint to undo them all.
+    // PostgreSQL aborts the whole transaction instead, which needs none.
+    Savepoint before = batch.length > MAX_ROWS_PER_INSERT && idem.mariadb() ? c.setSavepoint() : null;
+    try {
+      for (int from = 0; from < batch.length; from += MAX_ROWS_PER_INSERT) {
+        insert(c, batch, ids, from, Math.min(batch.length, from + MAX_ROWS_PER_INSERT));
+      }
+    } catch (SQLException | RuntimeException e) {
+      if (before != null) {
+        try {
+          c.rollback(before);
+        } catch (SQLException undo) {
+          e.addSuppressed(undo); // a deadlock rolled back the whole transaction, and the savepoint with it
+        }
+      }
+      throw e;
+    }
+    if (before != null) {
+      c.releaseSavepoint(before);
     }
   }
 
@@ -260,14 +363,20 @@ public final class Outbox {
   }
 
   /** Binds one row from parameter {@code p}; returns the index of the next row's first parameter. */
-  private static int bind(Connection c, PreparedStatement ps, int p, UUID id, NewMessage message) throws SQLException {
+  private int bind(Connection c, PreparedStatement ps, int p, UUID id, NewMessage message) throws SQLException {
     Map<String, String> headers = message.headers();
-    ps.setObject(p, id);
+    boolean maria = idem.mariadb();
+    setId(ps, p, id, maria);
     ps.setString(p + 1, message.topic());
     ps.setString(p + 2, message.aggregateKey());
     ps.setBytes(p + 3, message.payloadUnsafe());
-    ps.setArray(p + 4, c.createArrayOf("text", headers.keySet().toArray(new String[0])));
-    ps.setArray(p + 5, c.createArrayOf("text", headers.values().toArray(new String[0])));
+    if (maria) {
+      ps.setString(p + 4, JsonStrings.write(headers.keySet()));
+      ps.setString(p + 5, JsonStrings.write(headers.values()));
+    } else {
+      ps.setArray(p + 4, c.createArrayOf("text", headers.keySet().toArray(new String[0])));
+      ps.setArray(p + 5, c.createArrayOf("text", headers.values().toArray(new String[0])));
+    }
     return p + 6;
   }
 

@@ -19,7 +19,9 @@ import java.sql.SQLException;
 import java.sql.Savepoint;
 import java.sql.Statement;
 import java.time.Duration;
+import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -63,6 +65,10 @@ import org.slf4j.LoggerFactory;
  * successful publish sends the message again, with the same id: delivery is <b>at least once</b>
  * and the receiver must deduplicate by id (an inbox). Without {@link Builder#orderedByAggregateKey},
  * there is no order between messages (a retried message goes out after younger ones).
+ *
+ * <p>On MariaDB the same guarantees, with {@code FOR UPDATE SKIP LOCKED} (MariaDB 10.6 and later)
+ * and the back-off from MariaDB's clock; there is no {@code LISTEN}/{@code NOTIFY}, so {@link
+ * Builder#listen} does nothing there and the loop polls at its poll interval.
  *
  * <p>Thread-safe: {@link #runOnce()} may be called from several threads; {@link #start()} runs one
  * background loop until {@link #close()}.
@@ -110,8 +116,11 @@ public final class Relay implements AutoCloseable {
   private final Duration shutdownTimeout;
   private final Events events;
   private final String claimSql;
+  /** PostgreSQL's mark of the sent messages, bound to an array of their ids; MariaDB's is {@link #markSentSql(int)}. */
   private final String markSentSql;
   private final String markFailedSql;
+  /** On MariaDB: ids are text, headers JSON arrays, times UTC {@code DATETIME}s, and there is no LISTEN. */
+  private final boolean mariadb;
 
   private final Object wake = new Object();
   private Thread loop;
@@ -132,6 +141,7 @@ public final class Relay implements AutoCloseable {
     this.shutdownTimeout = b.shutdownTimeout;
     this.events = Events.to(idem.listener(), "outbox");
     DSLContext d = idem.dsl();
+    this.mariadb = idem.mariadb();
 
     // Claim by locking, never by reading "id (or a sequence position) > the last one seen": ids and
     // sequence values are taken before commit and commit out of order, so a reader that moves past
@@ -154,25 +164,42 @@ public final class Relay implements AutoCloseable {
           .and(olderStatus.ne(DSL.inline(SENT)))
           .and(olderSeq.lt(seq)))));
     }
-    var claim = d.select(ID, TOPIC, AGGREGATE_KEY, PAYLOAD, HEADER_NAMES, HEADER_VALUES, CREATED_AT, ATTEMPTS)
+    // On MariaDB too, the NOT EXISTS above reads the other rows of the key without locking them
+    // (a locking clause locks only the rows of its own query block), so a head locked by another
+    // relay's batch is still seen there, as pending, and its younger messages wait.
+    var claim = d.select(mariadb ? ID_TEXT : ID, TOPIC, AGGREGATE_KEY, PAYLOAD, mariadb ? HEADER_NAMES_JSON : HEADER_NAMES,
+            mariadb ? HEADER_VALUES_JSON : HEADER_VALUES, CREATED_AT, ATTEMPTS)
         .from(T)
         .where(due)
         .orderBy(NEXT_ATTEMPT_AT, SEQ)
         .limit(DSL.val(0));
     this.claimSql = d.render(claim.forUpdate().skipLocked());
-    this.markSentSql = d.render(d.update(T)
-        .set(STATUS, DSL.inline(SENT))
-        .set(SENT_AT, DbTime.clock())
-        .set(ATTEMPTS, ATTEMPTS.plus(DSL.inline(1)))
-        .set(LAST_ERROR, DSL.inline((String) null))
-        .where(ID.eq(DSL.any(DSL.val((UUID[]) null, SQLDataType.UUID.array())))));
+    this.markSentSql = mariadb ? null : d.render(sentMark(d).where(ID.eq(DSL.any(DSL.val((UUID[]) null, SQLDataType.UUID.array())))));
     Field<Integer> attempts = ATTEMPTS.plus(DSL.inline(1));
+    // status before attempts: MariaDB evaluates an UPDATE's assignments left to right, each seeing
+    // the ones before it, so the parking test must come before attempts is raised (PostgreSQL
+    // reads the old row in every assignment, in any order).
     this.markFailedSql = d.render(d.update(T)
+        .set(STATUS, DSL.when(attempts.ge(DSL.val(0)), DSL.inline(PARKED)).otherwise(DSL.inline(PENDING)))
         .set(ATTEMPTS, attempts)
         .set(LAST_ERROR, DSL.val((String) null, LAST_ERROR))
         .set(NEXT_ATTEMPT_AT, DbTime.plusMicros(DbTime.clock(), DSL.val(0L)))
-        .set(STATUS, DSL.when(attempts.ge(DSL.val(0)), DSL.inline(PARKED)).otherwise(DSL.inline(PENDING)))
-        .where(ID.eq(DSL.val((UUID) null, ID))));
+        .where(mariadb ? ID_TEXT.eq(DSL.val((String) null, ID_TEXT)) : ID.eq(DSL.val((UUID) null, ID))));
+  }
+
+  /** The sent mark, without its {@code WHERE}. */
+  private static org.jooq.UpdateSetMoreStep<?> sentMark(DSLContext d) {
+    return d.update(T)
+        .set(STATUS, DSL.inline(SENT))
+        .set(SENT_AT, DbTime.clock())
+        .set(ATTEMPTS, ATTEMPTS.plus(DSL.inline(1)))
+        .set(LAST_ERROR, DSL.inline((String) null));
+  }
+
+  /** MariaDB's sent mark of {@code n} messages, by their ids in a list (MariaDB has no arrays). */
+  private String markSentSql(int n) {
+    DSLContext d = idem.dsl();
+    return d.render(sentMark(d).where(ID_TEXT.in(Collections.nCopies(n, DSL.val((String) null, ID_TEXT)))));
   }
 
   static {
@@ -221,11 +248,7 @@ public final class Relay implements AutoCloseable {
       }
     }
     if (!sent.isEmpty()) {
-      try (PreparedStatement ps = c.prepareStatement(markSentSql)) {
-        Array ids = c.createArrayOf("uuid", sent.toArray());
-        ps.setArray(1, ids);
-        ps.executeUpdate();
-      }
+      markSent(c, sent);
     }
     if (!failed.isEmpty()) {
       markFailed(c, failed);
@@ -235,6 +258,24 @@ public final class Relay implements AutoCloseable {
       }
     }
     return sent.size();
+  }
+
+  /** Marks the messages {@code sent} sent, in one statement. */
+  private void markSent(Connection c, List<UUID> sent) throws SQLException {
+    if (mariadb) {
+      try (PreparedStatement ps = c.prepareStatement(markSentSql(sent.size()))) {
+        for (int i = 0; i < sent.size(); i++) {
+          setId(ps, i + 1, sent.get(i), true);
+        }
+        ps.executeUpdate();
+      }
+      return;
+    }
+    try (PreparedStatement ps = c.prepareStatement(markSentSql)) {
+      Array ids = c.createArrayOf("uuid", sent.toArray());
+      ps.setArray(1, ids);
+      ps.executeUpdate();
+    }
   }
 
   /**
@@ -311,10 +352,10 @@ public final class Relay implements AutoCloseable {
     try (PreparedStatement ps = c.prepareStatement(markFailedSql)) {
       for (int i = 0; i < failed.size(); i++) {
         Failure f = failed.get(i);
-        ps.setString(1, errors.get(i));
-        ps.setLong(2, backoffMicros(f.message.attempt()));
-        ps.setInt(3, maxAttempts);
-        ps.setObject(4, f.message.id());
+        ps.setInt(1, maxAttempts);
+        ps.setString(2, errors.get(i));
+        ps.setLong(3, backoffMicros(f.message.attempt()));
+        setId(ps, 4, f.message.id(), mariadb);
         ps.addBatch();
       }
       ps.executeBatch();
@@ -341,13 +382,17 @@ public final class Relay implements AutoCloseable {
       ps.setInt(1, batchSize);
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
+          UUID id = getId(rs, 1, mariadb);
           batch.add(new OutboxMessageValue(
-              rs.getObject(1, UUID.class),
+              id,
               rs.getString(2),
               rs.getString(3),
               rs.getBytes(4),
-              headers((String[]) rs.getArray(5).getArray(), (String[]) rs.getArray(6).getArray()),
-              rs.getObject(7, OffsetDateTime.class).toInstant(),
+              mariadb
+                  ? headers(JsonStrings.read(rs.getString(5), "header_names of " + id), JsonStrings.read(rs.getString(6), "header_values of " + id))
+                  : headers((String[]) rs.getArray(5).getArray(), (String[]) rs.getArray(6).getArray()),
+              // MariaDB's created_at is a DATETIME holding UTC: read as a local time, never through the session's zone
+              mariadb ? rs.getObject(7, LocalDateTime.class).toInstant(ZoneOffset.UTC) : rs.getObject(7, OffsetDateTime.class).toInstant(),
               rs.getInt(8) + 1));
         }
       }
@@ -461,9 +506,12 @@ public final class Relay implements AutoCloseable {
     long nextListen = System.nanoTime();
     boolean listenFailing = false;
     Listener listener = null;
+    if (listen && mariadb) {
+      LOG.info("MariaDB has no LISTEN: the relay polls every " + pollInterval);
+    }
     try {
       while (running) {
-        if (listen && listener == null && System.nanoTime() - nextListen >= 0) {
+        if (listen && !mariadb && listener == null && System.nanoTime() - nextListen >= 0) {
           // LISTEN before the batch, so nothing committed after it is missed. Apart from the batch:
           // a relay that cannot LISTEN (no connection to spare, a driver or pool that hides
           // PGConnection) still relays, by polling, and tries LISTEN again a poll interval later.
@@ -614,7 +662,7 @@ public final class Relay implements AutoCloseable {
     synchronized (wake) {
       wake.notifyAll();
     }
-    if (listen) {
+    if (listen && !mariadb) {
       wakeListeners();
     }
     // Most of the bound for the batch in progress to finish on its own; the rest for an interrupted
@@ -740,6 +788,10 @@ public final class Relay implements AutoCloseable {
      * loop runs, besides the one each batch takes: the pool needs at least two. If LISTEN cannot
      * be set up (or its connection fails), the loop logs it, goes on polling and tries LISTEN again
      * a poll interval later. Default false.
+     *
+     * <p>PostgreSQL only: MariaDB has no {@code LISTEN}/{@code NOTIFY}, so there the loop polls at
+     * its {@linkplain #pollInterval poll interval} whatever this says (and holds no extra
+     * connection); every message still goes out, only the wake-up on enqueue is missing.
      */
     public Builder listen(boolean listen) {
       this.listen = listen;

@@ -39,12 +39,15 @@ public final class EffectTable {
     this.sample = sample;
   }
 
-  /** {@code table} on the search path, keyed by {@code keyColumn}, no scope, {@value #DEFAULT_SAMPLE} examples. */
+  /**
+   * {@code table} on the search path (on MariaDB: in the connection's database), keyed by {@code
+   * keyColumn}, no scope, {@value #DEFAULT_SAMPLE} examples.
+   */
   public static EffectTable of(String table, String keyColumn) {
     return new EffectTable(null, table, keyColumn, null, DEFAULT_SAMPLE);
   }
 
-  /** The same table in {@code schema} (null for the connection's search path). */
+  /** The same table in {@code schema} (on MariaDB a database; null for the connection's search path or database). */
   public EffectTable inSchema(String schema) {
     return new EffectTable(schema, table, keyColumn, scope, sample);
   }

@@ -23,8 +23,9 @@ public sealed interface Findings permits FindingsValue {
   long effectsWithoutKey();
 
   /**
-   * Their row addresses ({@code ctid}s: valid until the row is updated or the table vacuumed
-   * fully).
+   * Their row addresses: on PostgreSQL {@code ctid}s (valid until the row is updated or the table
+   * vacuumed fully); on MariaDB, which has none, their primary keys ({@code column=value}, joined
+   * by ", " for a key of several columns).
    */
   List<String> effectsWithoutKeySample();
 

@@ -8,6 +8,7 @@ import dev.idem.jdbc.tx.TransactionBinding;
 import java.io.PrintStream;
 import java.time.Duration;
 import java.util.Locale;
+import javax.sql.DataSource;
 import org.postgresql.ds.PGSimpleDataSource;
 
 /**
@@ -19,11 +20,15 @@ import org.postgresql.ds.PGSimpleDataSource;
  *     [--sample 20] [--record]
  * </pre>
  *
- * Prints the findings; {@code --record} also writes them to {@code idem_breaks}. Exit code 0 when
- * clean, 1 when breaks were found, 2 on bad arguments (with the usage) or a failed check.
+ * The URL is PostgreSQL's or MariaDB's ({@code jdbc:mariadb://host/db?user=u}: idem's tables in
+ * that database unless {@code --schema} names another; MariaDB Connector/J, {@code
+ * org.mariadb.jdbc:mariadb-java-client}, on the class path). Prints the findings; {@code --record}
+ * also writes them to {@code idem_breaks}. Exit code 0 when clean, 1 when breaks were found, 2 on
+ * bad arguments (with the usage) or a failed check.
  */
 public final class ReconcileCommand {
-  static final String USAGE = "usage: ReconcileCommand --url jdbc:postgresql://host:port/db?user=... --table TABLE"
+  static final String USAGE = "usage: ReconcileCommand --url jdbc:postgresql://host:port/db?user=...|jdbc:mariadb://..."
+      + " --table TABLE"
       + " --key-column COLUMN [--scope SCOPE] [--schema IDEM_SCHEMA] [--effect-schema SCHEMA] [--sample N] [--record]";
 
   private ReconcileCommand() {}
@@ -38,7 +43,7 @@ public final class ReconcileCommand {
     String table = null;
     String keyColumn = null;
     String scope = null;
-    String schema = Context.DEFAULT_SCHEMA;
+    String schema = null; // idem's default: schema "idem" on PostgreSQL, the URL's database on MariaDB
     String effectSchema = null;
     int sample = EffectTable.DEFAULT_SAMPLE;
     boolean record = false;
@@ -65,15 +70,17 @@ public final class ReconcileCommand {
           default -> throw new IllegalArgumentException("unknown argument " + a);
         }
       }
-      if (url == null || !url.startsWith("jdbc:postgresql:")) {
-        throw new IllegalArgumentException("--url jdbc:postgresql://... is required");
+      if (url == null || !(url.startsWith(POSTGRESQL) || url.startsWith(MARIADB))) {
+        throw new IllegalArgumentException("--url " + POSTGRESQL + "//... or " + MARIADB + "//... is required");
       }
       if (table == null || keyColumn == null) {
         throw new IllegalArgumentException("--table and --key-column are required");
       }
-      Identifiers.check("--schema", schema);
-      if (!schema.equals(schema.toLowerCase(Locale.ROOT))) {
-        throw new IllegalArgumentException("--schema must be lower case, as idem's migrations create it");
+      if (schema != null) {
+        Identifiers.check("--schema", schema);
+        if (!schema.equals(schema.toLowerCase(Locale.ROOT))) {
+          throw new IllegalArgumentException("--schema must be lower case, as idem's migrations create it");
+        }
       }
       target = new EffectTable(effectSchema, table, keyColumn, scope, sample);
     } catch (IllegalArgumentException e) { // NumberFormatException included
@@ -82,21 +89,47 @@ public final class ReconcileCommand {
       return 2;
     }
     try {
-      PGSimpleDataSource ds = new PGSimpleDataSource();
-      ds.setUrl(url);
       // Built over the context directly: this package must not depend on the entry point (a cycle).
-      Reconciliation reconciliation = new Reconciliation(
-          new Context(ds, schema, IdemListener.NONE, TransactionBinding.NONE, RetryBudget.DEFAULT, Duration.ZERO));
+      Context context = new Context(dataSource(url), schema, IdemListener.NONE, TransactionBinding.NONE, RetryBudget.DEFAULT,
+          Duration.ZERO);
+      Reconciliation reconciliation = new Reconciliation(context);
       Findings f = reconciliation.check(target);
       print(f, out);
       if (record) {
-        out.println("recorded " + reconciliation.record(f) + " break row(s) in " + schema + ".idem_breaks");
+        String breaks = schema != null ? schema + ".idem_breaks"
+            : context.mariadb() ? "idem_breaks of the URL's database" : Context.DEFAULT_SCHEMA + ".idem_breaks";
+        out.println("recorded " + reconciliation.record(f) + " break row(s) in " + breaks);
       }
       return f.clean() ? 0 : 1;
     } catch (RuntimeException e) {
       err.println("reconciliation failed: " + e.getMessage());
       return 2;
     }
+  }
+
+  private static final String POSTGRESQL = "jdbc:postgresql:";
+  private static final String MARIADB = "jdbc:mariadb:";
+
+  /**
+   * A DataSource of the URL's driver. MariaDB's is an optional dependency, found by name (so that
+   * PostgreSQL's users need none, and this module does not read its module).
+   */
+  private static DataSource dataSource(String url) {
+    if (url.startsWith(MARIADB)) {
+      try {
+        return (DataSource) Class.forName("org.mariadb.jdbc.MariaDbDataSource").getConstructor(String.class).newInstance(url);
+      } catch (ClassNotFoundException e) {
+        throw new IllegalStateException("a " + MARIADB + " URL needs MariaDB Connector/J on the class path"
+            + " (org.mariadb.jdbc:mariadb-java-client)", e);
+      } catch (java.lang.reflect.InvocationTargetException e) {
+        throw new IllegalArgumentException("--url: " + e.getCause().getMessage(), e.getCause());
+      } catch (ReflectiveOperationException e) {
+        throw new IllegalStateException("could not make MariaDB Connector/J's DataSource: " + e, e);
+      }
+    }
+    PGSimpleDataSource ds = new PGSimpleDataSource();
+    ds.setUrl(url);
+    return ds;
   }
 
   static void print(Findings f, PrintStream out) {

@@ -11,7 +11,9 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import org.jooq.DSLContext;
@@ -33,6 +35,11 @@ import org.jooq.impl.SQLDataType;
  * completed keys of the scope with no effect, and the unknown outcomes (the operator's own query,
  * {@link Operations#unknownOutcomes}). The table and column names are checked and rendered quoted
  * by jOOQ, never concatenated. {@link #record} writes what was found into {@code idem_breaks}.
+ *
+ * <p>The same on PostgreSQL and MariaDB. On MariaDB keys are compared exactly, as on PostgreSQL
+ * (case and trailing spaces count, whatever the effect column's collation), and an effect with no
+ * key is named by its primary key, so the effect table needs one there (a table without one is
+ * refused, naming it).
  *
  * <p>Not guaranteed: a key that completed after the snapshot, or an effect committed after it, is
  * judged at the next run; the checks scan the effect table and the key table (run it off-peak or
@@ -75,20 +82,29 @@ public final class Reconciliation {
     if (target == null) {
       throw new IllegalArgumentException("target must not be null");
     }
+    boolean maria = context.mariadb();
     DSLContext d = context.dsl();
-    Table<?> effects = (target.schema() == null ? DSL.table(DSL.name(target.table())) : DSL.table(DSL.name(target.schema(), target.table())))
+    // The name as given, in a template: the schema mapping (and MariaDB's unqualified rendering of
+    // idem's own tables) is for idem's schema, never the effect table's.
+    Table<?> effects = DSL.table("{0}", target.schema() == null ? DSL.name(target.table()) : DSL.name(target.schema(), target.table()))
         .as("e");
     Field<Object> keyColumn = DSL.field(DSL.name("e", target.keyColumn()));
-    Field<String> keyText = keyColumn.cast(SQLDataType.CLOB);
+    // MariaDB: compared as idem's keys are on PostgreSQL, code point by code point (no case or
+    // trailing-space folding), whatever the effect column's type or collation.
+    Field<String> keyText = maria ? exact(DSL.field("cast({0} as char character set utf8mb4)", String.class, keyColumn))
+        : keyColumn.cast(SQLDataType.CLOB);
     int n = target.sample();
     String duplicates = d.render(d.select(keyText, DSL.count()).from(effects).where(keyColumn.isNotNull())
-        .groupBy(keyColumn).having(DSL.count().gt(DSL.inline(1))).orderBy(DSL.count().desc(), keyText).limit(DSL.inline(n)));
+        .groupBy(maria ? keyText : keyColumn).having(DSL.count().gt(DSL.inline(1))).orderBy(DSL.count().desc(), keyText)
+        .limit(DSL.inline(n)));
     String withoutKeyCount = d.render(d.selectCount().from(effects).where(keyColumn.isNull()));
-    String withoutKeySample = d.render(d.select(DSL.field(DSL.name("e", "ctid")).cast(SQLDataType.CLOB)).from(effects)
-        .where(keyColumn.isNull()).limit(DSL.inline(n)));
     String keysWithoutEffect = target.scope() == null ? null : d.render(d.select(KEY).from(KeyTable.T.as("k"))
         .where(SCOPE.eq(DSL.val((String) null, SCOPE))).and(STATE.eq(DSL.inline(KeyTable.COMPLETED)))
-        .andNotExists(d.selectOne().from(effects).where(keyText.eq(KEY))).orderBy(KEY).limit(DSL.inline(n)));
+        // MariaDB runs NOT EXISTS (and a NOT IN across two collations) as a scan of the effects per
+        // key; a NOT IN of one collation it answers from the effects' keys materialized once
+        .and(maria ? exact(KEY).notIn(d.select(keyText).from(effects).where(keyColumn.isNotNull()))
+            : DSL.notExists(d.selectOne().from(effects).where(keyText.eq(KEY))))
+        .orderBy(KEY).limit(DSL.inline(n)));
     return context.ownedOnceByIdem(tx -> {
       Connection c = tx.connection();
       try {
@@ -97,9 +113,9 @@ public final class Reconciliation {
           st.execute("set transaction isolation level repeatable read, read only");
         }
         OffsetDateTime at;
-        try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("select now()")) {
+        try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(maria ? "select utc_timestamp(6)" : "select now()")) {
           rs.next();
-          at = rs.getObject(1, OffsetDateTime.class);
+          at = maria ? rs.getObject(1, LocalDateTime.class).atOffset(ZoneOffset.UTC) : rs.getObject(1, OffsetDateTime.class);
         }
         List<Findings.Duplicate> dup = new ArrayList<>();
         try (PreparedStatement ps = c.prepareStatement(duplicates); ResultSet rs = ps.executeQuery()) {
@@ -107,8 +123,10 @@ public final class Reconciliation {
             dup.add(new FindingsValue.DuplicateValue(rs.getString(1), rs.getLong(2)));
           }
         }
-        long without = strings(c, withoutKeyCount, null).stream().mapToLong(Long::parseLong).sum();
-        List<String> withoutSample = strings(c, withoutKeySample, null);
+        long without = strings(c, withoutKeyCount).stream().mapToLong(Long::parseLong).sum();
+        Field<String> address = maria ? primaryKeyText(c, target) : DSL.field(DSL.name("e", "ctid")).cast(SQLDataType.CLOB);
+        List<String> withoutSample = strings(c, d.render(d.select(address).from(effects).where(keyColumn.isNull())
+            .limit(DSL.inline(n))));
         List<String> orphanKeys = keysWithoutEffect == null ? List.of() : strings(c, keysWithoutEffect, target.scope());
         // The operator's queries, joining this transaction (open on this thread): the same snapshot.
         UnknownOutcomes unknown = operations.unknownOutcomes();
@@ -120,11 +138,38 @@ public final class Reconciliation {
     });
   }
 
-  private static List<String> strings(Connection c, String sql, String param) throws SQLException {
+  /** {@code text} in MariaDB's collation that compares code points, trailing spaces included. */
+  private static Field<String> exact(Field<String> text) {
+    return DSL.field("{0} collate utf8mb4_nopad_bin", String.class, text);
+  }
+
+  /**
+   * MariaDB's address of an effect row (it has no {@code ctid}): its primary key, as {@code
+   * column=value} joined by ", ", read from the table's definition in this transaction.
+   *
+   * @throws IllegalArgumentException naming the table if it has no primary key
+   */
+  private static Field<String> primaryKeyText(Connection c, EffectTable target) throws SQLException {
+    List<String> columns = strings(c, "select column_name from information_schema.statistics where table_schema ="
+        + " coalesce(?, database()) and table_name = ? and index_name = 'PRIMARY' order by seq_in_index",
+        target.schema(), target.table());
+    if (columns.isEmpty()) {
+      throw new IllegalArgumentException("effect table " + target.describe() + " has no primary key: on MariaDB"
+          + " reconciliation names an effect with no key by its primary key; give the table one");
+    }
+    Field<String> text = null;
+    for (String column : columns) {
+      Field<String> part = DSL.concat(DSL.inline(column + "="), DSL.field(DSL.name("e", column)).cast(SQLDataType.VARCHAR));
+      text = text == null ? part : DSL.concat(text, DSL.inline(", "), part);
+    }
+    return text;
+  }
+
+  private static List<String> strings(Connection c, String sql, String... params) throws SQLException {
     List<String> out = new ArrayList<>();
     try (PreparedStatement ps = c.prepareStatement(sql)) {
-      if (param != null) {
-        ps.setString(1, param);
+      for (int i = 0; params != null && i < params.length; i++) {
+        ps.setString(i + 1, params[i]);
       }
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
@@ -148,22 +193,25 @@ public final class Reconciliation {
       throw new IllegalArgumentException("findings must not be null");
     }
     String table = findings.target().describe();
+    // MariaDB's found_at is a DATETIME holding UTC: bound as that, whatever the session's zone
+    Object at = context.mariadb() ? findings.checkedAt().withOffsetSameInstant(ZoneOffset.UTC).toLocalDateTime()
+        : findings.checkedAt();
     return context.inTransaction(tx -> {
       try (PreparedStatement ps = tx.connection().prepareStatement(insertBreak)) {
         int rows = 0;
         for (Findings.Duplicate dup : findings.duplicates()) {
-          rows += add(ps, findings, table, "DUPLICATE_EFFECT", dup.key(), dup.effects() + " effects for one intent");
+          rows += add(ps, at, table, "DUPLICATE_EFFECT", dup.key(), dup.effects() + " effects for one intent");
         }
         for (String ctid : findings.effectsWithoutKeySample()) {
-          rows += add(ps, findings, table, "EFFECT_WITHOUT_KEY", null,
+          rows += add(ps, at, table, "EFFECT_WITHOUT_KEY", null,
               "row " + ctid + " has no key (" + findings.effectsWithoutKey() + " such effects)");
         }
         for (String key : findings.keysWithoutEffect()) {
-          rows += add(ps, findings, table, "KEY_WITHOUT_EFFECT", key, "completed key of scope " + findings.target().scope()
+          rows += add(ps, at, table, "KEY_WITHOUT_EFFECT", key, "completed key of scope " + findings.target().scope()
               + " has no effect");
         }
         for (StuckKey s : findings.unknownSample()) {
-          rows += add(ps, findings, table, "UNKNOWN_OUTCOME", s.key().toString(), "fence " + s.fence() + ", call key "
+          rows += add(ps, at, table, "UNKNOWN_OUTCOME", s.key().toString(), "fence " + s.fence() + ", call key "
               + s.callKey() + ", lease ended " + s.leaseEndedAgo() + " ago");
         }
         return rows;
@@ -173,9 +221,9 @@ public final class Reconciliation {
     });
   }
 
-  private static int add(PreparedStatement ps, Findings f, String table, String kind, String key, String detail)
+  private static int add(PreparedStatement ps, Object at, String table, String kind, String key, String detail)
       throws SQLException {
-    ps.setObject(1, f.checkedAt());
+    ps.setObject(1, at);
     ps.setString(2, kind);
     ps.setString(3, table);
     ps.setString(4, key);

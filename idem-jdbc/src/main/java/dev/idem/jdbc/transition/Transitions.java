@@ -5,8 +5,10 @@ import dev.idem.fence.StaleFenceException;
 import dev.idem.internal.Events;
 import dev.idem.internal.base.Require;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.Dialect;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
+import dev.idem.jdbc.internal.OwnTransaction;
 import dev.idem.jdbc.internal.Rendered;
 import dev.idem.transition.Outcome;
 import dev.idem.transition.StatePath;
@@ -22,10 +24,11 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import org.jooq.Condition;
-import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Name;
+import org.jooq.Query;
 import org.jooq.Table;
+import org.jooq.UpdateConditionStep;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
@@ -59,13 +62,26 @@ import org.jooq.impl.SQLDataType;
  *       always rendered quoted: no SQL can travel through a name. Values only travel as binds.
  * </ul>
  *
+ * <h2>On MariaDB</h2>
+ *
+ * The same outcomes, from two statements where PostgreSQL has one: MariaDB has no {@code UPDATE …
+ * RETURNING}, so the conditional UPDATE is followed by a locking read ({@code SELECT … FOR UPDATE})
+ * of the row, which reports what the write left or classifies zero rows. InnoDB evaluates an
+ * UPDATE's condition on the newest committed row after waiting for a racing writer, at every
+ * isolation level, so a racing copy sees zero rows (never 40001) and its locking read sees the
+ * winner's commit even under REPEATABLE READ. That read locks the row until your transaction ends,
+ * also for a repeat or a conflict (PostgreSQL's plain read locks nothing). On a connection in
+ * auto-commit mode the two run in
+ * one transaction of their own, committed before the call returns. Strings are bound as strings
+ * (MariaDB converts them for ENUM, UUID and number columns); names are quoted with backticks.
+ *
  * <h2>Where it stops</h2>
  *
  * <ul>
  *   <li>The statements run on the connection you pass, in your transaction: idem neither commits
- *       nor rolls back. Under REPEATABLE READ or SERIALIZABLE a racing copy gets a serialization
- *       failure (40001) instead of zero rows; call it without a connection (or inside {@code
- *       Idem.inTransaction}) to have it re-run within the retry budget.
+ *       nor rolls back. On PostgreSQL under REPEATABLE READ or SERIALIZABLE a racing copy gets a
+ *       serialization failure (40001) instead of zero rows; call it without a connection (or inside
+ *       {@code Idem.inTransaction}) to have it re-run within the retry budget.
  *   <li>The classification read is a separate statement: under READ COMMITTED it sees the row as
  *       committed when it runs, which may already be past what made the step match zero rows.
  *   <li>The id column must be unique (a primary key): a step that matches more than one row throws
@@ -85,12 +101,11 @@ import org.jooq.impl.SQLDataType;
  * dev.idem.jdbc.Idem#inTransaction} re-runs the callback. A call that throws anything else emits nothing. With no
  * listener no event is built.
  *
- * <p>Thread-safe and immutable. The step statements are rendered once, in {@link Builder#build()};
+ * <p>Thread-safe and immutable. The step statements are rendered once, in {@link Builder#build()},
+ * for the database the DataSource is on (asked of the driver then, on the {@code Idem}'s first use);
  * an edit with a map of columns is rendered per call (its columns vary).
  */
 public final class Transitions {
-  private static final DSLContext RENDER = Rendered.USER_TABLES;
-
   private final String tableName;
   private final Table<?> table;
   private final String idColumn;
@@ -103,8 +118,11 @@ public final class Transitions {
   private final Field<String> status;
   private final Field<Long> version;
   private final Field<Long> fence;
+  /** The database this {@code Idem}'s DataSource is on, told when built. */
+  private final Dialect dialect;
   private final Rendered advance;
-  private final Rendered advanceFenced;
+  private final Rendered advanceFenced; // null: no fence column
+  /** The row's status, version and fence by id; on MariaDB a locking read. */
   private final Rendered read;
   private final Context idem;
 
@@ -122,8 +140,6 @@ public final class Transitions {
     this.status = DSL.field(DSL.name(statusColumn), String.class);
     this.version = versionColumn == null ? null : DSL.field(DSL.name(versionColumn), Long.class);
     this.fence = fenceColumn == null ? null : DSL.field(DSL.name(fenceColumn), Long.class);
-    this.advance = renderAdvance(false);
-    this.advanceFenced = fence == null ? null : renderAdvance(true);
     List<Field<?>> columns = new ArrayList<>(List.of(statusText()));
     if (version != null) {
       columns.add(version);
@@ -131,7 +147,18 @@ public final class Transitions {
     if (fence != null) {
       columns.add(fence);
     }
-    this.read = Rendered.render(RENDER, RENDER.select(columns).from(table).where(id.eq(DSL.param("id"))));
+    // Asked when built, as every tool does, not at a first call that may already hold one of
+    // the pool's connections.
+    this.dialect = idem.dialect();
+    this.advance = renderAdvance(false);
+    this.advanceFenced = fence == null ? null : renderAdvance(true);
+    var select = Rendered.userTables(dialect).select(columns).from(table).where(id.eq(DSL.param("id")));
+    // On MariaDB the read that classifies zero rows (or reads back what the write left) must be a
+    // locking one: under REPEATABLE READ a plain SELECT sees the transaction's snapshot, which may
+    // predate the copy whose commit made the write match zero rows, where the UPDATE itself
+    // (always a current read on InnoDB) saw that commit. A PostgreSQL transaction at that level
+    // gets 40001 from the UPDATE instead, so its plain read never disagrees with the write.
+    this.read = Rendered.render(dialect, dialect == Dialect.MARIADB ? select.forUpdate() : select);
   }
 
   static {
@@ -246,10 +273,9 @@ public final class Transitions {
     set.put(version, version.plus(DSL.inline(1L)));
     binds.put("id", id);
     binds.put("expected_version", expectedVersion);
-    Rendered st = Rendered.render(RENDER, RENDER.update(table).set(set)
+    Rendered st = write(Rendered.userTables(dialect).update(table).set(set)
         .where(this.id.eq(DSL.param("id")))
-        .and(version.eq(DSL.param("expected_version", Long.class)))
-        .returning(returned()));
+        .and(version.eq(DSL.param("expected_version", Long.class))));
     return execute(tx, st, binds, id, null, null, null);
   }
 
@@ -285,10 +311,9 @@ public final class Transitions {
     binds.put("token", token.value());
     binds.put("id", id);
     binds.put("token_guard", token.value());
-    Rendered st = Rendered.render(RENDER, RENDER.update(table).set(set)
+    Rendered st = write(Rendered.userTables(dialect).update(table).set(set)
         .where(this.id.eq(DSL.param("id")))
-        .and(fenceAdmits())
-        .returning(returned()));
+        .and(fenceAdmits()));
     return execute(tx, st, binds, id, null, null, token);
   }
 
@@ -301,6 +326,16 @@ public final class Transitions {
   }
 
   // ---------------------------------------------------------------- internals
+
+  /**
+   * A conditional UPDATE as this database runs it: on PostgreSQL returning the status and version
+   * it left (one statement); on MariaDB, which has no UPDATE … RETURNING, a plain UPDATE whose
+   * count says whether it matched, followed by {@link #read}.
+   */
+  private Rendered write(UpdateConditionStep<?> update) {
+    Query q = dialect == Dialect.POSTGRES ? update.returning(returned()) : update;
+    return Rendered.render(dialect, q);
+  }
 
   private Rendered renderAdvance(boolean fenced) {
     Map<Field<?>, Object> set = new LinkedHashMap<>();
@@ -315,7 +350,7 @@ public final class Transitions {
     if (fenced) {
       where = where.and(fenceAdmits());
     }
-    return Rendered.render(RENDER, RENDER.update(table).set(set).where(where).returning(returned()));
+    return write(Rendered.userTables(dialect).update(table).set(set).where(where));
   }
 
   /** {@code coalesce(fence, 0) <= :token}: a row never fenced admits every token. */
@@ -362,35 +397,84 @@ public final class Transitions {
   private TransitionResult decide(Connection c, Rendered update, Map<String, Object> binds, Object rowId,
       String target, FencingToken token) {
     try {
+      if (dialect == Dialect.MARIADB) {
+        // The write and the read of what it left are two statements there: on a connection in
+        // auto-commit mode they run in one transaction of their own, so the row read back is the
+        // one written (as RETURNING gives it on PostgreSQL), and both are committed when this returns.
+        return c.getAutoCommit()
+            ? OwnTransaction.on(c, own -> decideOnMariaDb(own, update, binds, rowId, target, token))
+            : decideOnMariaDb(c, update, binds, rowId, target, token);
+      }
       try (PreparedStatement ps = update.prepare(c, binds); ResultSet rs = ps.executeQuery()) {
         if (rs.next()) {
           TransitionResult applied = new TransitionResultValue(Outcome.APPLIED, true,
               Optional.ofNullable(rs.getString(1)), versionOf(rs, 2));
           if (rs.next()) {
-            throw new IllegalStateException("the write matched more than one row of " + tableName + " with "
-                + idColumn + " = " + rowId + ": the id column must be unique; roll the transaction back");
+            throw notUnique(rowId);
           }
           return applied;
         }
       }
-      try (PreparedStatement ps = read.prepare(c, Map.of("id", rowId)); ResultSet rs = ps.executeQuery()) {
-        if (!rs.next()) {
-          return new TransitionResultValue(Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty());
-        }
-        Optional<String> current = Optional.ofNullable(rs.getString(1));
-        OptionalLong currentVersion = versionOf(rs, 2);
-        if (token != null) {
-          long highest = rs.getLong(version == null ? 2 : 3); // SQL NULL reads as 0, as in the guard
-          if (highest > token.value()) {
-            throw new StaleFenceException(tableName + "/" + rowId, token.value(), highest);
-          }
-        }
-        Outcome outcome = target == null ? Outcome.CONFLICT : path.classify(current.orElse(null), target);
-        return new TransitionResultValue(outcome, true, current, currentVersion);
-      }
+      return classify(c, rowId, target, token, 0);
     } catch (SQLException e) {
       throw new DataAccessException("conditional write on " + tableName + " failed: " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * The UPDATE, then a locking read of the row: what the write left if it matched, else where the
+   * row is. The UPDATE locks the row it matched (and, on InnoDB, evaluates its WHERE on the newest
+   * committed version, after waiting for a racing writer), so of racing copies one matches and the
+   * others find it moved, at every isolation level.
+   */
+  private TransitionResult decideOnMariaDb(Connection c, Rendered update, Map<String, Object> binds, Object rowId,
+      String target, FencingToken token) throws SQLException {
+    int matched;
+    try (PreparedStatement ps = update.prepare(c, binds)) {
+      matched = ps.executeUpdate();
+    }
+    if (matched > 1) {
+      throw notUnique(rowId);
+    }
+    return classify(c, rowId, target, token, matched);
+  }
+
+  /**
+   * Reads the row and tells the outcome: APPLIED with the row as the write left it when {@code
+   * matched} is 1 (MariaDB only), else where the row is, classified by the path.
+   */
+  private TransitionResult classify(Connection c, Object rowId, String target, FencingToken token, int matched)
+      throws SQLException {
+    try (PreparedStatement ps = read.prepare(c, Map.of("id", rowId));
+        ResultSet rs = ps.executeQuery()) {
+      if (!rs.next()) {
+        return new TransitionResultValue(Outcome.CONFLICT, false, Optional.empty(), OptionalLong.empty());
+      }
+      Optional<String> current = Optional.ofNullable(rs.getString(1));
+      OptionalLong currentVersion = versionOf(rs, 2);
+      if (matched == 1) {
+        return new TransitionResultValue(Outcome.APPLIED, true, current, currentVersion);
+      }
+      if (token != null) {
+        long highest = rs.getLong(version == null ? 2 : 3); // SQL NULL reads as 0, as in the guard
+        if (highest > token.value()) {
+          throw new StaleFenceException(tableName + "/" + rowId, token.value(), highest);
+        }
+        if (target == null && dialect == Dialect.MARIADB) {
+          // A fenced write that matched the row and changed no value (same token, same values, no
+          // version column) counts zero rows on a connection that reports changed rows
+          // (useAffectedRows=true) instead of matched ones: the row, locked, admits the token.
+          return new TransitionResultValue(Outcome.APPLIED, true, current, currentVersion);
+        }
+      }
+      Outcome outcome = target == null ? Outcome.CONFLICT : path.classify(current.orElse(null), target);
+      return new TransitionResultValue(outcome, true, current, currentVersion);
+    }
+  }
+
+  private IllegalStateException notUnique(Object rowId) {
+    return new IllegalStateException("the write matched more than one row of " + tableName + " with "
+        + idColumn + " = " + rowId + ": the id column must be unique; roll the transaction back");
   }
 
   private OptionalLong versionOf(ResultSet rs, int column) throws SQLException {

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Racers;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
 import dev.idem.key.Keys;
@@ -33,12 +34,13 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Bounded notifications on a real PostgreSQL. The sender is a real effect: it writes one row per
- * send to {@code outbox_sends}, in a transaction of its own, and the tests count those rows.
+ * Bounded notifications on a real PostgreSQL or MariaDB. The sender is a real effect: it writes
+ * one row per send to {@code sends}, in a transaction of its own, and the tests count those rows.
  */
-@IdemTest(poolSize = 16, sql = Sends.TABLE)
+@IdemTest(poolSize = 16)
 class NotificationsTest {
   static TestDatabase db;
   static DataSource ds;
@@ -49,6 +51,21 @@ class NotificationsTest {
     db = database;
     ds = pool;
     idem = injected;
+    db.execute(Sends.table(mariadb()));
+  }
+
+  static boolean mariadb() {
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
+  }
+
+  /** Now by the database clock, in SQL, comparable with idem's times (MariaDB's are UTC DATETIMEs). */
+  static String now() {
+    return mariadb() ? "utc_timestamp(6)" : "clock_timestamp()";
+  }
+
+  /** Waits {@code seconds} on the database's side, so what follows runs later by the database clock. */
+  static void sleepOnTheDatabase(double seconds) {
+    db.execute(mariadb() ? "SELECT SLEEP(" + seconds + ")" : "SELECT pg_sleep(" + seconds + ")");
   }
 
   /** The recording sender: one committed row per message handed to it. */
@@ -78,7 +95,7 @@ class NotificationsTest {
       // Once recorded, every redelivery is a duplicate.
       assertThat(receipts.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
       assertThat(sends(id)).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = ?", id)).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND idem_keys.key = ?", id)).isEqualTo(1);
     }
   }
 
@@ -118,12 +135,12 @@ class NotificationsTest {
       assertThat(sends("otp-7")).isEqualTo(1);
       // The lease ends by the database clock: the redelivery takes the claim over and sends again.
       Poll.until("the first sender's lease over on the database clock", () -> db.count("SELECT count(*) FROM idem_keys"
-          + " WHERE key = 'otp-7' AND state = 'I' AND lease_expires_at < clock_timestamp()") == 1);
+          + " WHERE idem_keys.key = 'otp-7' AND state = 'I' AND lease_expires_at < " + now()) == 1);
       SendResult afterDeath = codes.send(n, NotificationsTest::record);
       assertThat(afterDeath).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-7"), true));
       assertThat(sends("otp-7")).isEqualTo(2);
       assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'otp-7' AND takeover")).isEqualTo(1);
-      assertThat(db.count("SELECT fence FROM idem_keys WHERE key = 'otp-7'")).isEqualTo(2);
+      assertThat(db.count("SELECT fence FROM idem_keys WHERE idem_keys.key = 'otp-7'")).isEqualTo(2);
       release.countDown();
       first.get(30, TimeUnit.SECONDS); // its late record is fenced off; the message went out either way
       assertThat(codes.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
@@ -153,7 +170,7 @@ class NotificationsTest {
     // Claimed before the send: the redelivery does not send. The digest is lost, never doubled.
     assertThat(digest.send(d, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
     assertThat(sends("digest-w40")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'digest-w40' AND state = 'C'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'digest-w40' AND state = 'C'")).isEqualTo(1);
   }
 
   @Test
@@ -168,7 +185,7 @@ class NotificationsTest {
     assertThat(results.stream().filter(r -> r instanceof SendResult.Capped)).hasSize(13)
         .allSatisfy(r -> assertThat(r).isEqualTo(new SendResultValue.CappedValue("order-77", cap)));
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
-    assertThat(db.count("SELECT cardinality(sent_at) FROM idem_notification_caps"
+    assertThat(db.count("SELECT " + (mariadb() ? "json_length" : "cardinality") + "(sent_at) FROM idem_notification_caps"
         + " WHERE cap = 'transactional-email' AND recipient = 'order-77'")).isEqualTo(3);
     // A refused notification stays refused: its redelivery is answered Capped, not sent later.
     int refused = results.indexOf(results.stream().filter(r -> !(r instanceof SendResult.Sent)).findFirst().orElseThrow());
@@ -180,6 +197,42 @@ class NotificationsTest {
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'order-77'")).isEqualTo(3);
   }
 
+  /**
+   * Senders of different notifications to one recipient, racing on a pool at each isolation level:
+   * the cap lets exactly its limit through, and the recipient's row keeps exactly those sends'
+   * times, oldest first, all within the window by the database clock.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ",
+      "TRANSACTION_SERIALIZABLE"})
+  void theCapHoldsUnderRacingSendersAtEveryIsolationLevel(String isolation) throws Exception {
+    String level = isolation.substring("TRANSACTION_".length()).toLowerCase(java.util.Locale.ROOT);
+    Cap cap = new Cap("cap-" + level, 3, Duration.ofHours(1));
+    Notifications receipts = Idem.builder(Racers.pool(db, 8, isolation)).build().notifications("receipt-email")
+        .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).cap(cap).build();
+    String recipient = "order-" + level;
+    for (int round = 0; round < 2; round++) {
+      int r = round;
+      List<SendResult> results = Race.together(8, i -> receipts.send(
+          new Notification(level + "-" + r + "-" + i, "email", recipient), NotificationsTest::record));
+      assertThat(results.stream().filter(x -> x instanceof SendResult.Sent)).as("round " + round).hasSize(round == 0 ? 3 : 0);
+      assertThat(results.stream().filter(x -> x instanceof SendResult.Capped)).hasSize(round == 0 ? 5 : 8);
+    }
+    assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = ?", recipient)).isEqualTo(3);
+    // The times kept: three, in the last hour by the database clock, oldest first.
+    String times = mariadb()
+        ? "SELECT count(*) FROM idem_notification_caps c, JSON_TABLE(c.sent_at, '$[*]' COLUMNS (n FOR ORDINALITY,"
+            + " t BIGINT PATH '$')) j WHERE c.cap = ? AND c.recipient = ? AND j.t <= " + MICROS_NOW
+            + " AND j.t > " + MICROS_NOW + " - 3600000000 AND (j.n = 1 OR j.t >= JSON_VALUE(c.sent_at, CONCAT('$[', j.n - 2, ']')))"
+        : "SELECT count(*) FROM idem_notification_caps c, unnest(c.sent_at) WITH ORDINALITY AS j(t, n) WHERE c.cap = ?"
+            + " AND c.recipient = ? AND j.t <= clock_timestamp() AND j.t > clock_timestamp() - interval '1 hour'"
+            + " AND (j.n = 1 OR j.t >= c.sent_at[j.n - 1])";
+    assertThat(db.count(times, cap.name(), recipient)).isEqualTo(3);
+  }
+
+  /** MariaDB: now by the database clock in microseconds since the epoch, as its caps keep times. */
+  static final String MICROS_NOW = "timestampdiff(microsecond, '1970-01-01', utc_timestamp(6))";
+
   @Test
   void theCapWindowSlidesOnTheDatabaseClock() throws Exception {
     Notifications nudges = idem.notifications("nudge").delivery(Delivery.AT_MOST_ONCE_MAY_LOSE)
@@ -187,7 +240,7 @@ class NotificationsTest {
     assertThat(nudges.send(new Notification("nudge-1", "push", "u5"), NotificationsTest::record)).isInstanceOf(SendResult.Sent.class);
     assertThat(nudges.send(new Notification("nudge-2", "push", "u5"), NotificationsTest::record))
         .isInstanceOf(SendResult.Capped.class);
-    db.execute("SELECT pg_sleep(1.1)");
+    sleepOnTheDatabase(1.1);
     assertThat(nudges.send(new Notification("nudge-3", "push", "u5"), NotificationsTest::record)).isInstanceOf(SendResult.Sent.class);
     assertThat(db.count("SELECT count(*) FROM sends WHERE recipient = 'u5'")).isEqualTo(2);
   }
@@ -221,7 +274,7 @@ class NotificationsTest {
         assertThat(results).allSatisfy(r -> assertThat(r).isInstanceOfAny(SendResult.Sent.class,
             SendResult.Duplicate.class, SendResult.InFlight.class));
         assertThat(sends(id)).as(id).isEqualTo(1);
-        assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = ?"
+        assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND idem_keys.key = ?"
             + " AND state = 'C' AND fence = 1", id)).as(id).isEqualTo(1);
       }
     }
@@ -244,51 +297,59 @@ class NotificationsTest {
         throw new java.io.IOException("SMTP timeout");
       })).hasMessage("SMTP timeout");
     }
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life')"
-        + " AND state = 'I' AND fence = 1 AND lease_expires_at <= clock_timestamp()")).isEqualTo(2);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND idem_keys.key IN ('new-life', 'same-life')"
+        + " AND state = 'I' AND fence = 1 AND lease_expires_at <= " + now())).isEqualTo(2);
     Poll.until("both past their 1 s window, by the database clock", () -> db.count("SELECT count(*) FROM idem_keys"
-        + " WHERE scope = 'notify/email' AND key IN ('new-life', 'same-life') AND expires_at < clock_timestamp()") == 2);
+        + " WHERE scope = 'notify/email' AND idem_keys.key IN ('new-life', 'same-life') AND expires_at < " + now()) == 2);
 
     SendResult other = shortLived.send(new Notification("new-life", "email", "order-6"), NotificationsTest::record);
     assertThat(other).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("new-life"), false));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'new-life' AND recipient = 'order-6'"
         + " AND NOT takeover")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = 'new-life'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND idem_keys.key = 'new-life'"
         + " AND state = 'C' AND fence = 2")).isEqualTo(1);
     assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "new-life"))).isEmpty();
 
     SendResult same = shortLived.send(new Notification("same-life", "email", "order-5"), NotificationsTest::record);
     assertThat(same).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("same-life"), true));
     assertThat(db.count("SELECT count(*) FROM sends WHERE notification_id = 'same-life' AND takeover")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND key = 'same-life'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'notify/email' AND idem_keys.key = 'same-life'"
         + " AND state = 'C' AND fence = 2")).isEqualTo(1);
     assertThat(events.of(IdemEvent.LeaseTakenOver.class, IdempotencyKey.of("notify/email", "same-life"))).hasSize(1);
   }
 
   /**
    * The message went out and the server then ended the sender's idle pool connection
-   * (pg_terminate_backend, as an administrator or a shutting-down server does): the record of
-   * "sent" fails on it (57P01), and is made again on a fresh connection, fenced by the same token,
-   * so the key is completed, not left in flight for the whole two-minute lease.
+   * (pg_terminate_backend, as an administrator or a shutting-down server does; MariaDB's KILL
+   * CONNECTION): the record of "sent" fails on it (57P01; MariaDB 1927), and is made again on a
+   * fresh connection, fenced by the same token, so the key is completed, not left in flight for the
+   * whole two-minute lease.
    */
   @Test
   void aRecordOnAConnectionTheServerEndedIsMadeAgainOnAFreshOne() throws Exception {
-    try (HikariDataSource victim = db.dataSourceWithDriverParams(1, "ApplicationName=notify-victim")) {
+    try (HikariDataSource victim = db.dataSourceWithDriverParams(1, mariadb() ? "" : "ApplicationName=notify-victim")) {
       Notifications codes = Idem.builder(victim).build().notifications("login-code")
           .delivery(Delivery.AT_LEAST_ONCE_MAY_REPEAT).build();
       Notification n = new Notification("otp-terminated", "sms", "+15550003");
+      long victimId;
+      try (var c = victim.getConnection(); var st = c.createStatement();
+          var rs = st.executeQuery(mariadb() ? "SELECT CONNECTION_ID()" : "SELECT pg_backend_pid()")) {
+        rs.next();
+        victimId = rs.getLong(1); // the pool's one connection, which the record will get again
+      }
+      String sessions = mariadb() ? "SELECT count(*) FROM information_schema.processlist WHERE id = " + victimId
+          : "SELECT count(*) FROM pg_stat_activity WHERE pid = " + victimId;
       assertThat(sends("otp-terminated")).isZero(); // warms the pools the sender uses: it must be quick
       // The pool hands its one connection out again unchecked when it was used within 500 ms: the
       // record gets the terminated one.
       SendResult first = codes.send(n, out -> {
         record(out);
-        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'notify-victim'");
-        Poll.until("the victim's session ended",
-            () -> db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'notify-victim'") == 0);
+        db.execute(mariadb() ? "KILL CONNECTION " + victimId : "SELECT pg_terminate_backend(" + victimId + ")");
+        Poll.until("the victim's session ended", () -> db.count(sessions) == 0);
       });
       assertThat(first).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-terminated"), false));
       assertThat(sends("otp-terminated")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'otp-terminated' AND state = 'C'"
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'otp-terminated' AND state = 'C'"
           + " AND fence = 1")).as("recorded under the attempt's own token").isEqualTo(1);
       assertThat(codes.send(n, NotificationsTest::record)).isInstanceOf(SendResult.Duplicate.class);
       assertThat(sends("otp-terminated")).isEqualTo(1);
@@ -308,20 +369,21 @@ class NotificationsTest {
     try {
       assertThatThrownBy(() -> codes.send(n, out -> {
         record(out);
+        // (MariaDB checks the rows already there, which pass, and has no NOT VALID)
         db.execute("ALTER TABLE idem_keys ADD CONSTRAINT no_completion_of_otp_refused"
-            + " CHECK (key <> 'otp-refused' OR state <> 'C') NOT VALID");
+            + " CHECK (idem_keys.key <> 'otp-refused' OR state <> 'C')" + (mariadb() ? "" : " NOT VALID"));
       })).isInstanceOf(DataAccessException.class).hasMessageContaining("no_completion_of_otp_refused");
     } finally {
       db.execute("ALTER TABLE idem_keys DROP CONSTRAINT IF EXISTS no_completion_of_otp_refused");
     }
     assertThat(sends("otp-refused")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'otp-refused' AND state = 'I'"
-        + " AND fence = 1 AND lease_expires_at <= clock_timestamp()")).as("the lease was ended").isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'otp-refused' AND state = 'I'"
+        + " AND fence = 1 AND lease_expires_at <= " + now())).as("the lease was ended").isEqualTo(1);
 
     SendResult redelivered = codes.send(n, NotificationsTest::record);
     assertThat(redelivered).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId("otp-refused"), true));
     assertThat(sends("otp-refused")).isEqualTo(2);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'otp-refused' AND state = 'C'"
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'otp-refused' AND state = 'C'"
         + " AND fence = 2")).isEqualTo(1);
   }
 
@@ -373,20 +435,20 @@ class NotificationsTest {
     }
     assertThat(child.exitValue()).isEqualTo(137); // 128 + SIGKILL
     assertThat(sends(id)).isEqualTo(1);
-    db.execute("SELECT pg_sleep(" + (CHILD_LEASE_MILLIS + 200) / 1000.0 + ")"); // the lease ends by the database clock
+    sleepOnTheDatabase((CHILD_LEASE_MILLIS + 200) / 1000.0); // the lease ends by the database clock
 
     SendResult redelivered = codes.send(n, Sends.into(ds));
     if (delivery == Delivery.AT_LEAST_ONCE_MAY_REPEAT) {
       // Sent, then died before "sent" was recorded: the redelivery takes over and sends again.
       assertThat(redelivered).isEqualTo(new SendResultValue.SentValue(Notifications.collapseId(id), true));
       assertThat(sends(id)).isEqualTo(2);
-      assertThat(db.count("SELECT fence FROM idem_keys WHERE key = ?", id)).isEqualTo(2);
+      assertThat(db.count("SELECT fence FROM idem_keys WHERE idem_keys.key = ?", id)).isEqualTo(2);
     } else {
       // "Sending" was recorded before the send: nothing sends it again.
       assertThat(redelivered).isInstanceOf(SendResult.Duplicate.class);
       assertThat(sends(id)).isEqualTo(1);
     }
     assertThat(db.count("SELECT count(DISTINCT collapse_id) FROM sends WHERE notification_id = ?", id)).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = ? AND state = 'C'", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = ? AND state = 'C'", id)).isEqualTo(1);
   }
 }

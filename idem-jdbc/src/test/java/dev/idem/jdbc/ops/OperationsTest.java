@@ -44,6 +44,8 @@ class OperationsTest {
 
   static TestDatabase db;
   static DataSource ds;
+  /** The database clock in test SQL: PostgreSQL's clock_timestamp(), MariaDB's UTC time. */
+  static String now;
   static final Actions events = new Actions();
   static Idem idem;
   static Operations ops;
@@ -72,6 +74,7 @@ class OperationsTest {
   static void start(TestDatabase database, DataSource pool) {
     db = database;
     ds = pool;
+    now = db.vendor() == TestDatabase.Vendor.MARIADB ? "utc_timestamp(6)" : "clock_timestamp()";
     idem = Idem.builder(ds).listener(events).build();
     ops = idem.operations();
     executor = idem.executor().lease(Duration.ofSeconds(30)).build();
@@ -86,9 +89,23 @@ class OperationsTest {
     return key;
   }
 
+  /** The key's row as "state fence call_key result" ("-" for no result), read column by column on either database. */
   static String row(IdempotencyKey key) {
-    return query("SELECT state::text || ' ' || fence || ' ' || call_key || ' ' || coalesce(convert_from(result, 'UTF8'), '-')"
-        + " FROM idem_keys WHERE scope = ? AND key = ?", key.scope(), key.value());
+    try (var c = ds.getConnection(); var ps = c.prepareStatement(
+        "SELECT k.state, k.fence, k.call_key, k.result FROM idem_keys k WHERE k.scope = ? AND k.key = ?")) {
+      ps.setString(1, key.scope());
+      ps.setString(2, key.value());
+      try (var rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return null;
+        }
+        byte[] result = rs.getBytes(4);
+        return rs.getString(1) + " " + rs.getString(2) + " " + rs.getString(3) + " "
+            + (result == null ? "-" : new String(result, StandardCharsets.UTF_8));
+      }
+    } catch (java.sql.SQLException e) {
+      throw new AssertionError(e);
+    }
   }
 
   static StuckKey listed(IdempotencyKey key) {
@@ -114,7 +131,7 @@ class OperationsTest {
     });
     assertThat(inCall.await(10, TimeUnit.SECONDS)).isTrue();
     Poll.until("the call's 200 ms lease over on the database clock", () -> db.count("SELECT count(*) FROM idem_keys"
-        + " WHERE scope = ? AND key = ? AND lease_expires_at < clock_timestamp()", key.scope(), key.value()) == 1);
+        + " k WHERE k.scope = ? AND k.key = ? AND k.lease_expires_at < " + now, key.scope(), key.value()) == 1);
     StuckKey s = listed(key);
     assertThat(s).isNotNull();
     assertThat(s.fence()).isEqualTo(1);
@@ -230,10 +247,19 @@ class OperationsTest {
             org.assertj.core.groups.Tuple.tuple("redriveTopic", 2L), org.assertj.core.groups.Tuple.tuple("redriveAll", 1L));
   }
 
+  /** The messages' statuses in the order of {@code ids}, read by the ids' text (a uuid on PostgreSQL, CHAR(36) on MariaDB). */
   private static String statuses(List<UUID> ids) {
+    java.util.Map<String, String> byId = new java.util.HashMap<>();
+    try (var c = ds.getConnection(); var st = c.createStatement(); var rs = st.executeQuery("SELECT id, status FROM idem_outbox")) {
+      while (rs.next()) {
+        byId.put(rs.getString(1), rs.getString(2));
+      }
+    } catch (java.sql.SQLException e) {
+      throw new AssertionError(e);
+    }
     StringBuilder s = new StringBuilder();
     for (UUID id : ids) {
-      s.append(s.length() == 0 ? "" : " ").append(query("SELECT status FROM idem_outbox WHERE id = ?", id));
+      s.append(s.length() == 0 ? "" : " ").append(byId.get(id.toString()));
     }
     return s.toString();
   }
@@ -249,20 +275,6 @@ class OperationsTest {
     assertThatThrownBy(() -> ops.resolve(k, 1, null, "x")).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("codec");
     assertThatThrownBy(() -> ops.redrive(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("id");
     assertThatThrownBy(() -> ops.redriveTopic(null)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("topic");
-  }
-
-  /** The first column of the first row of {@code sql}, as text. */
-  static String query(String sql, Object... params) {
-    try (var c = ds.getConnection(); var ps = c.prepareStatement(sql)) {
-      for (int i = 0; i < params.length; i++) {
-        ps.setObject(i + 1, params[i]);
-      }
-      try (var rs = ps.executeQuery()) {
-        return rs.next() ? rs.getString(1) : null;
-      }
-    } catch (java.sql.SQLException e) {
-      throw new AssertionError(e);
-    }
   }
 
   /** What slf4j-simple (the tests' binding, which writes to System.err) printed while {@code r} ran. */

@@ -12,6 +12,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import javax.sql.DataSource;
+import java.sql.Connection;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -21,7 +23,7 @@ import org.junit.jupiter.api.Test;
  * log; idem-debezium's test reads it through Debezium). Here, the rows the transaction wrote,
  * as the transaction itself sees them before it deletes them and as PostgreSQL counts them.
  */
-@IdemTest(poolSize = 4)
+@IdemTest(poolSize = 4, sql = "CREATE TABLE orders (id int NOT NULL)")
 class OutboxEventsLayoutTest {
   static TestDatabase db;
   static DataSource ds;
@@ -37,8 +39,13 @@ class OutboxEventsLayoutTest {
   /** One row as the router reads it. */
   record Event(UUID id, String aggregatetype, String aggregateid, String type, String payload, String headers) {}
 
+  static boolean mariadb() {
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
+  }
+
   @Test
   void eachMessageIsInsertedInTheRoutersShapeAndDeletedInTheSameTransaction() throws java.sql.SQLException {
+    Assumptions.assumeTrue(!mariadb(), "the Debezium layout is PostgreSQL only: onMariaDbTheLayoutIsRefusedAtTheFirstEnqueue");
     List<UUID> ids = new ArrayList<>();
     List<Event> seen = new ArrayList<>();
     long[] insertedDeleted = idem.inTransaction(tx -> {
@@ -88,7 +95,38 @@ class OutboxEventsLayoutTest {
     assertThatThrownBy(() -> Idem.builder(ds).outboxLayout(null).build()).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("outboxLayout");
     assertThat(Idem.builder(ds).build().outbox().layout()).isEqualTo(OutboxLayout.POLLED);
-    assertThat(db.count("SELECT count(*) FROM idem_outbox_events")).isZero();
+    assertThat(db.count(mariadb() ? "SELECT count(*) FROM idem_outbox" : "SELECT count(*) FROM idem_outbox_events")).isZero();
+  }
+
+  /**
+   * MariaDB's schema has no table for Debezium's Outbox Event Router (its MariaDB connector reads
+   * the binlog, and this layout's insert-then-delete write is PostgreSQL's): the layout is refused
+   * by name at the first enqueue, in either form, before anything is written, and the caller's
+   * transaction goes on.
+   */
+  @Test
+  void onMariaDbTheLayoutIsRefusedAtTheFirstEnqueue() throws Exception {
+    Assumptions.assumeTrue(mariadb(), "PostgreSQL has the layout: eachMessageIsInsertedInTheRoutersShapeAndDeletedInTheSameTransaction");
+    String refusal = "OutboxLayout.DEBEZIUM is PostgreSQL only";
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThatThrownBy(() -> idem.outbox().enqueue(c, NewMessage.of("orders", bytes("one"))))
+          .isInstanceOf(IllegalStateException.class).hasMessageStartingWith(refusal).hasMessageContaining("OutboxLayout.POLLED");
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, List.of(NewMessage.of("orders", bytes("two")))))
+          .isInstanceOf(IllegalStateException.class).hasMessageStartingWith(refusal);
+      assertThatThrownBy(() -> idem.outbox().enqueueAll(c, List.of())).isInstanceOf(IllegalStateException.class)
+          .hasMessageStartingWith(refusal);
+      try (var ps = c.prepareStatement("INSERT INTO orders VALUES (7)")) {
+        ps.executeUpdate(); // the caller's own work, in the same transaction
+      }
+      c.commit();
+      c.setAutoCommit(true);
+    }
+    assertThatThrownBy(() -> idem.inTransaction(tx -> idem.outbox().enqueue(NewMessage.of("orders", bytes("three")))))
+        .isInstanceOf(IllegalStateException.class).hasMessageStartingWith(refusal);
+    assertThat(idem.outbox().layout()).isEqualTo(OutboxLayout.DEBEZIUM);
+    assertThat(db.count("SELECT count(*) FROM orders WHERE id = 7")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_outbox")).as("nothing for the polling relay either").isZero();
   }
 
   private static byte[] bytes(String s) {

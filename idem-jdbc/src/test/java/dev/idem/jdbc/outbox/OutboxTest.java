@@ -24,6 +24,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.postgresql.PGConnection;
@@ -41,12 +43,40 @@ class OutboxTest {
     idem = inObx;
   }
 
+  static boolean mariadb() {
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
+  }
+
+  /**
+   * The outbox table in schema obx: on MariaDB a database of the class's own standing for it,
+   * named by {@code idem.schema()}.
+   */
+  static String outboxTable() {
+    return idem.schema() + ".idem_outbox";
+  }
+
   static long rows(String where) throws SQLException {
-    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("SELECT count(*) FROM obx.idem_outbox WHERE " + where)) {
+    try (Connection c = ds.getConnection()) {
+      return rows(c, where);
+    }
+  }
+
+  /** The outbox's rows where {@code where} holds, as {@code c} sees them. */
+  static long rows(Connection c, String where) throws SQLException {
+    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery("SELECT count(*) FROM " + outboxTable() + " WHERE " + where)) {
       rs.next();
       return rs.getLong(1);
     }
+  }
+
+  /** A header column as stored: PostgreSQL's text[], MariaDB's JSON array (read with Jackson, not idem's reader). */
+  static String[] headerColumn(ResultSet rs, int column) throws Exception {
+    return mariadb() ? new ObjectMapper().readValue(rs.getString(column), String[].class) : (String[]) rs.getArray(column).getArray();
+  }
+
+  /** The id column: PostgreSQL's uuid, MariaDB's CHAR(36). */
+  static UUID idColumn(ResultSet rs, int column) throws SQLException {
+    return mariadb() ? UUID.fromString(rs.getString(column)) : rs.getObject(column, UUID.class);
   }
 
   @Test
@@ -58,13 +88,13 @@ class OutboxTest {
     assertThat(id.variant()).isEqualTo(2);
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
         ResultSet rs = st.executeQuery("SELECT topic, aggregate_key, payload, header_names, header_values, status, attempts"
-            + " FROM obx.idem_outbox WHERE id = '" + id + "'")) {
+            + " FROM " + outboxTable() + " WHERE id = '" + id + "'")) {
       assertThat(rs.next()).isTrue();
       assertThat(rs.getString(1)).isEqualTo("orders.shipped");
       assertThat(rs.getString(2)).isEqualTo("order-42");
       assertThat(new String(rs.getBytes(3), StandardCharsets.UTF_8)).isEqualTo("{\"order\":42}");
-      assertThat((String[]) rs.getArray(4).getArray()).containsExactly("type", "trace");
-      assertThat((String[]) rs.getArray(5).getArray()).containsExactly("OrderShipped", "t-1");
+      assertThat(headerColumn(rs, 4)).containsExactly("type", "trace");
+      assertThat(headerColumn(rs, 5)).containsExactly("OrderShipped", "t-1");
       assertThat(rs.getString(6)).isEqualTo("P");
       assertThat(rs.getInt(7)).isZero();
     }
@@ -99,11 +129,11 @@ class OutboxTest {
   /** The payloads of {@code topic}'s rows by id, as committed. */
   static Map<UUID, String> payloadsById(String topic) throws SQLException {
     Map<UUID, String> rows = new HashMap<>();
-    try (Connection c = ds.getConnection(); PreparedStatement ps = c.prepareStatement("SELECT id, payload FROM obx.idem_outbox WHERE topic = ?")) {
+    try (Connection c = ds.getConnection(); PreparedStatement ps = c.prepareStatement("SELECT id, payload FROM " + outboxTable() + " WHERE topic = ?")) {
       ps.setString(1, topic);
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
-          rows.put(rs.getObject(1, UUID.class), new String(rs.getBytes(2), StandardCharsets.UTF_8));
+          rows.put(idColumn(rs, 1), new String(rs.getBytes(2), StandardCharsets.UTF_8));
         }
       }
     }
@@ -127,13 +157,13 @@ class OutboxTest {
       NewMessage m = order.get(i);
       try (Connection c = ds.getConnection(); Statement st = c.createStatement();
           ResultSet rs = st.executeQuery("SELECT topic, aggregate_key, payload, header_names, header_values, status, attempts"
-              + " FROM obx.idem_outbox WHERE id = '" + ids.get(i) + "'")) {
+              + " FROM " + outboxTable() + " WHERE id = '" + ids.get(i) + "'")) {
         assertThat(rs.next()).as("row of messages[%d]", i).isTrue();
         assertThat(rs.getString(1)).isEqualTo(m.topic());
         assertThat(rs.getString(2)).isEqualTo(m.aggregateKey());
         assertThat(rs.getBytes(3)).isEqualTo(m.payload());
-        assertThat((String[]) rs.getArray(4).getArray()).containsExactlyElementsOf(m.headers().keySet());
-        assertThat((String[]) rs.getArray(5).getArray()).containsExactlyElementsOf(m.headers().values());
+        assertThat(headerColumn(rs, 4)).containsExactlyElementsOf(m.headers().keySet());
+        assertThat(headerColumn(rs, 5)).containsExactlyElementsOf(m.headers().values());
         assertThat(rs.getString(6)).isEqualTo("P");
         assertThat(rs.getInt(7)).isZero();
         assertThat(rs.next()).isFalse();
@@ -240,12 +270,22 @@ class OutboxTest {
     assertThat(rows("topic = 'autocommit.batch'")).isZero();
   }
 
-  /** A row the database refuses (a trigger stands in for any failure: a NUL byte in a topic, a full disk). */
+  /**
+   * A row the database refuses (a trigger stands in for any failure: a NUL byte in a topic, a full
+   * disk). PostgreSQL aborts the caller's transaction; MariaDB keeps it, and idem rolls the batch
+   * back to its savepoint: nothing of the batch is left in the transaction, the caller's own row is.
+   */
   @Test
   void aRowTheDatabaseRefusesLeavesNoPartOfItsBatch() throws Exception {
-    db.execute("CREATE FUNCTION obx.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-        + " IF NEW.topic = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF; RETURN NEW; END $$;"
-        + " CREATE TRIGGER refuse_poison BEFORE INSERT ON obx.idem_outbox FOR EACH ROW EXECUTE FUNCTION obx.refuse_poison()");
+    String schema = idem.schema();
+    if (mariadb()) {
+      db.execute("CREATE TRIGGER " + schema + ".refuse_poison BEFORE INSERT ON " + outboxTable() + " FOR EACH ROW"
+          + " BEGIN IF NEW.topic = 'poison' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poison refused'; END IF; END");
+    } else {
+      db.execute("CREATE FUNCTION obx.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+          + " IF NEW.topic = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF; RETURN NEW; END $$;"
+          + " CREATE TRIGGER refuse_poison BEFORE INSERT ON obx.idem_outbox FOR EACH ROW EXECUTE FUNCTION obx.refuse_poison()");
+    }
     try {
       int n = 2 * Outbox.MAX_ROWS_PER_INSERT + 10;
       List<NewMessage> late = new ArrayList<>(batchOf("partial", n));
@@ -259,12 +299,19 @@ class OutboxTest {
         idem.outbox().enqueue(c, message("partial.caller", 0));
         assertThatThrownBy(() -> idem.outbox().enqueueAll(c, late))
             .isInstanceOf(DataAccessException.class).hasMessageContaining("poison refused").hasMessageContaining("batch of " + n);
-        assertThatThrownBy(() -> idem.outbox().enqueue(c, message("partial.caller", 1)))
-            .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("its transaction is aborted");
-        try {
-          c.commit();
-        } catch (SQLException expected) {
-          // pgjdbc may report the rollback the server did instead of the commit
+        if (mariadb()) {
+          // the transaction goes on: the two statements of the batch written before the refused one are undone in it
+          assertThat(rows(c, "topic IN ('partial', 'poison')")).isZero();
+          assertThat(rows(c, "topic = 'partial.caller'")).isEqualTo(1);
+          c.rollback(); // what a caller does after the exception, as on PostgreSQL
+        } else {
+          assertThatThrownBy(() -> idem.outbox().enqueue(c, message("partial.caller", 1)))
+              .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("its transaction is aborted");
+          try {
+            c.commit();
+          } catch (SQLException expected) {
+            // pgjdbc may report the rollback the server did instead of the commit
+          }
         }
         c.setAutoCommit(true);
       }
@@ -274,12 +321,14 @@ class OutboxTest {
       assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(late))).hasMessageContaining("poison refused");
       assertThat(rows("topic IN ('partial', 'partial.caller', 'poison')")).isZero();
     } finally {
-      db.execute("DROP TRIGGER refuse_poison ON obx.idem_outbox; DROP FUNCTION obx.refuse_poison()");
+      db.execute(mariadb() ? "DROP TRIGGER " + schema + ".refuse_poison"
+          : "DROP TRIGGER refuse_poison ON obx.idem_outbox; DROP FUNCTION obx.refuse_poison()");
     }
   }
 
   @Test
   void aNotifyingBatchWakesListenersOncePerTransactionAtCommit() throws Exception {
+    Assumptions.assumeTrue(!mariadb(), "LISTEN/NOTIFY is PostgreSQL's; MariaDB's form: withoutNotifyOnMariaDb...");
     Outbox notifying = idem.outbox().notifying();
     assertThat(notifying.notifying()).isSameAs(notifying);
     assertThat(idem.outbox().notifying()).isSameAs(notifying);
@@ -306,6 +355,7 @@ class OutboxTest {
 
   @Test
   void aSchemaNameTooLongForAPlainChannelNameStillNotifiesAndWakesAListeningRelay() throws Exception {
+    Assumptions.assumeTrue(!mariadb(), "NOTIFY channels are PostgreSQL's");
     String schema = "obx_long_" + "x".repeat(54); // 63 characters, the longest schema name there is
     Idem longIdem = Idem.builder(ds).schema(schema).build();
     IdemFlyway.migrate(ds, schema);
@@ -331,6 +381,71 @@ class OutboxTest {
       }
       assertThat(published).containsExactly(id);
     }
+  }
+
+  /**
+   * MariaDB has no LISTEN/NOTIFY: {@code notifying()} is the outbox itself, writing the same rows,
+   * and a relay built to listen polls at its interval instead, publishing every message.
+   */
+  @Test
+  void withoutNotifyOnMariaDbTheOutboxIsItselfAndAListeningRelayFindsMessagesByPolling() throws Exception {
+    Assumptions.assumeTrue(mariadb(), "PostgreSQL notifies: aNotifyingBatchWakesListenersOncePerTransactionAtCommit");
+    assertThat(idem.outbox().notifying()).isSameAs(idem.outbox());
+    List<UUID> published = new CopyOnWriteArrayList<>();
+    List<UUID> ids;
+    try (Relay relay = idem.relay(m -> {
+      if (m.topic().equals("polled.batch")) {
+        published.add(m.id());
+      }
+    }).listen(true).pollInterval(Duration.ofMillis(100)).build()) {
+      relay.start();
+      ids = idem.inTransaction(tx -> idem.outbox().notifying().enqueueAll(tx.connection(), batchOf("polled.batch", 3)));
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (rows("topic = 'polled.batch' AND status = 'S'") < 3) {
+        assertThat(System.nanoTime()).as("published by polling").isLessThan(deadline);
+        Thread.sleep(10);
+      }
+    }
+    assertThat(published).containsExactlyInAnyOrderElementsOf(ids);
+  }
+
+  /**
+   * Headers of any text (quotes, backslashes, control characters, characters outside the BMP, empty
+   * values) are stored as they are (PostgreSQL's text[], MariaDB's JSON arrays) and handed to the
+   * publisher as they went in, in their order.
+   */
+  @Test
+  void headersOfAnyTextAreStoredAndPublishedAsTheyWentIn() throws Exception {
+    Map<String, String> headers = new java.util.LinkedHashMap<>();
+    headers.put("quote\"", "a \"quoted\" value");
+    headers.put("back\\slash", "C:\\dir\\");
+    headers.put("controls", "line\nbreak\ttab\r\u0001\u001f\u007f");
+    headers.put("emoji-\uD83D\uDE00", "caf\u00e9 \u4e2d\u6587 \uD83C\uDF89");
+    headers.put("json", "[\"not\", \"an\", \"array\"] {}");
+    headers.put("empty", "");
+    NewMessage m = NewMessage.of("headers.text", new byte[] {1});
+    for (Map.Entry<String, String> h : headers.entrySet()) {
+      m = m.withHeader(h.getKey(), h.getValue());
+    }
+    NewMessage message = m;
+    UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), message));
+    try (Connection c = ds.getConnection(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("SELECT header_names, header_values FROM " + outboxTable() + " WHERE id = '" + id + "'")) {
+      assertThat(rs.next()).isTrue();
+      assertThat(headerColumn(rs, 1)).containsExactlyElementsOf(headers.keySet());
+      assertThat(headerColumn(rs, 2)).containsExactlyElementsOf(headers.values());
+    }
+    List<Map<String, String>> published = new CopyOnWriteArrayList<>();
+    Relay relay = idem.relay(sent -> {
+      if (sent.id().equals(id)) {
+        published.add(sent.headers());
+      }
+    }).build();
+    while (relay.runOnce() > 0) {
+      // until every pending message of the class's outbox went out, this one among them
+    }
+    assertThat(published).hasSize(1);
+    assertThat(published.get(0)).containsExactlyEntriesOf(headers);
   }
 
   @Test
@@ -386,8 +501,28 @@ class OutboxTest {
     assertThatThrownBy(() -> NewMessage.of("t", p).withAggregateKey("k".repeat(NewMessage.MAX_AGGREGATE_KEY_BYTES + 1)))
         .hasMessageContaining("aggregate key is 2001 bytes");
 
-    String longest = "\u00e9".repeat(NewMessage.MAX_AGGREGATE_KEY_BYTES / 2); // two bytes each in UTF-8
     String emoji = "orders-\uD83D\uDE00"; // a surrogate pair is fine
+    if (mariadb()) {
+      // MariaDB's columns are shorter (VARCHAR(1024) and (512), in characters): a longer text is refused
+      // at enqueue, before the insert a strict server would fail and a lax one would cut short
+      // 512 characters and 2,000 bytes in UTF-8 (four for each emoji): the longest key both limits admit
+      String longestKey = "\uD83D\uDE00".repeat(496) + "k".repeat(16);
+      String longestTopic = "t".repeat(Outbox.MARIADB_MAX_TOPIC_CHARS - 1) + "\u00e9";
+      assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueue(tx.connection(),
+          NewMessage.of(emoji, p).withAggregateKey("k".repeat(513))))).isInstanceOf(IllegalArgumentException.class)
+          .hasMessage("message: aggregate key is 513 characters, longer than the 512 idem_outbox.aggregate_key holds on MariaDB"
+              + " (nothing was enqueued)");
+      assertThatThrownBy(() -> idem.useTransaction(tx -> idem.outbox().enqueueAll(tx.connection(),
+          List.of(NewMessage.of(emoji, p), NewMessage.of(longestTopic + "x", p))))).isInstanceOf(IllegalArgumentException.class)
+          .hasMessageStartingWith("messages[1]: topic is 1025 characters");
+      UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of(emoji, p).withAggregateKey(longestKey)));
+      UUID id2 = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of(longestTopic, p)));
+      assertThat(rows("id = '" + id + "' AND topic = '" + emoji + "' AND aggregate_key = '" + longestKey + "'")).isEqualTo(1);
+      assertThat(rows("id = '" + id2 + "' AND topic = '" + longestTopic + "'")).isEqualTo(1);
+      assertThat(rows("topic = '" + longestTopic + "x'")).isZero();
+      return;
+    }
+    String longest = "\u00e9".repeat(NewMessage.MAX_AGGREGATE_KEY_BYTES / 2); // two bytes each in UTF-8
     UUID id = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of(emoji, p).withAggregateKey(longest)));
     assertThat(rows("id = '" + id + "' AND topic = '" + emoji + "' AND aggregate_key = '" + longest + "'")).isEqualTo(1);
   }

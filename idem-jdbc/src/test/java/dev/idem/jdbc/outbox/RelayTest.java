@@ -31,6 +31,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -64,8 +65,27 @@ class RelayTest {
     return db.count(query);
   }
 
+  static boolean mariadb() {
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
+  }
+
+  /**
+   * The database clock moved by {@code d} (negative: back), in SQL: PostgreSQL's clock_timestamp(),
+   * MariaDB's UTC_TIMESTAMP(6) (its idem times are UTC DATETIMEs).
+   */
+  static String clockPlus(Duration d) {
+    long micros = d.toNanos() / 1_000;
+    return mariadb() ? "(utc_timestamp(6) + interval " + micros + " microsecond)"
+        : "(clock_timestamp() + interval '" + micros + " microseconds')";
+  }
+
+  /** {@code IN} with the ids as string literals: a uuid column (PostgreSQL, MariaDB) and MariaDB's CHAR(36) id take both. */
+  static String in(List<UUID> ids) {
+    return ids.stream().map(id -> "'" + id + "'").collect(java.util.stream.Collectors.joining(", ", "IN (", ")"));
+  }
+
   static String status(UUID id) {
-    return idem.<String, RuntimeException>inTransaction(tx -> (String) tx.dsl().fetchValue("SELECT status FROM idem_outbox WHERE id = ?", id));
+    return idem.<String, RuntimeException>inTransaction(tx -> (String) tx.dsl().fetchValue("SELECT status FROM idem_outbox WHERE id = '" + id + "'"));
   }
 
   static UUID enqueue(NewMessage m) {
@@ -99,7 +119,9 @@ class RelayTest {
     }
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + dropped + "'")).isZero();
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + kept + "' AND status = 'P' AND attempts = 0"
-        + " AND header_names = '{type,trace}' AND header_values = '{Shipped,t-1}' AND aggregate_key = 'order-1'")).isEqualTo(1);
+        + (mariadb() ? " AND header_names = '[\"type\",\"trace\"]' AND header_values = '[\"Shipped\",\"t-1\"]'"
+            : " AND header_names = '{type,trace}' AND header_values = '{Shipped,t-1}'")
+        + " AND aggregate_key = 'order-1'")).isEqualTo(1);
     assertThat(kept.version()).isEqualTo(7);
     assertThat(kept.variant()).isEqualTo(2);
     long ms = kept.getMostSignificantBits() >>> 16;
@@ -156,8 +178,10 @@ class RelayTest {
         // each relay's publisher writes what it sent on its own connection, as a broker would keep it
         try (Connection pc = ds.getConnection(); PreparedStatement ps = pc.prepareStatement("INSERT INTO published VALUES (?, ?)")) {
           pc.setAutoCommit(true);
-          try (var st = pc.createStatement()) {
-            st.execute("SET synchronous_commit = off");
+          if (!mariadb()) {
+            try (var st = pc.createStatement()) {
+              st.execute("SET synchronous_commit = off");
+            }
           }
           Relay relay = recordingRelay(ps, relayNo, 100);
           go.await();
@@ -244,7 +268,7 @@ class RelayTest {
     assertThat(count("SELECT count(*) FROM published")).isEqualTo(expected);
     assertThat(count("SELECT count(DISTINCT id) FROM published")).isEqualTo(expected);
     assertThat(count("SELECT count(*) FROM idem_outbox o JOIN published p USING (id) WHERE o.status = 'S'")).isEqualTo(expected);
-    assertThat(db.count("SELECT count(*) FROM published WHERE id = ANY(?)", (Object) enqueued.toArray(new UUID[0]))).isEqualTo(expected);
+    assertThat(count("SELECT count(*) FROM published WHERE id " + in(enqueued))).isEqualTo(expected);
   }
 
   @Test
@@ -278,7 +302,8 @@ class RelayTest {
     long behind = (first.getMostSignificantBits() >>> 16) - 60_000;
     UUID skewed = new UUID((behind << 16) | (first.getMostSignificantBits() & 0xffff), first.getLeastSignificantBits());
     assertThat(skewed.toString()).isLessThan(first.toString());
-    sql("INSERT INTO idem_outbox (id, topic, aggregate_key, payload) VALUES ('" + skewed + "', 'orders', 'K', 'second'::bytea)");
+    sql("INSERT INTO idem_outbox (id, topic, aggregate_key, payload) VALUES ('" + skewed + "', 'orders', 'K', "
+        + (mariadb() ? "'second'" : "'second'::bytea") + ")");
     List<String> order = new CopyOnWriteArrayList<>();
     Relay relay = idem.relay(m -> order.add(new String(m.payload(), StandardCharsets.UTF_8))).orderedByAggregateKey(true).build();
     while (relay.runOnce() > 0) {
@@ -348,7 +373,7 @@ class RelayTest {
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + id + "' AND status = 'P' AND attempts = 1"
         + " AND last_error LIKE '%broker down%'"
         // back-off with jitter: between half and all of 1 s, from the database clock
-        + " AND next_attempt_at > clock_timestamp() AND next_attempt_at <= clock_timestamp() + interval '1 second'")).isEqualTo(1);
+        + " AND next_attempt_at > " + clockPlus(Duration.ZERO) + " AND next_attempt_at <= " + clockPlus(Duration.ofSeconds(1)))).isEqualTo(1);
     assertThat(relay.runOnce()).isZero(); // not due yet
     assertThat(attempts).containsExactly(1);
 
@@ -464,7 +489,7 @@ class RelayTest {
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'P' AND attempts = 1"
         + " AND last_error = 'java.io.IOException: broker gone'")).isEqualTo(2);
 
-    sql("UPDATE idem_outbox SET next_attempt_at = now() - interval '1 second'");
+    sql("UPDATE idem_outbox SET next_attempt_at = " + clockPlus(Duration.ofSeconds(-1)));
     Publisher short1 = new Publisher() {
       @Override
       public void publish(OutboxMessage m) {}
@@ -566,8 +591,9 @@ class RelayTest {
     assertThat(status(good)).isEqualTo("S");
     assertThat(count("SELECT count(*) FROM published WHERE id = '" + nul + "'")).as("publishes of the NUL message").isEqualTo(3);
     assertThat(count("SELECT count(*) FROM published WHERE id = '" + unprintable + "'")).as("publishes of the unprintable one").isEqualTo(3);
-    assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + nul + "' AND status = 'X' AND attempts = 3"
-        + " AND last_error = 'java.io.IOException: broker said \\u0000 in reply'")).isEqualTo(1);
+    // bound, not a literal: a backslash in a MariaDB string literal escapes
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE id = '" + nul + "' AND status = 'X' AND attempts = 3"
+        + " AND last_error = ?", "java.io.IOException: broker said \\u0000 in reply")).isEqualTo(1);
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + unprintable + "' AND status = 'X' AND attempts = 3"
         + " AND last_error LIKE '" + UnprintableException.class.getName() + "%' AND last_error LIKE '%toString() threw%'")).isEqualTo(1);
     assertThat(batchFailures).isEmpty();
@@ -578,11 +604,18 @@ class RelayTest {
     // Stands in for an error text the database cannot hold (a character outside its encoding):
     // the row of "refuse text" takes no error text but the fixed one; the row of "refuse all" takes
     // no failure mark at all.
-    sql("CREATE FUNCTION refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-        + " IF NEW.status <> 'S' AND convert_from(NEW.payload, 'UTF8') = 'refuse all' THEN RAISE EXCEPTION 'no failure mark'; END IF;"
-        + " IF NEW.last_error LIKE '%broker down%' AND convert_from(NEW.payload, 'UTF8') = 'refuse text' THEN RAISE EXCEPTION 'no such text'; END IF;"
-        + " RETURN NEW; END $$;"
-        + " CREATE TRIGGER refuse_marks BEFORE UPDATE ON idem_outbox FOR EACH ROW EXECUTE FUNCTION refuse_marks()");
+    if (mariadb()) {
+      sql("CREATE TRIGGER refuse_marks BEFORE UPDATE ON idem_outbox FOR EACH ROW BEGIN"
+          + " IF NEW.status <> 'S' AND CAST(NEW.payload AS CHAR) = 'refuse all' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no failure mark'; END IF;"
+          + " IF NEW.last_error LIKE '%broker down%' AND CAST(NEW.payload AS CHAR) = 'refuse text' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no such text'; END IF;"
+          + " END");
+    } else {
+      sql("CREATE FUNCTION refuse_marks() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+          + " IF NEW.status <> 'S' AND convert_from(NEW.payload, 'UTF8') = 'refuse all' THEN RAISE EXCEPTION 'no failure mark'; END IF;"
+          + " IF NEW.last_error LIKE '%broker down%' AND convert_from(NEW.payload, 'UTF8') = 'refuse text' THEN RAISE EXCEPTION 'no such text'; END IF;"
+          + " RETURN NEW; END $$;"
+          + " CREATE TRIGGER refuse_marks BEFORE UPDATE ON idem_outbox FOR EACH ROW EXECUTE FUNCTION refuse_marks()");
+    }
     try {
       UUID good = enqueue(msg("good"));
       UUID refuseText = enqueue(msg("refuse text"));
@@ -614,7 +647,7 @@ class RelayTest {
       assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + refuseAll + "' AND status = 'P' AND attempts = 0")).isEqualTo(1);
       assertThat(count("SELECT count(*) FROM published WHERE id = '" + refuseAll + "'")).isEqualTo(calls);
     } finally {
-      sql("DROP TRIGGER refuse_marks ON idem_outbox; DROP FUNCTION refuse_marks()");
+      sql(mariadb() ? "DROP TRIGGER refuse_marks" : "DROP TRIGGER refuse_marks ON idem_outbox; DROP FUNCTION refuse_marks()");
     }
   }
 
@@ -638,6 +671,8 @@ class RelayTest {
 
   @Test
   void aListeningRelayWakesOnANotifyingEnqueueLongBeforeItsPoll() throws Exception {
+    Assumptions.assumeTrue(!mariadb(), "LISTEN/NOTIFY is PostgreSQL's: on MariaDB a listening relay polls"
+        + " (onMariaDbAListeningRelayPollsAndHoldsNoConnectionOfItsOwn)");
     Outbox notifying = outbox.notifying();
     List<UUID> sent = new CopyOnWriteArrayList<>();
     Relay relay = idem.relay(m -> sent.add(m.id())).pollInterval(Duration.ofMinutes(10)).listen(true).build();
@@ -815,6 +850,7 @@ class RelayTest {
 
   @Test
   void aClosedListeningRelayGivesItsConnectionBackNoLongerListening() throws Exception {
+    Assumptions.assumeTrue(!mariadb(), "LISTEN is PostgreSQL's");
     try (HikariDataSource pool = db.dataSource(3)) {
       Relay relay = Idem.builder(pool).build().relay(m -> {}).listen(true).pollInterval(Duration.ofMinutes(10)).build();
       runUntilOnePublishedAndClose(relay);
@@ -824,6 +860,7 @@ class RelayTest {
 
   @Test
   void aListeningConnectionThatCannotUnlistenIsNotGivenBackToThePool() throws Exception {
+    Assumptions.assumeTrue(!mariadb(), "LISTEN is PostgreSQL's");
     try (HikariDataSource pool = db.dataSource(3)) {
       DataSource unlistenFails = FaultyDataSource.wrap(pool,
           (method, args) -> method.equals("execute") && args[0].toString().startsWith("UNLISTEN") ? new SQLException("UNLISTEN refused") : null);
@@ -835,6 +872,7 @@ class RelayTest {
 
   @Test
   void aListeningRelayThatCannotListenPollsAndListensAgainOnceItCan() throws Exception {
+    Assumptions.assumeTrue(!mariadb(), "LISTEN is PostgreSQL's");
     AtomicBoolean driverBroken = new AtomicBoolean(true);
     try (HikariDataSource pool = db.dataSource(3)) {
       // the relay needs the driver's PGConnection to read notifications: make that fail for a while
@@ -855,7 +893,7 @@ class RelayTest {
             Thread.sleep(10);
           }
           assertThat(count("SELECT count(*) FROM published")).isEqualTo(ids.size());
-          assertThat(db.count("SELECT count(DISTINCT id) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(ids.size());
+          assertThat(count("SELECT count(DISTINCT id) FROM published WHERE id " + in(ids))).isEqualTo(ids.size());
           assertThat(count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'")).isZero();
 
           driverBroken.set(false);
@@ -866,6 +904,29 @@ class RelayTest {
         } finally {
           relay.close();
         }
+      }
+    }
+  }
+
+  /**
+   * MariaDB has no LISTEN: a relay built to listen polls at its interval, and holds no connection
+   * between batches (on PostgreSQL its LISTEN holds one for as long as the loop runs).
+   */
+  @Test
+  void onMariaDbAListeningRelayPollsAndHoldsNoConnectionOfItsOwn() throws Exception {
+    Assumptions.assumeTrue(mariadb(), "PostgreSQL listens: aListeningRelayWakesOnANotifyingEnqueueLongBeforeItsPoll");
+    try (HikariDataSource pool = db.dataSource(1)) {
+      Relay relay = Idem.builder(pool).build().relay(m -> {}).listen(true).pollInterval(Duration.ofMillis(50)).build();
+      UUID first = enqueue(msg("first"));
+      relay.start();
+      try {
+        Poll.until("the first message published by polling", () -> "S".equals(status(first)));
+        // the pool's one connection is free between batches: nothing listens on it
+        Poll.until("no connection held between batches", () -> pool.getHikariPoolMXBean().getActiveConnections() == 0);
+        UUID second = idem.inTransaction(tx -> outbox.notifying().enqueue(tx.connection(), msg("second")));
+        Poll.until("the second message published at the next poll", () -> "S".equals(status(second)));
+      } finally {
+        relay.close();
       }
     }
   }
@@ -922,8 +983,8 @@ class RelayTest {
         relay.close();
       }
     }
-    assertThat(db.count("SELECT count(*) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(backlog);
-    assertThat(db.count("SELECT count(DISTINCT id) FROM published WHERE id = ANY(?)", (Object) ids.toArray(new UUID[0]))).isEqualTo(backlog);
+    assertThat(count("SELECT count(*) FROM published WHERE id " + in(ids))).isEqualTo(backlog);
+    assertThat(count("SELECT count(DISTINCT id) FROM published WHERE id " + in(ids))).isEqualTo(backlog);
     if (ordered) {
       // no pair of A's messages published in the opposite order of their ids (the enqueue order)
       assertThat(count("SELECT count(*) FROM published x JOIN published y ON x.relay < y.relay AND x.id > y.id"
@@ -956,7 +1017,7 @@ class RelayTest {
     assertThat(atLimits.runOnce()).isZero();
     assertThat(atLimits.purgeSent()).isZero();
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + far + "' AND status = 'P' AND attempts = 1"
-        + " AND next_attempt_at BETWEEN clock_timestamp() + interval '182 days' AND clock_timestamp() + interval '365 days'")).isEqualTo(1);
+        + " AND next_attempt_at BETWEEN " + clockPlus(Duration.ofDays(182)) + " AND " + clockPlus(Duration.ofDays(365)))).isEqualTo(1);
 
     // the 21st failure with an initial back-off of 2^44 microseconds (about 204 days): 2^44 << 20
     // overflows to 0, which must not mean "no back-off"
@@ -965,7 +1026,7 @@ class RelayTest {
     Relay doubling = idem.relay(failing).backoff(Duration.of(1L << 44, ChronoUnit.MICROS), Relay.MAX_BACKOFF).maxAttempts(100).build();
     assertThat(doubling.runOnce()).isZero();
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE id = '" + late + "' AND status = 'P' AND attempts = 21"
-        + " AND next_attempt_at >= clock_timestamp() + interval '182 days'")).as("backing off the capped 365 days").isEqualTo(1);
+        + " AND next_attempt_at >= " + clockPlus(Duration.ofDays(182)))).as("backing off the capped 365 days").isEqualTo(1);
   }
 
   @Test
@@ -1054,7 +1115,7 @@ class RelayTest {
     UUID pending = enqueue(msg("still pending"));
     Relay keeper = idem.relay(m -> {}).retention(Duration.ofDays(7)).build();
     Poll.until("every sent message past the 100 ms retention on the database clock", () -> count("SELECT count(*)"
-        + " FROM idem_outbox WHERE status = 'S' AND sent_at >= clock_timestamp() - interval '100 milliseconds'") == 0);
+        + " FROM idem_outbox WHERE status = 'S' AND sent_at >= " + clockPlus(Duration.ofMillis(-100))) == 0);
     assertThat(keeper.purgeSent()).isZero();
     assertThat(count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(2500);
     assertThat(relay.purgeSent()).isEqualTo(2500);

@@ -11,6 +11,7 @@ import dev.idem.event.IdemListener;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.Racers;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.Race;
 import dev.idem.testing.RecordingListener;
@@ -32,13 +33,19 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
-/** Conditional transitions on a real {@code shop.orders} table, the seed's shipment walkthrough. */
-@IdemTest(poolSize = 6, sql = {"CREATE SCHEMA shop",
-    "CREATE TABLE shop.orders (id text PRIMARY KEY, status text NOT NULL, version int NOT NULL DEFAULT 1,"
-        + " fence bigint, note text)"})
+/**
+ * Conditional transitions on a real orders table, the seed's shipment walkthrough, on PostgreSQL
+ * and on MariaDB. The table is named with its schema, {@link #ORDERS}: {@code shop.orders} on
+ * PostgreSQL; on MariaDB, where a schema is a database, the test database's own name.
+ */
+@IdemTest(poolSize = 6)
 class TransitionsTest {
   static final StatePath SHIPMENT = StatePath.of("PLACED", "PACKED", "SHIPPED", "DELIVERED");
+  /** The orders table, with its schema. */
+  static String ORDERS;
 
   static TestDatabase db;
   static DataSource ds;
@@ -53,15 +60,29 @@ class TransitionsTest {
     db = database;
     ds = pool;
     idem = injected;
-    orders = idem.transitions("shop.orders")
+    if (mariadb()) {
+      ORDERS = db.name() + ".orders";
+      sql("CREATE TABLE " + ORDERS + " (id varchar(64) PRIMARY KEY, status varchar(32) NOT NULL,"
+          + " version int NOT NULL DEFAULT 1, fence bigint, note text)");
+    } else {
+      ORDERS = "shop.orders";
+      sql("CREATE SCHEMA shop");
+      sql("CREATE TABLE shop.orders (id text PRIMARY KEY, status text NOT NULL, version int NOT NULL DEFAULT 1,"
+          + " fence bigint, note text)");
+    }
+    orders = idem.transitions(ORDERS)
         .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
         .path(SHIPMENT)
         .build();
     Idem listening = Idem.builder(ds).listener(seen).build();
-    watched = listening.transitions("shop.orders")
+    watched = listening.transitions(ORDERS)
         .idColumn("id").statusColumn("status").versionColumn("version").fenceColumn("fence")
         .path(SHIPMENT)
         .build();
+  }
+
+  static boolean mariadb() {
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
   }
 
   static void sql(String statement) {
@@ -69,13 +90,13 @@ class TransitionsTest {
   }
 
   static void insert(String id, String status) throws SQLException {
-    sql("INSERT INTO shop.orders (id, status) VALUES ('" + id + "', '" + status + "')");
+    sql("INSERT INTO " + ORDERS + " (id, status) VALUES ('" + id + "', '" + status + "')");
   }
 
   /** The row as the database has it: "STATUS v<version> fence=<fence> note=<note>", or "none". */
   static String row(String id) throws SQLException {
     try (Connection c = ds.getConnection();
-        var ps = c.prepareStatement("SELECT status, version, fence, note FROM shop.orders WHERE id = ?")) {
+        var ps = c.prepareStatement("SELECT status, version, fence, note FROM " + ORDERS + " WHERE id = ?")) {
       ps.setString(1, id);
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next()) {
@@ -94,7 +115,7 @@ class TransitionsTest {
   static List<IdemEvent> eventsOf(String id) {
     return seen.all().stream()
         .filter(e -> e instanceof IdemEvent.Transition t && t.id().equals(id)
-            || e instanceof IdemEvent.StaleFence f && f.resource().equals("shop.orders/" + id))
+            || e instanceof IdemEvent.StaleFence f && f.resource().equals(ORDERS + "/" + id))
         .toList();
   }
 
@@ -105,13 +126,13 @@ class TransitionsTest {
   /** A step's event as {@link #watched} must emit it. */
   static IdemEvent.Transition stepEvent(String id, String from, String to, Outcome outcome, boolean rowFound,
       String state, Long version) {
-    return new IdemEvent.Transition("transitions:shop.orders", "shop.orders", id, Optional.of(from), Optional.of(to),
+    return new IdemEvent.Transition("transitions:" + ORDERS, ORDERS, id, Optional.of(from), Optional.of(to),
         outcome, rowFound, Optional.ofNullable(state), version == null ? OptionalLong.empty() : OptionalLong.of(version));
   }
 
   /** An edit's event (no step) as {@link #watched} must emit it. */
   static IdemEvent.Transition editEvent(String id, Outcome outcome, boolean rowFound, String state, Long version) {
-    return new IdemEvent.Transition("transitions:shop.orders", "shop.orders", id, Optional.empty(), Optional.empty(),
+    return new IdemEvent.Transition("transitions:" + ORDERS, ORDERS, id, Optional.empty(), Optional.empty(),
         outcome, rowFound, Optional.ofNullable(state), version == null ? OptionalLong.empty() : OptionalLong.of(version));
   }
 
@@ -137,7 +158,7 @@ class TransitionsTest {
     assertThat(row("o1")).isEqualTo("DELIVERED v4 fence=null note=null");
 
     // The same late message, written blind, moves the delivered order back to PACKED.
-    sql("UPDATE shop.orders SET status = 'PACKED' WHERE id = 'o1'");
+    sql("UPDATE " + ORDERS + " SET status = 'PACKED' WHERE id = 'o1'");
     assertThat(row("o1")).startsWith("PACKED ");
   }
 
@@ -184,12 +205,12 @@ class TransitionsTest {
 
   @Test
   void aMissingRowIsAConflictAndNothingIsInserted() throws SQLException {
-    long before = count("shop.orders");
+    long before = count(ORDERS);
     try (Connection c = ds.getConnection()) {
       TransitionResult r = orders.step(c, "no-such-order", "PLACED", "PACKED");
       assertThat(r).isEqualTo(new TransitionResultValue(CONFLICT, false, Optional.empty(), OptionalLong.empty()));
     }
-    assertThat(count("shop.orders")).isEqualTo(before);
+    assertThat(count(ORDERS)).isEqualTo(before);
   }
 
   @Test
@@ -249,25 +270,27 @@ class TransitionsTest {
 
   @Test
   void maliciousNamesAreRefusedAndChangeNothing() throws SQLException {
-    long before = count("shop.orders");
-    List<String> tables = List.of("orders; DROP TABLE shop.orders; --", "shop.orders\"", "a.b.c", "", ".orders",
-        "shop.", "1orders", "orders --");
+    long before = count(ORDERS);
+    List<String> tables = List.of("orders; DROP TABLE shop.orders; --", "shop.orders\"", "shop.`orders`", "a.b.c", "",
+        ".orders", "shop.", "1orders", "orders --");
     for (String t : tables) {
       assertThatThrownBy(() -> idem.transitions(t).path(SHIPMENT).build())
           .as(t).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("table");
     }
     String evil = "status = 'DELIVERED' --";
-    assertThatThrownBy(() -> idem.transitions("shop.orders").statusColumn(evil).path(SHIPMENT).build())
+    assertThatThrownBy(() -> idem.transitions(ORDERS).statusColumn(evil).path(SHIPMENT).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("statusColumn");
-    assertThatThrownBy(() -> idem.transitions("shop.orders").idColumn("id\" OR 1=1").path(SHIPMENT).build())
+    assertThatThrownBy(() -> idem.transitions(ORDERS).idColumn("id\" OR 1=1").path(SHIPMENT).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("idColumn");
-    assertThatThrownBy(() -> idem.transitions("shop.orders").versionColumn("version; DROP").path(SHIPMENT).build())
+    assertThatThrownBy(() -> idem.transitions(ORDERS).idColumn("id` OR 1=1").path(SHIPMENT).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("idColumn");
+    assertThatThrownBy(() -> idem.transitions(ORDERS).versionColumn("version; DROP").path(SHIPMENT).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("versionColumn");
-    assertThatThrownBy(() -> idem.transitions("shop.orders").fenceColumn("f(1)").path(SHIPMENT).build())
+    assertThatThrownBy(() -> idem.transitions(ORDERS).fenceColumn("f(1)").path(SHIPMENT).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("fenceColumn");
-    assertThatThrownBy(() -> idem.transitions("shop.orders").versionColumn("status").path(SHIPMENT).build())
+    assertThatThrownBy(() -> idem.transitions(ORDERS).versionColumn("status").path(SHIPMENT).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("must differ");
-    assertThatThrownBy(() -> idem.transitions("shop.orders").build())
+    assertThatThrownBy(() -> idem.transitions(ORDERS).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("path");
     insert("o11", "PLACED");
     try (Connection c = ds.getConnection()) {
@@ -275,10 +298,10 @@ class TransitionsTest {
       assertThatThrownBy(() -> orders.updateAtVersion(c, "o11", 1, values))
           .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("column");
       // A value is bound, never rendered: SQL in a value is stored as text.
-      orders.updateAtVersion(c, "o11", 1, Map.of("note", "x'; DROP TABLE shop.orders; --"));
+      orders.updateAtVersion(c, "o11", 1, Map.of("note", "x'; DROP TABLE shop.orders; --\\"));
     }
-    assertThat(count("shop.orders")).isEqualTo(before + 1);
-    assertThat(row("o11")).isEqualTo("PLACED v2 fence=null note=x'; DROP TABLE shop.orders; --");
+    assertThat(count(ORDERS)).isEqualTo(before + 1);
+    assertThat(row("o11")).isEqualTo("PLACED v2 fence=null note=x'; DROP TABLE shop.orders; --\\");
   }
 
   @Test
@@ -358,7 +381,7 @@ class TransitionsTest {
 
   @Test
   void variantsWithoutTheirColumnAreRefused() throws SQLException {
-    Transitions plain = idem.transitions("shop.orders").path(SHIPMENT).build();
+    Transitions plain = idem.transitions(ORDERS).path(SHIPMENT).build();
     insert("o15", "PLACED");
     try (Connection c = ds.getConnection()) {
       assertThatThrownBy(() -> plain.updateAtVersion(c, "o15", 1, Map.of("note", "x")))
@@ -374,8 +397,13 @@ class TransitionsTest {
 
   @Test
   void worksOnAnEnumStatusAndAUuidIdInThePublicSchema() throws SQLException {
-    sql("CREATE TYPE parcel_state AS ENUM ('PLACED', 'PACKED', 'SHIPPED', 'DELIVERED', 'CANCELLED')");
-    sql("CREATE TABLE parcels (pid uuid PRIMARY KEY, state parcel_state NOT NULL, rev bigint NOT NULL DEFAULT 0)");
+    if (mariadb()) { // ENUM is a column type there, UUID one since 10.7; the table is in the connection's database
+      sql("CREATE TABLE parcels (pid uuid PRIMARY KEY, state ENUM('PLACED', 'PACKED', 'SHIPPED', 'DELIVERED',"
+          + " 'CANCELLED') NOT NULL, rev bigint NOT NULL DEFAULT 0)");
+    } else {
+      sql("CREATE TYPE parcel_state AS ENUM ('PLACED', 'PACKED', 'SHIPPED', 'DELIVERED', 'CANCELLED')");
+      sql("CREATE TABLE parcels (pid uuid PRIMARY KEY, state parcel_state NOT NULL, rev bigint NOT NULL DEFAULT 0)");
+    }
     UUID id = UUID.randomUUID();
     sql("INSERT INTO parcels VALUES ('" + id + "', 'PLACED', 0)");
     Transitions parcels = idem.transitions("parcels").idColumn("pid").statusColumn("state").versionColumn("rev")
@@ -389,7 +417,7 @@ class TransitionsTest {
     assertThat(seen).containsEntry("first", APPLIED).containsEntry("repeat", ALREADY_DONE)
         .containsEntry("as text", APPLIED);
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("SELECT state::text, rev FROM parcels")) {
+        ResultSet rs = st.executeQuery("SELECT " + (mariadb() ? "state" : "state::text") + ", rev FROM parcels")) {
       rs.next();
       assertThat(rs.getString(1) + " " + rs.getLong(2)).isEqualTo("SHIPPED 2");
     }
@@ -398,7 +426,7 @@ class TransitionsTest {
   @Test
   void aBlankPaddedCharStatusIsReadWithoutItsPadding() throws SQLException {
     // char(n) values come back padded to n; a repeat must still be recognised, not a CONFLICT
-    sql("CREATE TABLE crates (id text PRIMARY KEY, status char(10) NOT NULL)");
+    sql("CREATE TABLE crates (id varchar(10) PRIMARY KEY, status char(10) NOT NULL)");
     sql("INSERT INTO crates VALUES ('c1', 'PLACED')");
     Transitions crates = idem.transitions("crates").path(SHIPMENT).build();
     try (Connection c = ds.getConnection()) {
@@ -411,7 +439,60 @@ class TransitionsTest {
     try (Connection c = ds.getConnection(); Statement st = c.createStatement();
         ResultSet rs = st.executeQuery("SELECT count(*), min(status) FROM crates")) {
       rs.next();
-      assertThat(rs.getLong(1) + " " + rs.getString(2)).isEqualTo("1 PACKED    ");
+      // MariaDB strips a char(n)'s padding when read (unless PAD_CHAR_TO_FULL_LENGTH): nothing to drop there
+      assertThat(rs.getLong(1) + " " + rs.getString(2)).isEqualTo(mariadb() ? "1 PACKED" : "1 PACKED    ");
+    }
+  }
+
+  /**
+   * Copies racing on real connections at each isolation level: a step, an edit at one version and
+   * fenced writes each apply once, and a stale token never overwrites a later one's write. In
+   * idem's own transactions every level (PostgreSQL's 40001 at REPEATABLE READ and SERIALIZABLE is
+   * run again within the retry budget); in the callers' own transactions where no 40001 comes
+   * (MariaDB at every level: its UPDATE waits and reads the newest row, then the locking read sees it).
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ",
+      "TRANSACTION_SERIALIZABLE"})
+  void copiesRacingAtEveryIsolationLevelApplyOnce(String isolation) throws Exception {
+    DataSource racers = Racers.pool(db, 6, isolation);
+    Transitions t = Idem.builder(racers).build().transitions(ORDERS).versionColumn("version").fenceColumn("fence")
+        .path(SHIPMENT).build();
+    boolean noSerializationFailures = mariadb()
+        || List.of("TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED").contains(isolation);
+    for (int round = 0; round < 4; round++) {
+      String id = "iso-" + isolation.substring("TRANSACTION_".length()) + "-" + round;
+      insert(id, "PLACED");
+      List<Outcome> steps = Race.together(6, i -> t.advance(id, "PLACED", "PACKED"));
+      assertThat(steps).as(id).containsOnlyOnce(APPLIED).containsOnly(APPLIED, ALREADY_DONE);
+      List<Outcome> ownSteps = Race.together(6, i -> {
+        if (!noSerializationFailures) {
+          return t.advance(id, "PACKED", "SHIPPED");
+        }
+        try (Connection c = racers.getConnection()) {
+          c.setAutoCommit(false);
+          Outcome o = t.advance(c, id, "PACKED", "SHIPPED");
+          c.commit();
+          return o;
+        }
+      });
+      assertThat(ownSteps).as(id).containsOnlyOnce(APPLIED).containsOnly(APPLIED, ALREADY_DONE);
+      List<Outcome> edits = Race.together(6, i -> t.updateAtVersion(id, 3, Map.of("note", "editor-" + i)).outcome());
+      assertThat(edits).as(id).containsOnlyOnce(APPLIED).containsOnly(APPLIED, CONFLICT);
+      assertThat(row(id)).as(id).startsWith("SHIPPED v4 fence=null note=editor-");
+      // Workers with tokens 1 to 6 write their results at once: 6's is never refused and never
+      // overwritten, whatever order the others come in.
+      List<String> fenced = Race.together(6, i -> {
+        try {
+          return t.writeFenced(id, new FencingToken(i + 1), Map.of("note", "by " + (i + 1))).outcome().name();
+        } catch (StaleFenceException stale) {
+          return "STALE";
+        }
+      });
+      assertThat(fenced.get(5)).as(id).isEqualTo("APPLIED");
+      assertThat(fenced).as(id).containsOnly("APPLIED", "STALE");
+      long applied = fenced.stream().filter("APPLIED"::equals).count();
+      assertThat(row(id)).as(id).isEqualTo("SHIPPED v" + (4 + applied) + " fence=6 note=by 6");
     }
   }
 
@@ -484,8 +565,8 @@ class TransitionsTest {
         editEvent("ev-run", APPLIED, true, "PLACED", 2L),
         editEvent("ev-run", CONFLICT, true, "PLACED", 2L), // another editor moved it to version 2
         editEvent("ev-run", APPLIED, true, "PLACED", 3L),
-        new IdemEvent.StaleFence("transitions:shop.orders", "shop.orders/ev-run", 1, 2),
-        new IdemEvent.StaleFence("transitions:shop.orders", "shop.orders/ev-run", 1, 2),
+        new IdemEvent.StaleFence("transitions:" + ORDERS, ORDERS + "/ev-run", 1, 2),
+        new IdemEvent.StaleFence("transitions:" + ORDERS, ORDERS + "/ev-run", 1, 2),
         stepEvent("ev-run", "PLACED", "PACKED", APPLIED, true, "PACKED", 4L));
     assertThat(eventsOf("ev-no-run")).containsExactly(editEvent("ev-no-run", CONFLICT, false, null, null));
     // The refused writes wrote nothing: the note and the fence are token 2's.
@@ -528,7 +609,7 @@ class TransitionsTest {
         throw new IllegalStateException("metrics backend down");
       }
     }).build();
-    Transitions t = broken.transitions("shop.orders").fenceColumn("fence").versionColumn("version").path(SHIPMENT)
+    Transitions t = broken.transitions(ORDERS).fenceColumn("fence").versionColumn("version").path(SHIPMENT)
         .build();
     insert("ev-broken", "PLACED");
     try (Connection c = ds.getConnection()) {
