@@ -127,6 +127,41 @@ class ExternalIsolationTest {
   }
 
   /**
+   * Eight copies of one external call racing on real connections at {@code isolation}: one claims
+   * the key and calls the provider; the others are answered in flight while its lease lives and
+   * send again until it has recorded, then get its result. One call, one charge, one row.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void copiesRacingOnOneKeyCallTheProviderOnceAndAllGetItsResult(String isolation) throws Exception {
+    IdempotencyKey key = newKey();
+    IdempotentExecutor executor = Idem.builder(dev.idem.jdbc.Racers.pool(f.db, 8, isolation)).build().executor()
+        .lease(Duration.ofSeconds(30)).inFlightWait(Duration.ofSeconds(10)).build();
+    java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.List<Execution<String>> results = dev.idem.testing.Race.together(8, i -> {
+      for (int attempt = 1; ; attempt++) {
+        Execution<String> e = executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+          calls.incrementAndGet();
+          return Provider.charge(f.ds, a.callKey().value(), 5);
+        });
+        if (!e.inFlight() || attempt == 100) {
+          return e;
+        }
+        Thread.sleep(20); // a client's retry after "in flight"
+      }
+    });
+    assertThat(results).noneMatch(Execution::inFlight);
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
+    assertThat(calls).hasValue(1);
+    String callKey = dev.idem.key.Keys.child(key, "external").value();
+    assertThat(f.count("SELECT count(*) FROM provider_charges WHERE call_key = ?", callKey)).as("charges").isEqualTo(1);
+    assertThat(f.count("SELECT calls FROM provider_charges WHERE call_key = ?", callKey)).as("calls at the provider").isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
+  }
+
+  /**
    * A holder at {@code isolation} calls out; during its call another transaction runs {@code write}
    * on the key's row (once the holder's lease has ended, by the database clock, if {@code
    * afterLeaseEnds}) and keeps it uncommitted; the call answers "charged", the holder's phase-3
