@@ -191,6 +191,11 @@ public final class IdemFlyway {
         .defaultSchema(schema)
         .createSchemas(true)
         .table(HISTORY_TABLE)
+        // MariaDB: idem's tables go in the application's own database by default, which holds the
+        // application's tables already; Flyway refuses a non-empty schema without its history table
+        // unless told to baseline. Version 0, below idem's V1, so every migration still runs.
+        .baselineOnMigrate(server.vendor != Vendor.POSTGRESQL)
+        .baselineVersion("0")
         .locations(layout == Layout.PARTITIONED ? new String[] {migrations, PARTITIONED_MIGRATIONS} : new String[] {migrations})
         .load()
         .migrate();

@@ -624,7 +624,8 @@ public final class IdempotencyKeyFilter implements Filter {
     }
 
     /**
-     * Builds the filter and its executor; touches no database.
+     * Builds the filter and its executor; writes nothing (the executor asks a connection's metadata
+     * once which database it is on, to render its statements for it).
      *
      * @throws IllegalArgumentException naming the setting, if the executor refuses it (a name that
      *     is not a valid key part, a negative or too long inFlightWait, a retryAfter not positive)

@@ -12,16 +12,18 @@ import org.junit.jupiter.api.TestInstance;
 
 /**
  * A test class over one {@link HttpFixture}: the class's database from {@link IdemTest} (idem
- * migrated, the {@code payments} table), the fixture's servers on it for all the class's tests,
- * stopped after them. One instance per class, so the fixture is the class's own.
+ * migrated; the {@code payments} table made here, in the database's SQL), the fixture's servers on
+ * it for all the class's tests, stopped after them. One instance per class, so the fixture is the
+ * class's own.
  */
-@IdemTest(poolSize = HttpFixture.POOL, sql = HttpFixture.PAYMENTS)
+@IdemTest(poolSize = HttpFixture.POOL)
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 abstract class AbstractHttpTest {
   HttpFixture f;
 
   @BeforeAll
   void startFixture(TestDatabase db, DataSource ds, Idem idem) {
+    db.execute(HttpFixture.payments(db));
     f = new HttpFixture(db, ds, idem);
   }
 

@@ -20,7 +20,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * Whose key it is, and what copies in one process wait for: over real HTTP and a real PostgreSQL,
+ * Whose key it is, and what copies in one process wait for: over real HTTP and a real database,
  * every answer checked against the rows in {@code payments} and idem's key table.
  */
 class CallerScopeTest extends AbstractHttpTest {
@@ -39,7 +39,7 @@ class CallerScopeTest extends AbstractHttpTest {
         .doesNotContain("scope-header", "scopeHeader", "ScopeResolver", "filter-order", "authenticated");
     assertThat(f.runs.get(order)).isNull();
     assertThat(f.payments(order)).isZero();
-    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key)).isZero();
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = ?", key)).isZero();
   }
 
   @Test
@@ -64,7 +64,7 @@ class CallerScopeTest extends AbstractHttpTest {
     assertThat(f.payments(order)).isEqualTo(2);
     assertThat(f.keyRows("tenant-a", key)).isEqualTo(1);
     assertThat(f.keyRows("tenant-b", key)).isEqualTo(1);
-    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key)).isEqualTo(2);
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = ?", key)).isEqualTo(2);
   }
 
   @Test
@@ -93,7 +93,7 @@ class CallerScopeTest extends AbstractHttpTest {
     assertThat(json(spaces).get("title").asText()).isEqualTo("The caller of this request is not known");
     assertThat(f.runs.get(order)).isNull();
     assertThat(f.payments(order)).isZero();
-    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key)).isZero();
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = ?", key)).isZero();
   }
 
   /**
@@ -119,8 +119,8 @@ class CallerScopeTest extends AbstractHttpTest {
     assertThat(f.payments(order)).isEqualTo(3);
     assertThat(f.keyRows(hashed, key)).isEqualTo(1); // Jane's
     assertThat(f.keyRows("acct_1", key)).isEqualTo(1); // an ordinary scope is kept as it is
-    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE key = ? AND scope LIKE 'sha256:%'", key)).isEqualTo(2);
-    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key)).isEqualTo(3);
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = ? AND scope LIKE 'sha256:%'", key)).isEqualTo(2);
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = ?", key)).isEqualTo(3);
   }
 
   @Test
@@ -135,7 +135,7 @@ class CallerScopeTest extends AbstractHttpTest {
     assertThat(json(twice).get("title").asText()).isEqualTo("X-Tenant-Id was sent 2 times");
     assertThat(f.runs.get(order)).isNull();
     assertThat(f.payments(order)).isZero();
-    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE key = ?", key)).isZero();
+    assertThat(f.db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = ?", key)).isZero();
   }
 
   /**

@@ -40,15 +40,22 @@ import org.apache.tomcat.util.descriptor.web.FilterMap;
 
 /**
  * Embedded Tomcats on loopback serving {@link PaymentServlet} behind an {@link
- * IdempotencyKeyFilter}, on the database a test class gets from {@code @IdemTest(poolSize = POOL,
- * sql = PAYMENTS)}: idem migrated and a {@code payments} table standing for the user's effect.
+ * IdempotencyKeyFilter}, on the database a test class gets from {@code @IdemTest(poolSize = POOL)}
+ * (PostgreSQL or MariaDB): idem migrated and a {@code payments} table ({@link #payments(TestDatabase)})
+ * standing for the user's effect.
  * Everything the tests assert is read back from the database as well as the HTTP answer.
  */
 final class HttpFixture implements AutoCloseable {
   static final ObjectMapper JSON = new ObjectMapper();
-  /** The user's table, for {@link IdemTest#sql()}. */
-  static final String PAYMENTS = "CREATE TABLE payments (id bigserial PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL,"
-      + " outcome text NOT NULL)";
+  /** The user's table, with an id the database fills in, in {@code db}'s SQL. */
+  static String payments(TestDatabase db) {
+    return "CREATE TABLE payments (" + (mariadb(db) ? "id BIGINT AUTO_INCREMENT PRIMARY KEY" : "id bigserial PRIMARY KEY")
+        + ", order_id text NOT NULL, amount int NOT NULL, outcome text NOT NULL)";
+  }
+
+  static boolean mariadb(TestDatabase db) {
+    return db.vendor() == TestDatabase.Vendor.MARIADB;
+  }
   /** The pool, for {@link IdemTest#poolSize()}: room for the copies the tests race and their servers. */
   static final int POOL = 24;
 
@@ -149,7 +156,8 @@ final class HttpFixture implements AutoCloseable {
   }
 
   long keyRows(String scope, String key) {
-    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", scope, key);
+    // idem_keys.key: MariaDB reserves KEY, and takes it after a table name (as PostgreSQL does)
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ?", scope, key);
   }
 
   long keyRows(String key) {
@@ -247,8 +255,10 @@ final class HttpFixture implements AutoCloseable {
         resp.setStatus(201);
         resp.getWriter().write("partial answer of a run that rolls back");
         resp.flushBuffer();
-        idem.useTransaction(tx -> tx.dsl().execute(
-            "DO $$ BEGIN RAISE EXCEPTION 'test: serialization failure' USING ERRCODE = 'serialization_failure'; END $$"));
+        // SQLSTATE 40001: PostgreSQL's serialization failure, MariaDB's deadlock (1213)
+        idem.useTransaction(tx -> tx.dsl().execute(mariadb(db)
+            ? "SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'test: serialization failure', MYSQL_ERRNO = 1213"
+            : "DO $$ BEGIN RAISE EXCEPTION 'test: serialization failure' USING ERRCODE = 'serialization_failure'; END $$"));
       }
       if (card.startsWith("block1-") && run == 1) {
         // The first run is held, then fails: "block1-503" answers 503 (not stored), "block1-throw" throws.

@@ -19,8 +19,9 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The filter over real HTTP on loopback (embedded Tomcat) and a real PostgreSQL: every test
- * checks the answer and counts the rows in {@code payments} and in idem's key table.
+ * The filter over real HTTP on loopback (embedded Tomcat) and a real database (PostgreSQL or
+ * MariaDB): every test checks the answer and counts the rows in {@code payments} and in idem's key
+ * table.
  */
 class IdempotencyKeyFilterTest extends AbstractHttpTest {
   URI payments;

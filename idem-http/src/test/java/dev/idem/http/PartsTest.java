@@ -4,14 +4,17 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.Idem;
+import java.lang.reflect.Proxy;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DatabaseMetaData;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
-import org.junit.jupiter.api.Test;
-import java.lang.reflect.Proxy;
+import java.util.Map;
 import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
 
 /** The filter's parts without HTTP: key parsing, the stored format, canonical JSON, policies, the builder. */
 class PartsTest {
@@ -104,11 +107,12 @@ class PartsTest {
 
   @Test
   void theBuilderNamesTheArgumentItRefuses() {
-    // Building touches no database: a DataSource that refuses every call proves it.
-    DataSource ds = (DataSource) Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {DataSource.class},
-        (proxy, method, args) -> {
-          throw new UnsupportedOperationException("the builder must not touch the database: " + method.getName());
-        });
+    // Building sends nothing to the database: it only asks a connection's metadata which database
+    // it is (to render its statements); a DataSource that refuses every other call proves it.
+    DatabaseMetaData meta = refusingAllBut(DatabaseMetaData.class, Map.of("getDatabaseProductName", "PostgreSQL",
+        "getDatabaseProductVersion", "17.5", "getDatabaseMajorVersion", 17, "getDatabaseMinorVersion", 5));
+    Connection connection = refusingAllBut(Connection.class, Map.of("getMetaData", meta));
+    DataSource ds = refusingAllBut(DataSource.class, Map.of("getConnection", connection));
     IdempotencyKeyFilter.Builder b = IdempotencyKeyFilter.builder(Idem.builder(ds).build());
     assertThatThrownBy(() -> IdempotencyKeyFilter.builder(null)).hasMessage("idem must not be null");
     assertThatThrownBy(() -> b.headerName("Idempotency Key")).hasMessageStartingWith("headerName");
@@ -121,5 +125,18 @@ class PartsTest {
     assertThatThrownBy(() -> IdempotencyKeyFilter.builder(Idem.builder(ds).build())
         .name("has space").build()).hasMessageContaining("name");
     assertThat(b.problemTypeBase(URI.create("https://x/")).build()).isNotNull();
+  }
+
+  /** A {@code type} that answers the methods in {@code answers} (close: nothing) and refuses every other call. */
+  private static <T> T refusingAllBut(Class<T> type, Map<String, Object> answers) {
+    return type.cast(Proxy.newProxyInstance(PartsTest.class.getClassLoader(), new Class<?>[] {type}, (proxy, method, args) -> {
+      if (answers.containsKey(method.getName())) {
+        return answers.get(method.getName());
+      }
+      if (method.getName().equals("close")) {
+        return null;
+      }
+      throw new UnsupportedOperationException("the builder must not touch the database: " + method.getName());
+    }));
   }
 }

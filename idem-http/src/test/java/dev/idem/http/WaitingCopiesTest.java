@@ -20,7 +20,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Copies of a request waiting in this process for the first copy (the leader), over real HTTP and
- * a real PostgreSQL: what they get when the leader fails, and that they are not held by the
+ * a real database: what they get when the leader fails, and that they are not held by the
  * leader's own client. Every outcome is read back from the payments and key rows.
  */
 class WaitingCopiesTest extends AbstractHttpTest {

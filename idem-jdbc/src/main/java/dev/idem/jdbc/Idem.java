@@ -223,9 +223,13 @@ public final class Idem {
     return context.listener();
   }
 
-  /** The schema of idem's tables. */
+  /**
+   * The schema of idem's tables: the one named on the builder, else {@value #DEFAULT_SCHEMA} on
+   * PostgreSQL, else (on MariaDB, where a schema is a database) the DataSource's own database,
+   * asked of the database at the first call.
+   */
   public String schema() {
-    return context.schema();
+    return context.tablesSchema();
   }
 
   /**

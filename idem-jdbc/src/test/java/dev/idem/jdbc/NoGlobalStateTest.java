@@ -6,7 +6,6 @@ import dev.idem.flyway.IdemFlyway;
 import dev.idem.result.Execution;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.TestDatabase;
-import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.Map;
@@ -48,9 +47,15 @@ class NoGlobalStateTest {
 
   /** The child JVM: reads the properties, then builds idem, runs a call and its repeat, and prints what changed. */
   static final class Child {
-    public static void main(String[] args) throws IOException {
-      PGSimpleDataSource ds = new PGSimpleDataSource();
-      ds.setURL(args[0]);
+    public static void main(String[] args) throws Exception {
+      javax.sql.DataSource ds;
+      if (args[0].startsWith("jdbc:mariadb:")) {
+        ds = new org.mariadb.jdbc.MariaDbDataSource(args[0]);
+      } else {
+        PGSimpleDataSource pg = new PGSimpleDataSource();
+        pg.setURL(args[0]);
+        ds = pg;
+      }
       // Set before idem runs, by others: the JDK sets user.timezone when the default zone is first
       // read, and Flyway's JdbcUtils sets polyglot.engine.WarnInterpreterOnly when first loaded.
       TimeZone.getDefault();

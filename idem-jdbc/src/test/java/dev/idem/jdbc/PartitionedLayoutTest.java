@@ -37,7 +37,9 @@ import org.junit.jupiter.api.Test;
  * their window. Every check counts rows in the database.
  */
 // migrate = false: @IdemTest has no layout to choose; the class migrates in the partitioned one itself
-@IdemTest(migrate = false, poolSize = 12, sql = "CREATE TABLE payments (key text NOT NULL, copy int NOT NULL)")
+@IdemTest(migrate = false, poolSize = 12, sql = "CREATE TABLE payments (key text NOT NULL, copy int NOT NULL)",
+    vendors = TestDatabase.Vendor.POSTGRESQL, vendorsReason = "the partitioned layout (PostgreSQL's declarative"
+        + " partitioning; IdemFlyway refuses Layout.PARTITIONED on MariaDB)")
 class PartitionedLayoutTest {
   static TestDatabase db;
   static DataSource ds;

@@ -96,7 +96,7 @@ class TransactionBindingTest {
     }));
     assertThat(first.applied()).isTrue();
     assertThat(payments(request)).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'binding' AND key = ?", request)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", request)).isZero();
 
     Execution<String> retry = inFramework(true, c -> payments.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
       pay(tx.connection(), request);
@@ -123,7 +123,7 @@ class TransactionBindingTest {
     assertThat(payments(id)).isZero();
     assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'binding' AND message_id = ?", id)).isZero();
     assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE topic = 'bound'")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'binding' AND key = ?", id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", id)).isZero();
 
     inFramework(true, c -> inbox.receive(id, tx -> pay(tx.connection(), id)));
     assertThat(inFramework(true, c -> inbox.receive(id, tx -> pay(tx.connection(), id))).replayed()).isTrue();
@@ -168,7 +168,7 @@ class TransactionBindingTest {
           .hasMessageContaining("auto-commit");
     }
     assertThat(payments(id)).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'binding' AND key = ?", id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", id)).isZero();
     assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'binding' AND message_id = ?", id)).isZero();
   }
 
@@ -212,14 +212,14 @@ class TransactionBindingTest {
       return "paid";
     })).hasMessage("rollback-only");
     assertThat(payments(id)).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'binding' AND key = ?", id)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", id)).isZero();
     veto[0] = false;
     assertThat(payments.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
       pay(tx.connection(), id);
       return "paid";
     }).applied()).isTrue();
     assertThat(payments(id)).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'binding' AND key = ?", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", id)).isEqualTo(1);
     assertThat(seen).containsExactly("begin", "ROLLED_BACK", "begin", "COMMITTED");
   }
 
@@ -285,7 +285,7 @@ class TransactionBindingTest {
       return "paid";
     })).hasMessageContaining("the answer to COMMIT was lost");
     assertThat(payments(stored)).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'binding' AND key = ?", stored)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", stored)).isEqualTo(1);
     assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.COMMITTED);
 
     // Nothing stored: idem's own commit() is the commit, and its answer was lost.
@@ -298,7 +298,11 @@ class TransactionBindingTest {
     assertThat(payments(unknown)).as("it did commit: hence UNKNOWN, not ROLLED_BACK").isEqualTo(1);
     assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.UNKNOWN);
 
-    // PostgreSQL's own answer to the commit is an error: nothing is committed.
+    // PostgreSQL's own answer to the commit is an error: nothing is committed. (PostgreSQL only:
+    // MariaDB has no deferred constraints, so no error waits for the commit there.)
+    if (db.vendor() == TestDatabase.Vendor.MARIADB) {
+      return;
+    }
     ends.clear();
     db.execute("CREATE TABLE IF NOT EXISTS deferred (id text, CONSTRAINT one UNIQUE (id) DEFERRABLE INITIALLY DEFERRED)");
     IdempotentExecutor plain = Idem.builder(ds).transactionBinding(recording(ends)).build().executor().build();
@@ -313,7 +317,7 @@ class TransactionBindingTest {
       return null;
     })).hasMessageContaining("could not commit");
     assertThat(payments(refused)).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'binding' AND key = ?", refused)).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", refused)).isZero();
     assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.ROLLED_BACK);
   }
 

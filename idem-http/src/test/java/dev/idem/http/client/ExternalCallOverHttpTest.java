@@ -36,9 +36,9 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * End to end: {@code IdempotentExecutor.executeExternal} on a real PostgreSQL, whose call sends
- * {@code attempt.callKey()} through {@link ProviderCalls} to a real HTTP provider that dedupes by
- * it. What is asserted is read back from idem's key table and counted at the provider.
+ * End to end: {@code IdempotentExecutor.executeExternal} on a real database (PostgreSQL or
+ * MariaDB), whose call sends {@code attempt.callKey()} through {@link ProviderCalls} to a real HTTP
+ * provider that dedupes by it. What is asserted is read back from idem's key table and counted at the provider.
  */
 @IdemTest(poolSize = 6)
 class ExternalCallOverHttpTest {
@@ -81,17 +81,17 @@ class ExternalCallOverHttpTest {
     };
   }
 
-  /** The key's row: state, fence, call_key, result as text. */
+  /** The key's row: state, fence, call_key, result as text (read as bytes and decoded here, on either database). */
   Map<String, String> row(IdempotencyKey key) throws SQLException {
     try (Connection c = ds.getConnection();
-        PreparedStatement ps = c.prepareStatement("SELECT state, fence::text, call_key, convert_from(result, 'UTF8')"
-            + " FROM idem_keys WHERE scope = ? AND key = ?")) {
+        PreparedStatement ps = c.prepareStatement("SELECT state, fence, call_key, result FROM idem_keys WHERE scope = ? AND idem_keys.key = ?")) {
       ps.setString(1, key.scope());
       ps.setString(2, key.value());
       try (ResultSet rs = ps.executeQuery()) {
         assertThat(rs.next()).as("the key has a row").isTrue();
-        return Map.of("state", rs.getString(1), "fence", rs.getString(2), "call_key", rs.getString(3),
-            "result", String.valueOf(rs.getString(4)));
+        byte[] result = rs.getBytes(4);
+        return Map.of("state", rs.getString(1), "fence", String.valueOf(rs.getObject(2)), "call_key", rs.getString(3),
+            "result", result == null ? "null" : new String(result, java.nio.charset.StandardCharsets.UTF_8));
       }
     }
   }

@@ -37,6 +37,8 @@ public final class Context {
   /** Whether the schema was named on the builder: on MariaDB an unnamed one is the connection's database. */
   private final boolean schemaNamed;
   private volatile Dialect dialect;
+  /** On MariaDB with no schema named: the DataSource's database, where idem's tables are. */
+  private volatile String database;
   private volatile Settings settings;
   private volatile DSLContext detached;
   private final ThreadLocal<Tx> open = new ThreadLocal<>();
@@ -70,6 +72,9 @@ public final class Context {
         if (known == null) {
           try (Connection c = dataSource.getConnection()) {
             known = Dialect.of(c);
+            if (known == Dialect.MARIADB && !schemaNamed) {
+              database = c.getCatalog(); // the connection's database, which holds idem's tables
+            }
           } catch (SQLException e) {
             throw new DataAccessException("could not tell which database idem's DataSource is on: " + e.getMessage(), e);
           }
@@ -129,8 +134,23 @@ public final class Context {
     return dataSource;
   }
 
+  /**
+   * The schema idem's SQL is rendered against: as named, else {@link #DEFAULT_SCHEMA} (on MariaDB
+   * with none named, names render unqualified, so it is never sent).
+   */
   public String schema() {
     return schema;
+  }
+
+  /**
+   * Where idem's tables are: the schema named, else PostgreSQL's default, else (MariaDB) the
+   * DataSource's database, asked of the database on first use.
+   */
+  public String tablesSchema() {
+    if (schemaNamed) {
+      return schema;
+    }
+    return dialect() == Dialect.MARIADB && database != null ? database : schema;
   }
 
   public IdemListener listener() {

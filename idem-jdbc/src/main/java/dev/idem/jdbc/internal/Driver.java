@@ -8,7 +8,8 @@ import org.postgresql.core.TransactionState;
 import org.postgresql.jdbc.AutoSave;
 
 /**
- * What pgjdbc knows of a connection, asked without a round trip. A connection that cannot be
+ * What pgjdbc (and, for an open transaction, MariaDB Connector/J) knows of a connection, asked
+ * without a round trip. A connection that cannot be
  * unwrapped to pgjdbc's (a wrapper that hides it) answers false: idem then acts as it would on a
  * connection in the default state. Not an API.
  */
@@ -104,18 +105,72 @@ public final class Driver {
     }
   }
 
+  /** True if the connection is pgjdbc's underneath (a wrapper that hides it: false). */
+  static boolean postgres(Connection c) {
+    try {
+      return c.isWrapperFor(BaseConnection.class);
+    } catch (SQLException | RuntimeException | LinkageError e) {
+      return false;
+    }
+  }
+
   /**
    * True if pgjdbc reports a transaction open (or aborted) on a connection a {@code DataSource} just
    * handed out: the DataSource gives out the thread's current transaction (Spring's {@code
    * TransactionAwareDataSourceProxy}, say), and a transaction idem began and committed there would
-   * commit the caller's work with it. False when it cannot tell (not pgjdbc's underneath).
+   * commit the caller's work with it. MariaDB Connector/J: the server's in-transaction flag, as its
+   * last answer carried it. False when it cannot tell (neither driver underneath).
    */
   public static boolean inTransaction(Connection c) {
     try {
-      return c.isWrapperFor(BaseConnection.class)
-          && c.unwrap(BaseConnection.class).getTransactionState() != TransactionState.IDLE;
+      if (c.isWrapperFor(BaseConnection.class)) {
+        return c.unwrap(BaseConnection.class).getTransactionState() != TransactionState.IDLE;
+      }
+      return MariaDbStatus.inTransaction(c);
     } catch (SQLException | RuntimeException | LinkageError e) {
       return false;
+    }
+  }
+
+  /**
+   * MariaDB Connector/J's view of the server's status flags, which the server sends with every
+   * answer: whether a transaction is open (SERVER_STATUS_IN_TRANS), asked without a round trip.
+   * Reached by reflection: the driver is the user's, not a dependency of idem's.
+   */
+  private static final class MariaDbStatus {
+    /** SERVER_STATUS_IN_TRANS, the protocol's flag (org.mariadb.jdbc.util.constants.ServerStatus.IN_TRANSACTION). */
+    private static final int IN_TRANSACTION = 1;
+    private static final Class<?> CONNECTION;
+    private static final java.lang.reflect.Method CONTEXT;
+    private static final java.lang.reflect.Method STATUS;
+
+    static {
+      Class<?> connection = null;
+      java.lang.reflect.Method context = null;
+      java.lang.reflect.Method status = null;
+      try {
+        connection = Class.forName("org.mariadb.jdbc.Connection", false, Driver.class.getClassLoader());
+        context = connection.getMethod("getContext");
+        status = Class.forName("org.mariadb.jdbc.client.Context", false, Driver.class.getClassLoader()).getMethod("getServerStatus");
+      } catch (ReflectiveOperationException | LinkageError absent) {
+        connection = null; // no MariaDB driver here (or another version's): such a connection answers false
+      }
+      CONNECTION = connection;
+      CONTEXT = context;
+      STATUS = status;
+    }
+
+    /** True if {@code c} is MariaDB Connector/J's underneath and the server said a transaction is open. */
+    static boolean inTransaction(Connection c) throws SQLException {
+      if (CONNECTION == null || !c.isWrapperFor(CONNECTION)) {
+        return false;
+      }
+      try {
+        Object context = CONTEXT.invoke(c.unwrap(CONNECTION));
+        return (((Number) STATUS.invoke(context)).intValue() & IN_TRANSACTION) != 0;
+      } catch (ReflectiveOperationException e) {
+        return false;
+      }
     }
   }
 }

@@ -93,9 +93,16 @@ public final class OwnTransaction {
    * A connection handed out inside a transaction: if that transaction has written nothing and
    * holds no lock (a pool in manual commit that ran its test query on it), it is rolled back and
    * true returned; otherwise (a transaction-aware DataSource handing out the caller's, which may
-   * have written, or locked a table or read rows it relies on), false: it is not idem's to end.
+   * have written, or locked a table or read rows it relies on), false: it is not idem's to end. On
+   * MariaDB always false.
    */
   private static boolean endUnwritten(Connection c) {
+    if (!Driver.postgres(c)) {
+      // MariaDB tells no session at once what its transaction has written or locked (InnoDB's
+      // information_schema.innodb_trx is refreshed at most every 100 ms): a transaction open on a
+      // connection handed out is never idem's to end there.
+      return false;
+    }
     try (Statement st = c.createStatement();
         java.sql.ResultSet rs = st.executeQuery("select txid_current_if_assigned() is null and not exists (select 1"
             + " from pg_catalog.pg_locks where pid = pg_backend_pid() and locktype <> 'virtualxid'"

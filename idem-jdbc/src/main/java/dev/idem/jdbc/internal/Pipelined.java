@@ -154,6 +154,26 @@ public final class Pipelined implements AutoCloseable {
   }
 
   /**
+   * Each of {@code statements} rendered, bound and prepared on {@code c} on its own (as {@link #run}
+   * sends them on MariaDB), sending nothing; run them in order with {@link #send}, and close them.
+   *
+   * @throws IllegalArgumentException if jOOQ could not render or bind one: nothing was sent, and
+   *     what was prepared is closed
+   */
+  public static java.util.List<Pipelined> prepareEach(Connection c, DSLContext dsl, Query[] statements) throws SQLException {
+    java.util.List<Pipelined> prepared = new java.util.ArrayList<>(statements.length);
+    try {
+      for (Query statement : statements) {
+        prepared.add(prepare(c, dsl, null, null, new Query[] {statement}, null));
+      }
+      return prepared;
+    } catch (SQLException | RuntimeException e) {
+      prepared.forEach(Pipelined::close);
+      throw e;
+    }
+  }
+
+  /**
    * Closes the statement. A failure to close is logged, never thrown: it comes after the string's
    * outcome (possibly its COMMIT), which it must not replace; the pool finds a broken connection
    * on its own.

@@ -1,5 +1,6 @@
 package dev.idem.jdbc.executor;
 
+import dev.idem.jdbc.VendorSql;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -164,7 +165,7 @@ class ExternalEffectTest {
           assertThat(e.highest()).isEqualTo(2);
         });
     assertThat(f.keyRow(key)).as("the zombie's write left nothing").isEqualTo(stored);
-    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(successor.value());
+    assertThat(f.column(key, f.resultText())).isEqualTo(successor.value());
     assertThat(charges(key)).isEqualTo(1); // the provider deduped the second call by the call key
     assertThat(calls(key)).isEqualTo(2);
     assertThat(f.events.of(IdemEvent.LeaseTakenOver.class, key)).singleElement().satisfies(e -> {
@@ -205,8 +206,7 @@ class ExternalEffectTest {
       throw new IOException("read timed out"); // ... but the answer was lost
     })).isInstanceOf(IOException.class).hasMessage("read timed out");
     assertThat(f.column(key, "state")).isEqualTo("I");
-    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE key = '" + key.value()
-        + "' AND lease_expires_at <= clock_timestamp()")).as("lease ended at once").isEqualTo(1);
+    assertThat(f.leaseEnded(key)).as("lease ended at once").isTrue();
 
     Execution<String> e = takenOverWithTheResolverAsked(key, 70);
     assertThat(e.value()).isEqualTo(Provider.lookUp(f.ds, Keys.child(key, "external").value()).orElseThrow());
@@ -219,9 +219,7 @@ class ExternalEffectTest {
     IdempotencyKey key = newKey();
     String callKey = Keys.child(key, "external").value();
     Provider.charge(f.ds, callKey, 40); // the holder's charge went through, then the holder died
-    f.sql("INSERT INTO idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
-        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
-        + " now() - interval '2 days', '" + callKey + "', now() - interval '3 days', now() - interval '2 days')");
+    f.insertInFlight(key, VendorSql.emptyFingerprint(f.db), Duration.ofDays(-2), callKey, Duration.ofDays(-3), Duration.ofDays(-2));
     takenOverWithTheResolverAsked(key, 40);
     assertThat(f.events.of(IdemEvent.LeaseTakenOver.class, key)).singleElement().satisfies(t -> {
       assertThat(t.previousToken()).isEqualTo(1);
@@ -244,9 +242,8 @@ class ExternalEffectTest {
     Fingerprint first = Fingerprint.of("request a");
     Fingerprint other = Fingerprint.of("request b");
     String callKey = Keys.child(key, "external").value();
-    f.sql("INSERT INTO idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
-        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', decode('" + first.hex() + "', 'hex'), 'I', 1,"
-        + " now() + interval '1 hour', '" + callKey + "', now() - interval '2 days', now() - interval '1 day')");
+    f.insertInFlight(key, VendorSql.hexBytes(f.db, first.hex()), Duration.ofHours(1), callKey, Duration.ofDays(-2),
+        Duration.ofDays(-1));
     String before = f.keyRow(key);
     AtomicInteger called = new AtomicInteger();
 
@@ -263,7 +260,7 @@ class ExternalEffectTest {
     assertThat(f.events.of(IdemEvent.FingerprintMismatch.class, key)).isEmpty();
 
     // The attempt's lease ends: the key starts a new life for the other request, with a new token.
-    f.sql("UPDATE idem_keys SET lease_expires_at = now() - interval '1 second' WHERE key = '" + key.value() + "'");
+    f.endLease(key, Duration.ofSeconds(1));
     Execution<String> runs = impatient.executeExternal(key, other, Codec.utf8(), a -> {
       called.incrementAndGet();
       return Provider.charge(f.ds, a.callKey().value(), 7);
@@ -322,8 +319,7 @@ class ExternalEffectTest {
         .isInstanceOf(CodecException.class).hasMessageContaining("no encoding for ok").hasMessageContaining("nothing was stored");
     assertThat(f.column(key, "state")).isEqualTo("I");
     assertThat(f.column(key, "result")).isNull();
-    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE key = '" + key.value()
-        + "' AND lease_expires_at <= clock_timestamp()")).isEqualTo(1);
+    assertThat(f.leaseEnded(key)).isTrue();
   }
 
   @Test

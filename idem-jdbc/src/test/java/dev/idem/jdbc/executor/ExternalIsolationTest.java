@@ -7,6 +7,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.VendorSql;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
@@ -30,11 +31,13 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * External mode on a pool whose connections run at REPEATABLE READ or SERIALIZABLE: its phase-1
- * and phase-3 statements run in auto-commit, each in a snapshot of its own, so a statement that
- * waited for another copy's write that then committed fails with SQLSTATE 40001. Such a copy must
- * get what it gets under READ COMMITTED (in flight, or refused as stale), never an error, and the
- * row must be the other copy's.
+ * External mode on a pool whose connections run at each isolation level. At REPEATABLE READ or
+ * SERIALIZABLE its phase-1 and phase-3 statements run in auto-commit, each in a snapshot of its
+ * own, so on PostgreSQL a statement that waited for another copy's write that then committed fails
+ * with SQLSTATE 40001. Such a copy must get what it gets under READ COMMITTED (in flight, or
+ * refused as stale), never an error, and the row must be the other copy's. READ UNCOMMITTED (MariaDB
+ * reads other transactions' uncommitted rows there; PostgreSQL runs it as READ COMMITTED) must
+ * give the same.
  */
 @IdemTest(poolSize = 2, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE})
 class ExternalIsolationTest {
@@ -47,8 +50,10 @@ class ExternalIsolationTest {
   }
 
   /** Another copy's takeover of the key's ended lease. */
-  static final String TAKE_OVER = "UPDATE idem_keys SET fence = fence + 1,"
-      + " lease_expires_at = now() + interval '30 seconds' WHERE scope = ? AND key = ?";
+  static String takeOver() {
+    return "UPDATE idem_keys k SET fence = fence + 1, lease_expires_at = " + f.clockPlus(Duration.ofSeconds(30))
+        + " WHERE k.scope = ? AND k.key = ?";
+  }
 
   /** An executor on {@code pool}, answering "in flight" at once. */
   static IdempotentExecutor executorOn(HikariDataSource pool) {
@@ -100,28 +105,60 @@ class ExternalIsolationTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aClaimThatWaitedOnAnotherCopysClaimIsInFlight(String isolation) throws Exception {
     IdempotencyKey key = newKey();
     // another copy's phase 1: the key in flight with a live lease
-    Execution<String> got = copyBehind(isolation, key, "INSERT INTO idem_keys (scope, key, fingerprint, state, fence,"
-        + " lease_expires_at, call_key, created_at, expires_at) VALUES (?, ?, substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
-        + " now() + interval '30 seconds', 'other-copy', now(), now() + interval '1 day')");
+    Execution<String> got = copyBehind(isolation, key, f.inFlightRow(VendorSql.emptyFingerprint(f.db), Duration.ofSeconds(30),
+        "other-copy", Duration.ZERO, Duration.ofDays(1)));
     assertThat(got).isInstanceOf(Execution.InFlight.class);
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "call_key")).isEqualTo("other-copy");
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aTakeoverThatWaitedOnAnotherCopysTakeoverIsInFlight(String isolation) throws Exception {
     IdempotencyKey key = newKey();
-    f.sql("INSERT INTO idem_keys (scope, key, fingerprint, state, fence, lease_expires_at, call_key, created_at,"
-        + " expires_at) VALUES ('" + key.scope() + "', '" + key.value() + "', substring(sha256(''::bytea) FROM 1 FOR 16), 'I', 1,"
-        + " now() - interval '1 second', 'crashed-copy', now(), now() + interval '1 day')");
-    assertThat(copyBehind(isolation, key, TAKE_OVER)).isInstanceOf(Execution.InFlight.class);
+    f.insertInFlight(key, VendorSql.emptyFingerprint(f.db), Duration.ofSeconds(-1), "crashed-copy", Duration.ZERO, Duration.ofDays(1));
+    assertThat(copyBehind(isolation, key, takeOver())).isInstanceOf(Execution.InFlight.class);
     assertThat(f.column(key, "fence")).isEqualTo("2");
     assertThat(f.column(key, "state")).isEqualTo("I");
+  }
+
+  /**
+   * Eight copies of one external call racing on real connections at {@code isolation}: one claims
+   * the key and calls the provider; the others are answered in flight while its lease lives and
+   * send again until it has recorded, then get its result. One call, one charge, one row.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  void copiesRacingOnOneKeyCallTheProviderOnceAndAllGetItsResult(String isolation) throws Exception {
+    IdempotencyKey key = newKey();
+    IdempotentExecutor executor = Idem.builder(dev.idem.jdbc.Racers.pool(f.db, 8, isolation)).build().executor()
+        .lease(Duration.ofSeconds(30)).inFlightWait(Duration.ofSeconds(10)).build();
+    java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.List<Execution<String>> results = dev.idem.testing.Race.together(8, i -> {
+      for (int attempt = 1; ; attempt++) {
+        Execution<String> e = executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), a -> {
+          calls.incrementAndGet();
+          return Provider.charge(f.ds, a.callKey().value(), 5);
+        });
+        if (!e.inFlight() || attempt == 100) {
+          return e;
+        }
+        Thread.sleep(20); // a client's retry after "in flight"
+      }
+    });
+    assertThat(results).noneMatch(Execution::inFlight);
+    assertThat(results).filteredOn(Execution::applied).hasSize(1);
+    assertThat(results).extracting(Execution::value).containsOnly(results.get(0).value());
+    assertThat(calls).hasValue(1);
+    String callKey = dev.idem.key.Keys.child(key, "external").value();
+    assertThat(f.count("SELECT count(*) FROM provider_charges WHERE call_key = ?", callKey)).as("charges").isEqualTo(1);
+    assertThat(f.count("SELECT calls FROM provider_charges WHERE call_key = ?", callKey)).as("calls at the provider").isEqualTo(1);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.column(key, "state")).isEqualTo("C");
   }
 
   /**
@@ -145,8 +182,7 @@ class ExternalIsolationTest {
       assertThat(calling.await(10, TimeUnit.SECONDS)).isTrue();
       other.setAutoCommit(false);
       if (afterLeaseEnds) {
-        Poll.until("the holder's lease over on the database clock", () -> f.count("SELECT count(*) FROM idem_keys"
-            + " WHERE scope = ? AND key = ? AND lease_expires_at <= clock_timestamp()", key.scope(), key.value()) == 1);
+        Poll.until("the holder's lease over on the database clock", () -> f.leaseEnded(key));
       }
       run(other, write, key);
       answer.countDown();
@@ -157,11 +193,11 @@ class ExternalIsolationTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aRecordThatWaitedOnATakeoverIsRefusedAsStale(String isolation) {
     IdempotencyKey key = newKey();
     // another copy takes over once the holder's lease has ended
-    assertThatThrownBy(() -> recordBehind(isolation, key, TAKE_OVER, true))
+    assertThatThrownBy(() -> recordBehind(isolation, key, takeOver(), true))
         .hasCauseInstanceOf(StaleFenceException.class);
     assertThat(f.column(key, "state")).isEqualTo("I");
     assertThat(f.column(key, "fence")).isEqualTo("2");
@@ -175,14 +211,14 @@ class ExternalIsolationTest {
    * written again, never refused as stale.
    */
   @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
   void aRecordThatWaitedOnAWriteLeavingItsTokenIsRecorded(String isolation) throws Exception {
     IdempotencyKey key = newKey();
-    assertThat(recordBehind(isolation, key, "UPDATE idem_keys SET call_key = call_key WHERE scope = ? AND key = ?",
+    assertThat(recordBehind(isolation, key, "UPDATE idem_keys k SET call_key = call_key WHERE k.scope = ? AND k.key = ?",
         false)).isEqualTo(new Execution.Applied<>("charged"));
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");
     assertThat(f.column(key, "fence")).isEqualTo("1");
-    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo("charged");
+    assertThat(f.column(key, f.resultText())).isEqualTo("charged");
   }
 }

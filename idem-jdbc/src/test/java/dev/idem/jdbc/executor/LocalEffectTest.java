@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.event.IdemEvent;
 import dev.idem.flyway.IdemFlyway;
+import dev.idem.jdbc.VendorSql;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
@@ -67,15 +68,15 @@ class LocalEffectTest {
     // keeps no completed_at of its own
     assertThat(f.column(key, "completed_at")).isNull();
     assertThat(replay.firstCompletedAt()).isEqualTo(java.time.Instant.EPOCH.plus(
-        Long.parseLong(f.column(key, "(extract(epoch from created_at) * 1000000)::bigint")), java.time.temporal.ChronoUnit.MICROS));
+        Long.parseLong(f.column(key, VendorSql.epochMicros(f.db, "created_at"))), java.time.temporal.ChronoUnit.MICROS));
     assertThat(replay.age()).isGreaterThanOrEqualTo(Duration.ZERO).isLessThan(Duration.ofMinutes(1));
     assertThat(runs).hasValue(1);
     assertThat(f.payments(request)).isEqualTo(1);
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");
-    assertThat(f.column(key, "convert_from(result, 'UTF8')")).isEqualTo(first.value());
+    assertThat(f.column(key, f.resultText())).isEqualTo(first.value());
     // The window is counted from the claim by the database clock.
-    assertThat(f.column(key, "expires_at - created_at")).isEqualTo("01:00:00");
+    assertThat(f.column(key, VendorSql.microsBetween(f.db, "created_at", "expires_at"))).isEqualTo("3600000000");
     assertThat(f.events.of(IdemEvent.Applied.class, key)).hasSize(1);
     assertThat(f.events.of(IdemEvent.Replayed.class, key)).hasSize(1)
         .allSatisfy(e -> assertThat(e.windowUsed()).isBetween(0.0, 0.1));
@@ -85,10 +86,27 @@ class LocalEffectTest {
    * An effect that catches an SQL error of its own ("insert, ignore the duplicate") leaves
    * PostgreSQL's transaction aborted, and pgjdbc turns the COMMIT of such a transaction into a
    * rollback without an error. With nothing to store after the effect, the COMMIT is idem's only
-   * statement left: it must not answer Applied for a transaction that is gone.
+   * statement left: it must not answer Applied for a transaction that is gone. (MariaDB rolls back
+   * the failed statement alone; the transaction, and what the effect wrote, commit: Applied is
+   * true there, with one payment and one key row.)
    */
   @Test
   void anEffectThatSwallowsAnSqlErrorIsNeverReportedAsApplied() throws Exception {
+    if (f.maria()) {
+      IdempotencyKey key = newKey();
+      assertThat(f.idem.executor().build().execute(key, Fingerprint.EMPTY, Codec.<String>none(), tx -> {
+        ExecutorFixture.pay(tx, key.value(), 5);
+        try (Statement st = tx.connection().createStatement()) {
+          st.execute("INSERT INTO no_such_table VALUES (1)");
+        } catch (java.sql.SQLException ignored) {
+          // the effect's own mistake: MariaDB undid that statement only
+        }
+        return null;
+      }).applied()).isTrue();
+      assertThat(f.payments(key.value())).isEqualTo(1);
+      assertThat(f.keyRows(key)).isEqualTo(1);
+      return;
+    }
     {
       IdempotentExecutor ordered = f.idem.executor().build();
       for (Codec<String> codec : java.util.List.of(Codec.<String>none(), Codec.utf8())) {
@@ -169,6 +187,28 @@ class LocalEffectTest {
     assertThat(f.events.of(IdemEvent.FingerprintMismatch.class, key)).hasSize(1);
   }
 
+  /**
+   * Keys are compared byte for byte on both databases (MariaDB's key columns are utf8mb4_bin, where
+   * its default collations fold case and trailing spaces): values or scopes differing only by case
+   * are distinct keys, each with its own row and effect; a trailing space is refused, never folded.
+   */
+  @Test
+  void keysDifferingOnlyByCaseAreDistinct() throws Exception {
+    String value = "Case-" + UUID.randomUUID();
+    java.util.List<IdempotencyKey> keys = java.util.List.of(IdempotencyKey.of("tenant-c", value),
+        IdempotencyKey.of("tenant-c", value.toLowerCase(java.util.Locale.ROOT)), IdempotencyKey.of("tenant-c", value.toUpperCase(java.util.Locale.ROOT)),
+        IdempotencyKey.of("Tenant-C", value));
+    for (IdempotencyKey key : keys) {
+      assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, value, 1)).applied()).as("%s", key).isTrue();
+    }
+    for (IdempotencyKey key : keys) {
+      assertThat(f.keyRows(key)).as("%s", key).isEqualTo(1);
+      assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, value, 1)).replayed()).as("%s", key).isTrue();
+    }
+    assertThat(f.count("SELECT count(*) FROM payments WHERE request = '" + value + "'")).isEqualTo(4);
+    assertThatThrownBy(() -> IdempotencyKey.of("tenant-c", value + " ")).isInstanceOf(IllegalArgumentException.class);
+  }
+
   @Test
   void theSameValueInAnotherScopeIsAnotherKey() throws Exception {
     String value = UUID.randomUUID().toString();
@@ -228,18 +268,29 @@ class LocalEffectTest {
     assertThat(f.column(key, "result")).isNull();
   }
 
+  /**
+   * PostgreSQL: the session's lock_timeout (0, off) is in force again in the effect. MariaDB: the
+   * claim bounds only its own statement (SET STATEMENT innodb_lock_wait_timeout = n FOR ..), and the
+   * effect runs under the session's value, the server's default.
+   */
   @Test
   void theEffectDoesNotRunWithTheClaimsLockTimeout() throws Exception {
     IdempotencyKey key = newKey();
     String[] seen = new String[1];
+    String show = f.maria() ? "SELECT CONCAT(@@session.innodb_lock_wait_timeout, '/', @@global.innodb_lock_wait_timeout)"
+        : "SHOW lock_timeout";
     executor.execute(key, Fingerprint.EMPTY, Codec.none(), tx -> {
-      try (Statement st = tx.connection().createStatement(); var rs = st.executeQuery("SHOW lock_timeout")) {
+      try (Statement st = tx.connection().createStatement(); var rs = st.executeQuery(show)) {
         rs.next();
         seen[0] = rs.getString(1);
       }
       return null;
     });
-    assertThat(seen[0]).isEqualTo("0");
+    if (f.maria()) {
+      assertThat(seen[0].split("/")).satisfies(v -> assertThat(v[0]).isEqualTo(v[1]));
+    } else {
+      assertThat(seen[0]).isEqualTo("0");
+    }
   }
 
   @Test
@@ -297,8 +348,8 @@ class LocalEffectTest {
     IdempotencyKey key = IdempotencyKey.of("orders", "longest-" + UUID.randomUUID());
     assertThat(longest.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1)).applied()).isTrue();
     assertThat(f.payments(key.value())).isEqualTo(1);
-    assertThat(f.count("SELECT count(*) FROM idem_keys WHERE key = '" + key.value()
-        + "' AND expires_at > now() + interval '99 years'")).isEqualTo(1);
+    assertThat(f.count("SELECT count(*) FROM idem_keys k WHERE k.key = '" + key.value()
+        + "' AND expires_at > " + f.clockPlus(Duration.ofDays(99 * 365 + 25)))).isEqualTo(1);
   }
 
   @Test
@@ -315,22 +366,33 @@ class LocalEffectTest {
     assertThat(f.payments(key.value())).isEqualTo(1);
   }
 
+  /**
+   * On MariaDB a schema is a database of the server: one named after this class's database, so no
+   * other run shares it, dropped at the end.
+   */
   @Test
   void keysLiveInTheConfiguredSchema() throws Exception {
-    var own = dev.idem.jdbc.Idem.builder(f.ds).schema("billing_idem").build();
-    IdemFlyway.migrate(f.ds, own.schema());
-    IdempotentExecutor executor = own.executor().build();
-    IdempotencyKey key = newKey();
-    executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
-    assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> "again").replayed()).isTrue();
-    assertThat(f.count("SELECT count(*) FROM billing_idem.idem_keys WHERE key = '" + key.value() + "'")).isEqualTo(1);
-    assertThat(f.keyRows(key)).as("nothing in the default schema").isZero();
-    assertThat(f.payments(key.value())).isEqualTo(1);
+    String schema = f.maria() ? f.db.name() + "_billing" : "billing_idem";
+    try {
+      var own = dev.idem.jdbc.Idem.builder(f.ds).schema(schema).build();
+      IdemFlyway.migrate(f.ds, own.schema());
+      IdempotentExecutor executor = own.executor().build();
+      IdempotencyKey key = newKey();
+      executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, key.value(), 1));
+      assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> "again").replayed()).isTrue();
+      assertThat(f.count("SELECT count(*) FROM " + schema + ".idem_keys k WHERE k.key = '" + key.value() + "'")).isEqualTo(1);
+      assertThat(f.keyRows(key)).as("nothing in the default schema").isZero();
+      assertThat(f.payments(key.value())).isEqualTo(1);
+    } finally {
+      if (f.maria()) {
+        f.sql("DROP DATABASE IF EXISTS " + schema);
+      }
+    }
   }
 
+  /** The database clock now, to the microsecond. */
   static Instant dbNow() {
-    java.time.OffsetDateTime now = f.idem.inTransaction(tx ->
-        tx.dsl().resultQuery("SELECT clock_timestamp()").fetchOne(0, java.time.OffsetDateTime.class));
-    return now.toInstant();
+    long micros = f.count("SELECT " + VendorSql.epochMicros(f.db, f.clock()));
+    return Instant.EPOCH.plus(micros, java.time.temporal.ChronoUnit.MICROS);
   }
 }

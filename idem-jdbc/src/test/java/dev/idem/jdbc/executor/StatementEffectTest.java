@@ -7,6 +7,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.VendorSql;
 import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
@@ -32,6 +33,7 @@ import org.jooq.Query;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -46,7 +48,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @IdemTest(poolSize = 8, sql = {ExecutorFixture.PAYMENTS, Provider.TABLE,
     "CREATE SEQUENCE sends",
-    "CREATE TABLE accounts (id text PRIMARY KEY, balance int NOT NULL CHECK (balance >= 0))"})
+    "CREATE TABLE accounts (id varchar(100) PRIMARY KEY, balance int NOT NULL, CONSTRAINT accounts_balance_check CHECK (balance >= 0))"})
 class StatementEffectTest {
   static ExecutorFixture f;
   static IdempotentExecutor executor;
@@ -67,13 +69,13 @@ class StatementEffectTest {
         .values(request, amount);
   }
 
-  /** Counts a send of the statements: a sequence step, which no rollback undoes. */
+  /** Counts a send of the statements: a sequence step, which no rollback undoes ({@link VendorSql#send}). */
   static Query counted() {
-    return DSL.query("select nextval('sends')");
+    return DSL.query(VendorSql.send(f.db));
   }
 
   static long sends() {
-    return f.db.nextvalCalls("sends");
+    return VendorSql.sends(f.db);
   }
 
   @Test
@@ -99,7 +101,7 @@ class StatementEffectTest {
     assertThat(f.keyRows(key)).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("C");
     assertThat(f.column(key, "result")).isNull();
-    assertThat(f.column(key, "expires_at - created_at")).isEqualTo("01:00:00");
+    assertThat(f.column(key, VendorSql.microsBetween(f.db, "created_at", "expires_at"))).isEqualTo("3600000000");
     assertThat(f.events.of(IdemEvent.Applied.class, key)).hasSize(1);
     assertThat(f.events.of(IdemEvent.Replayed.class, key)).hasSize(2);
   }
@@ -175,7 +177,7 @@ class StatementEffectTest {
     assertThat(again).isInstanceOf(Execution.Applied.class);
     assertThat(f.payments(key.value())).isEqualTo(2);
     assertThat(f.keyRows(key)).isEqualTo(1);
-    assertThat(f.column(key, "encode(fingerprint, 'hex')")).as("the new intent's request")
+    assertThat(f.column(key, VendorSql.hex(f.db, "fingerprint"))).as("the new intent's request")
         .isEqualTo(Fingerprint.of("second").hex().substring(0, 32));
   }
 
@@ -188,7 +190,7 @@ class StatementEffectTest {
     IdempotentExecutor racing = Idem.builder(ds).retries(RetryBudget.NONE).build().executor()
         .inFlightWait(Duration.ofSeconds(20)).build();
     List<Execution<Void>> results = Race.together(16, i -> racing.execute(key, Fingerprint.EMPTY,
-        counted(), pay(key.value(), 100), DSL.query(LockWaits.hold(15)))); // holds the key until the others wait on it
+        counted(), pay(key.value(), 100), DSL.query(LockWaits.hold(f.db, 15)))); // holds the key until the others wait on it
     assertThat(results).filteredOn(Execution::applied).hasSize(1);
     assertThat(results).filteredOn(Execution::replayed).hasSize(15);
     assertThat(f.payments(key.value())).isEqualTo(1);
@@ -243,7 +245,8 @@ class StatementEffectTest {
       st.execute("SELECT * FROM accounts WHERE id = '" + account + "' FOR UPDATE");
       CompletableFuture<Void> unlock = CompletableFuture.runAsync(() -> {
         try {
-          LockWaits.awaitWaitedFor(f.db, Duration.ofMillis(500)); // the statement, well past the claim's 300 ms
+          // the statement, well past the claim's 300 ms (MariaDB: its whole second)
+          LockWaits.awaitWaitedFor(f.db, Duration.ofMillis(f.maria() ? 1500 : 500));
           holder.commit();
         } catch (Exception e) {
           throw new IllegalStateException(e);
@@ -260,6 +263,7 @@ class StatementEffectTest {
 
   @Test
   void aDeferredCheckFailingAtCommitRollsBackTheStatementsAndTheClaim() {
+    Assumptions.assumeFalse(f.maria(), "PostgreSQL only: MariaDB has no deferrable constraints");
     f.sql("CREATE TABLE IF NOT EXISTS deferred_once (v text, CONSTRAINT deferred_once_v UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)");
     String v = UUID.randomUUID().toString();
     IdempotencyKey key = newKey();
@@ -304,7 +308,7 @@ class StatementEffectTest {
         st.execute("INSERT INTO payments (request, amount) VALUES ('" + order + "', 7)");
       }
       assertThatThrownBy(() -> executor.execute(c, failing, Fingerprint.EMPTY, pay(failing.value(), 1),
-          DSL.query("select 1 / 0"))).isInstanceOf(DataAccessException.class).hasMessageContaining("division by zero");
+          DSL.query(VendorSql.divisionByZero(f.db)))).isInstanceOf(DataAccessException.class).hasMessageContaining("division by zero");
       // a repeat of a completed key, met by the claim sent with the statements
       assertThat(f.idem.executor().build().execute(c, repeated, Fingerprint.EMPTY, counted(), pay(repeated.value(), 1)))
           .isInstanceOf(Execution.Replayed.class);
@@ -334,6 +338,8 @@ class StatementEffectTest {
 
   @Test
   void valuesOfEveryCommonTypeAreBoundByJooqInTheOrderItRendersThem() {
+    Assumptions.assumeFalse(f.maria(), "PostgreSQL only: PostgreSQL's types (text[] arrays, jsonb, timestamptz, bytea);"
+        + " MariaDB has no arrays");
     f.sql("CREATE TABLE IF NOT EXISTS typed (k text PRIMARY KEY, id uuid, at timestamptz, day date, price numeric(12,2),"
         + " doc jsonb, tags text[], note text, raw bytea)");
     IdempotencyKey key = newKey();
@@ -436,6 +442,7 @@ class StatementEffectTest {
   @ParameterizedTest
   @ValueSource(strings = {"autosave=always", "autosave=always&cleanupSavepoints=true", "autosave=conservative"})
   void underAutosaveJoinedCallsAnswerRepeatsCopiesInFlightAndFailuresAndTheCallerGoesOn(String params) throws Exception {
+    Assumptions.assumeFalse(f.maria(), "PostgreSQL only: pgjdbc's autosave");
     IdempotencyKey done = newKey();
     IdempotencyKey failing = newKey();
     IdempotencyKey held = newKey();
@@ -473,7 +480,7 @@ class StatementEffectTest {
             .isInstanceOf(Execution.InFlight.class);
         assertThat(forgetful.execute(c, held, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, held.value(), 1)))
             .isInstanceOf(Execution.InFlight.class);
-        assertThatThrownBy(() -> forgetful.execute(c, failing, Fingerprint.EMPTY, pay(failing.value(), 1), DSL.query("select 1 / 0")))
+        assertThatThrownBy(() -> forgetful.execute(c, failing, Fingerprint.EMPTY, pay(failing.value(), 1), DSL.query(VendorSql.divisionByZero(f.db))))
             .isInstanceOf(DataAccessException.class).hasMessageContaining("division by zero")
             .satisfies(e -> assertThat(e.getSuppressed()).isEmpty());
         assertThat(forgetful.execute(c, fresh, Fingerprint.EMPTY, pay(fresh.value(), 1))).isInstanceOf(Execution.Applied.class);
@@ -496,8 +503,10 @@ class StatementEffectTest {
     assertThat(sends()).isEqualTo(before);
   }
 
+  /** PostgreSQL only: MariaDB has no aborted transactions (a failed statement is undone alone). */
   @Test
   void inAnAbortedTransactionAJoinedCallIsRefusedAndSendsNothing() throws Exception {
+    Assumptions.assumeFalse(f.maria(), "PostgreSQL only: its aborted transactions (MariaDB undoes a failed statement alone)");
     IdempotencyKey key = newKey();
     try (Connection c = f.ds.getConnection()) {
       c.setAutoCommit(false);

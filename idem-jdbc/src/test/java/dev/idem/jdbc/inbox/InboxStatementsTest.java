@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.VendorSql;
 import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.result.Execution;
@@ -34,7 +35,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * round trip. A sequence ({@code sends}) counts every time the statements reached the server,
  * committed or not: PostgreSQL never rolls a sequence back.
  */
-@IdemTest(poolSize = 6, sql = {"CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL CHECK (amount > 0))",
+@IdemTest(poolSize = 6, sql = {"CREATE TABLE charges (message_id text NOT NULL, amount int NOT NULL,"
+    + " CONSTRAINT charges_amount_check CHECK (amount > 0))",
     "CREATE SEQUENCE sends"})
 class InboxStatementsTest {
   static TestDatabase db;
@@ -60,11 +62,11 @@ class InboxStatementsTest {
   }
 
   static Query counted() {
-    return DSL.query("select nextval('sends')");
+    return DSL.query(VendorSql.send(db));
   }
 
   static long sends() {
-    return db.nextvalCalls("sends");
+    return VendorSql.sends(db);
   }
 
   static long charges(String id) {
@@ -107,7 +109,8 @@ class InboxStatementsTest {
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {"TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  @ValueSource(strings = {"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ",
+      "TRANSACTION_SERIALIZABLE"})
   void sixteenCopiesAtOnceApplyOnceAndTheOthersNeverSendTheirStatements(String isolation) throws Exception {
     String id = newId();
     long before = sends();
@@ -115,7 +118,7 @@ class InboxStatementsTest {
     Inbox inbox = Idem.builder(racing).retries(RetryBudget.NONE).build().inbox("billing")
         .window(DedupeWindow.of(Duration.ofDays(8))).build();
     List<Execution<Void>> outcomes = Race.together(16, i -> inbox.receive(id, counted(), charge(id, 10),
-        DSL.query(LockWaits.hold(15)))); // holds the id until the others wait on it
+        DSL.query(LockWaits.hold(db, 15)))); // holds the id until the others wait on it
     assertThat(outcomes).filteredOn(Execution::applied).hasSize(1);
     assertThat(outcomes).filteredOn(Execution::replayed).hasSize(15);
     assertThat(charges(id)).isEqualTo(1);
@@ -129,7 +132,7 @@ class InboxStatementsTest {
     String id = newId();
     assertThat(brief.receive(id, charge(id, 1))).matches(Execution::applied);
     Poll.until("the id past its window on the database clock", () -> db.count("SELECT count(*) FROM idem_inbox"
-        + " WHERE consumer = 'brief' AND message_id = ? AND expires_at < clock_timestamp()", id) == 1);
+        + " WHERE consumer = 'brief' AND message_id = ? AND expires_at < " + VendorSql.clock(db), id) == 1);
     assertThat(idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(1))).build().receive(id, charge(id, 2)))
         .matches(Execution::applied);
     assertThat(charges(id)).isEqualTo(2);

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.VendorSql;
 import dev.idem.jdbc.Racers;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.tx.RetryBudget;
@@ -50,7 +51,10 @@ class InboxTest {
 
   @BeforeEach
   void clean() throws SQLException {
-    sql("TRUNCATE charges; TRUNCATE idem_inbox");
+    // DELETE, not TRUNCATE: MariaDB's TRUNCATE waits for the metadata lock of any transaction that
+    // read the table (one another test leaves to the pool's rollback), where a DELETE of rows no
+    // one holds does not
+    sql(VendorSql.maria(db) ? "DELETE FROM charges; DELETE FROM idem_inbox" : "TRUNCATE charges; TRUNCATE idem_inbox");
   }
 
   static void sql(String s) {
@@ -127,9 +131,11 @@ class InboxTest {
    * On a pool at REPEATABLE READ or SERIALIZABLE and with no re-runs allowed for failures after the
    * effect, copies of one message still get ALREADY_DONE: a copy whose claim waited for the first
    * one's row fails with 40001 before its effect ran, and runs again without spending a re-run.
+   * The same at READ UNCOMMITTED and READ COMMITTED (every level MariaDB has).
    */
   @ParameterizedTest
-  @CsvSource({"TRANSACTION_REPEATABLE_READ", "TRANSACTION_SERIALIZABLE"})
+  @CsvSource({"TRANSACTION_READ_UNCOMMITTED", "TRANSACTION_READ_COMMITTED", "TRANSACTION_REPEATABLE_READ",
+      "TRANSACTION_SERIALIZABLE"})
   void underStricterIsolationCopiesAreAlreadyDoneNotErrors(String isolation) throws Exception {
     String id = "m-strict-" + isolation;
     DataSource pool = Racers.pool(db, 8, isolation);
@@ -212,10 +218,16 @@ class InboxTest {
       }
       try (var st = c.createStatement()) {
         st.execute("INSERT INTO charges VALUES ('caller-after-failures', 1)");
-        try (var rs = st.executeQuery("SELECT xmin = pg_current_xact_id()::xid FROM charges"
-            + " WHERE message_id = 'caller-after-failures'")) {
-          rs.next();
-          assertThat(rs.getBoolean(1)).as("the caller's write is in its own transaction, not a leftover savepoint").isTrue();
+        if (VendorSql.maria(db)) {
+          // MariaDB stamps no row with a subtransaction: no savepoint of idem's is left to release
+          assertThatThrownBy(() -> st.execute("RELEASE SAVEPOINT idem_claim"))
+              .as("no leftover savepoint").hasMessageContaining("does not exist");
+        } else {
+          try (var rs = st.executeQuery("SELECT xmin = pg_current_xact_id()::xid FROM charges"
+              + " WHERE message_id = 'caller-after-failures'")) {
+            rs.next();
+            assertThat(rs.getBoolean(1)).as("the caller's write is in its own transaction, not a leftover savepoint").isTrue();
+          }
         }
       }
       c.commit();
@@ -228,10 +240,13 @@ class InboxTest {
 
   /**
    * An effect that catches an SQL error of its own leaves PostgreSQL's transaction aborted; a joined
-   * call must still undo only its own part: it fails, and the caller's transaction goes on.
+   * call must still undo only its own part: it fails, and the caller's transaction goes on. (MariaDB
+   * rolls back the failed statement alone and the transaction goes on whole: {@link
+   * #onMariaDbAnEffectThatSwallowedAnSqlErrorIsAppliedWithWhatItWrote}.)
    */
   @Test
   void aJoinedCallWhoseEffectSwallowedAnSqlErrorFailsAndLeavesTheCallersTransactionUsable() throws SQLException {
+    org.junit.jupiter.api.Assumptions.assumeFalse(VendorSql.maria(db), "PostgreSQL only: its aborted transactions");
     try (Connection c = ds.getConnection()) {
       c.setAutoCommit(false);
       assertThatThrownBy(() -> billing.receive(c, "m-swallow", tx -> {
@@ -253,11 +268,37 @@ class InboxTest {
     assertThat(inboxRows("billing", "m-swallow")).isZero();
   }
 
+  /**
+   * MariaDB: a failed statement is rolled back alone and the transaction goes on, so an effect that
+   * caught its own SQL error committed what it wrote besides: applied, its charge and its inbox row
+   * committed with the caller's transaction.
+   */
+  @Test
+  void onMariaDbAnEffectThatSwallowedAnSqlErrorIsAppliedWithWhatItWrote() throws SQLException {
+    org.junit.jupiter.api.Assumptions.assumeTrue(VendorSql.maria(db), "MariaDB's statement-level rollback");
+    try (Connection c = ds.getConnection()) {
+      c.setAutoCommit(false);
+      assertThat(billing.receive(c, "m-swallow-maria", tx -> {
+        charge(tx, "m-swallow-maria");
+        try {
+          tx.dsl().execute("INSERT INTO no_such_table VALUES (1)");
+        } catch (org.jooq.exception.DataAccessException ignored) {
+          // the effect's own mistake, caught: MariaDB undid that statement only
+        }
+      })).matches(Execution::applied);
+      c.commit();
+      c.setAutoCommit(true);
+    }
+    assertThat(charges("m-swallow-maria")).isEqualTo(1);
+    assertThat(inboxRows("billing", "m-swallow-maria")).isEqualTo(1);
+  }
+
   /** The savepoint handling holds under pgjdbc's autosave modes too, which set savepoints of their own. */
   @ParameterizedTest
   @org.junit.jupiter.params.provider.ValueSource(strings = {"autosave=always", "autosave=always&cleanupSavepoints=true",
       "autosave=conservative&cleanupSavepoints=true"})
   void aFailedJoinedCallLeavesTheCallersTransactionUsableUnderAutosave(String params) throws Exception {
+    org.junit.jupiter.api.Assumptions.assumeFalse(VendorSql.maria(db), "PostgreSQL only: pgjdbc's autosave");
     try (HikariDataSource autosave = db.dataSourceWithDriverParams(1, params)) {
       try (Connection c = autosave.getConnection()) {
         c.setAutoCommit(false);
@@ -323,6 +364,39 @@ class InboxTest {
     assertThat(count("SELECT count(*) FROM idem_inbox")).isZero();
   }
 
+  /**
+   * Ids are compared byte for byte on both databases (MariaDB's idem_inbox is utf8mb4_bin, where
+   * its default collations fold case and trailing spaces): ids differing only by case are three
+   * ids. An id with a trailing space, an id longer than the column could hold (512 on MariaDB) or
+   * than idem's 255, and a consumer longer than 255, are refused naming the argument, writing
+   * nothing.
+   */
+  @Test
+  void idsDifferingOnlyByCaseAreDistinctAndOverlongIdsOrConsumersAreRefusedWritingNothing() {
+    for (String id : List.of("Case-1", "case-1", "CASE-1")) {
+      assertThat(billing.receive(id, tx -> charge(tx, id))).as(id).matches(Execution::applied);
+    }
+    assertThat(count("SELECT count(*) FROM idem_inbox WHERE consumer = 'billing' AND message_id IN ('Case-1', 'case-1', 'CASE-1')"))
+        .isEqualTo(3);
+    for (String id : List.of("Case-1", "case-1", "CASE-1")) {
+      assertThat(inboxRows("billing", id)).as(id).isEqualTo(1);
+      assertThat(billing.receive(id, tx -> charge(tx, id))).as(id).matches(Execution::replayed);
+    }
+    assertThat(count("SELECT count(*) FROM charges")).isEqualTo(3);
+    assertThatThrownBy(() -> billing.receive("case-1 ", tx -> charge(tx, "x")))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message id");
+    for (int length : new int[] {256, 513}) {
+      assertThatThrownBy(() -> billing.receive("x".repeat(length), tx -> charge(tx, "x")))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message id").hasMessageContaining("at most 255");
+      assertThatThrownBy(() -> billing.receiveAll(List.of("ok-" + length, "x".repeat(length)), m -> m, (tx, m) -> charge(tx, m)))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message id of messages[1]");
+    }
+    assertThatThrownBy(() -> idem.inbox("c".repeat(256)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("consumer").hasMessageContaining("at most 255");
+    assertThat(count("SELECT count(*) FROM charges")).isEqualTo(3);
+    assertThat(count("SELECT count(*) FROM idem_inbox")).isEqualTo(3);
+  }
+
   @Test
   void anIdPastItsWindowIsClaimedAgainAndExpireDeletesInBatches() throws Exception {
     Inbox brief = idem.inbox("brief").window(DedupeWindow.of(Duration.ofMillis(200))).build();
@@ -334,13 +408,13 @@ class InboxTest {
     assertThat(billing.receive("m-10", tx -> {})).matches(Execution::applied); // another consumer, long window
     // the database clock decides: wait until the database says the window is over
     Poll.until("m-9 past its window on the database clock", () -> count("SELECT count(*) FROM idem_inbox"
-        + " WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < clock_timestamp()") == 1);
+        + " WHERE consumer = 'brief' AND message_id = 'm-9' AND expires_at < " + VendorSql.clock(db)) == 1);
     assertThat(brief.receive("m-9", tx -> charge(tx, "m-9"))).matches(Execution::applied);
     assertThat(charges("m-9")).isEqualTo(2);
     assertThat(inboxRows("brief", "m-9")).isEqualTo(1);
 
     Poll.until("the bulk ids past their window on the database clock", () -> count("SELECT count(*) FROM idem_inbox"
-        + " WHERE consumer = 'brief' AND expires_at >= clock_timestamp() AND message_id <> 'm-9'") == 0);
+        + " WHERE consumer = 'brief' AND expires_at >= " + VendorSql.clock(db) + " AND message_id <> 'm-9'") == 0);
     long before = count("SELECT count(*) FROM idem_inbox WHERE consumer = 'brief'");
     long deleted = brief.expire(); // three batches of at most 1000
     // all 2500 bulk ids were past their window; the re-claimed m-9 may or may not be by now
@@ -369,7 +443,8 @@ class InboxTest {
     Inbox inbox = watched.inbox("watched").window(DedupeWindow.of(Duration.ofDays(1))).build();
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::applied);
     Poll.until("m-11 50 ms old on the database clock", () -> count("SELECT count(*) FROM idem_inbox"
-        + " WHERE consumer = 'watched' AND message_id = 'm-11' AND received_at <= clock_timestamp() - interval '50 milliseconds'") == 1);
+        + " WHERE consumer = 'watched' AND message_id = 'm-11' AND received_at <= "
+        + VendorSql.clockPlus(db, Duration.ofMillis(-50))) == 1);
     assertThat(inbox.receive("m-11", tx -> charge(tx, "m-11"))).matches(Execution::replayed);
     assertThat(charges("m-11")).isEqualTo(1);
     assertThat(seen).hasSize(2);

@@ -57,25 +57,49 @@ class SqlStatesTest {
   /**
    * A session the server ended for sitting idle (57P05, idle_session_timeout) is a connection
    * failure, like one ended by pg_terminate_backend: an external effect's record that meets it is
-   * made again on a fresh connection rather than left in flight for the lease.
+   * made again on a fresh connection rather than left in flight for the lease. MariaDB: a session
+   * past its wait_timeout, which the server closes, the same.
    */
   @Test
   void aSessionEndedForIdlingIsAConnectionFailure(TestDatabase db) throws Exception {
     try (Connection c = db.connect()) {
       int session = LockWaits.pid(c);
+      boolean maria = db.vendor() == TestDatabase.Vendor.MARIADB;
       try (Statement st = c.createStatement()) {
-        st.execute("set idle_session_timeout = '100ms'");
+        st.execute(maria ? "SET SESSION wait_timeout = 1" : "set idle_session_timeout = '100ms'");
       }
-      Poll.until("the server ended the idle session",
-          () -> db.count("SELECT count(*) FROM pg_stat_activity WHERE pid = ?", session) == 0);
+      Poll.until("the server ended the idle session", () -> db.count(maria
+          ? "SELECT count(*) FROM information_schema.processlist WHERE id = ?"
+          : "SELECT count(*) FROM pg_stat_activity WHERE pid = ?", session) == 0);
       SQLException e = catchThrowableOfType(() -> {
         try (Statement st = c.createStatement()) {
           st.execute("select 1");
         }
       }, SQLException.class);
       assertThat((Object) e).as("the server ended the idle session").isNotNull();
-      assertThat(e.getSQLState()).as("what the server said: " + e.getMessage()).isEqualTo("57P05");
-      assertThat(SqlStates.isConnectionFailure(e)).isTrue();
+      if (!maria) {
+        assertThat(e.getSQLState()).as("what the server said: " + e.getMessage()).isEqualTo("57P05");
+      }
+      assertThat(SqlStates.isConnectionFailure(e)).as(e + " (SQLSTATE " + e.getSQLState() + ", " + e.getErrorCode() + ")").isTrue();
+    }
+  }
+
+  /** MariaDB: a session ended with KILL CONNECTION (as FaultyDataSource and an operator do) is a connection failure. */
+  @Test
+  void onMariaDbAKilledSessionIsAConnectionFailure(TestDatabase db) throws Exception {
+    org.junit.jupiter.api.Assumptions.assumeTrue(db.vendor() == TestDatabase.Vendor.MARIADB, "MariaDB's KILL CONNECTION");
+    try (Connection c = db.connect(); Connection killer = db.connect()) {
+      int session = LockWaits.pid(c);
+      try (Statement st = killer.createStatement()) {
+        st.execute("KILL CONNECTION " + session);
+      }
+      SQLException e = catchThrowableOfType(() -> {
+        try (Statement st = c.createStatement()) {
+          st.execute("select 1");
+        }
+      }, SQLException.class);
+      assertThat((Object) e).as("the server ended the session").isNotNull();
+      assertThat(SqlStates.isConnectionFailure(e)).as(e + " (SQLSTATE " + e.getSQLState() + ", " + e.getErrorCode() + ")").isTrue();
     }
   }
 }

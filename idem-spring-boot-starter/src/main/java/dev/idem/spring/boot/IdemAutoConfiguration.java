@@ -88,31 +88,66 @@ public class IdemAutoConfiguration {
     if (migrations.getIfAvailable() == null && properties.getMigrate().isEnabled()) {
       requireTables(target, properties.getSchema()); // no idem-flyway: fail at start-up, not at the first call
     }
-    return Idem.builder(target)
-        .schema(properties.getSchema())
-        .transactionBinding(binding)
+    Idem.Builder b = Idem.builder(target);
+    if (properties.getSchema() != null) {
+      // Unset, the builder's own default: idem on PostgreSQL, the DataSource's database on MariaDB.
+      b.schema(properties.getSchema());
+    }
+    return b.transactionBinding(binding)
         .listener(new AfterCommitListener(listeners.orderedStream().toList()))
         .outboxLayout(properties.getOutboxLayout())
         .answersFromMemory(properties.getAnswersFromMemory())
         .build();
   }
 
+  /**
+   * Refuses start-up, saying how to get them, if idem's tables are not where {@code schema} (null:
+   * the default) puts them: PostgreSQL's catalog, MariaDB's information_schema.
+   */
   private static void requireTables(DataSource dataSource, String schema) {
-    String table = schema + ".idem_keys";
-    try (Connection c = dataSource.getConnection(); PreparedStatement ps = c.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
-      ps.setString(1, table);
-      try (ResultSet rs = ps.executeQuery()) {
-        if (rs.next() && rs.getBoolean(1)) {
-          return;
-        }
+    StartupDatabase db;
+    boolean found;
+    String where;
+    String table;
+    try (Connection c = dataSource.getConnection()) {
+      db = StartupDatabase.of(c);
+      if (db.requireSupported() == StartupDatabase.Vendor.POSTGRESQL) {
+        String s = schema != null ? schema : Idem.DEFAULT_SCHEMA;
+        where = "schema " + s;
+        table = s + ".idem_keys";
+        found = exists(c, "SELECT to_regclass(?) IS NOT NULL", table);
+      } else {
+        // A schema is a database on MariaDB: idem.schema names one, else the connections' own.
+        String database = db.databaseFor(schema);
+        where = schema != null ? "schema " + schema + " (a database on MariaDB)" : "the DataSource's database " + database;
+        table = database + ".idem_keys";
+        found = exists(c, "SELECT count(*) > 0 FROM information_schema.tables WHERE table_schema = ? AND table_name = 'idem_keys'",
+            database);
+      }
+      if (!c.getAutoCommit()) {
+        c.rollback(); // a pool in manual commit: end the check's transaction
       }
     } catch (SQLException e) {
-      throw new IllegalStateException("could not check for idem's tables in schema " + schema + ": " + e.getMessage(), e);
+      throw new IllegalStateException("could not check for idem's tables in " + (schema != null ? "schema " + schema
+          : "the default schema") + ": " + e.getMessage(), e);
     }
-    throw new IdemSetupException("idem's tables are not in schema " + schema + " (no " + table + ")", "To create them at"
-        + " start-up, put Flyway on the class path (org.flywaydb:flyway-database-postgresql) with idem's migrations (the"
+    if (found) {
+      return;
+    }
+    StartupDatabase.Vendor vendor = db.vendor();
+    throw new IdemSetupException("idem's tables are not in " + where + " (no " + table + ")", "To create them at"
+        + " start-up, put Flyway on the class path (" + vendor.flywayModule + ") with idem's migrations (the"
         + " starter brings dev.idem:idem-flyway without Flyway; if you excluded it, add the dependency dev.idem:idem-flyway),"
-        + " or run idem's migrations (" + Idem.MIGRATIONS + ") with your own tool and set idem.migrate.enabled=false.");
+        + " or run idem's migrations (" + vendor.migrations() + ") with your own tool and set idem.migrate.enabled=false.");
+  }
+
+  private static boolean exists(Connection c, String sql, String arg) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(sql)) {
+      ps.setString(1, arg);
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() && rs.getBoolean(1);
+      }
+    }
   }
 
   /**

@@ -18,8 +18,11 @@ import org.springframework.util.unit.DataSize;
  */
 @ConfigurationProperties("idem")
 public class IdemProperties {
-  /** Schema of idem's tables. */
-  private String schema = "idem";
+  /**
+   * Schema of idem's tables. Unset by default: {@code idem} on PostgreSQL, and on MariaDB (where a
+   * schema is a database) the DataSource's own database, the one spring.datasource.url names.
+   */
+  private String schema;
 
   private final Migrate migrate = new Migrate();
 

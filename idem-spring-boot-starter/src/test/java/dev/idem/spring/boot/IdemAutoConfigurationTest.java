@@ -23,7 +23,6 @@ import dev.idem.spring.SpringTransactionBinding;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.testing.TimedKeys;
 import java.time.Duration;
 import java.time.LocalDate;
@@ -31,6 +30,7 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import javax.sql.DataSource;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.ThrowingConsumer;
 import org.springframework.beans.factory.annotation.Qualifier;
@@ -45,8 +45,9 @@ import org.springframework.stereotype.Repository;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * The starter in a real Spring context on a real PostgreSQL: what it makes, what it backs off from,
- * and Spring's transaction as idem's, checked by reading the rows. The class's database is not
+ * The starter in a real Spring context on a real database (PostgreSQL, or MariaDB when the run is
+ * on it): what it makes, what it backs off from, and Spring's transaction as idem's, checked by
+ * reading the rows. The class's database is not
  * migrated beforehand ({@code migrate = false}): the contexts run idem's migrations, as an
  * application's does. What a context does to a database no context has touched needs a database
  * of its own per test: {@link #onAnEmptyDatabase}.
@@ -78,7 +79,7 @@ class IdemAutoConfigurationTest {
    * first context, cannot show. The starter's one way to get such a database.
    */
   static void onAnEmptyDatabase(String hint, ThrowingConsumer<TestDatabase> test) throws Throwable {
-    try (TestDatabase fresh = TestPostgres.newDatabase(hint)) {
+    try (TestDatabase fresh = TestDatabase.newDatabase(hint)) {
       test.accept(fresh);
     }
   }
@@ -97,7 +98,7 @@ class IdemAutoConfigurationTest {
   }
 
   long keys(String value) {
-    return db.count("SELECT count(*) FROM idem_keys WHERE scope = 'starter' AND key = ?", value);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = 'starter' AND idem_keys.key = ?", value);
   }
 
   @Test
@@ -127,7 +128,7 @@ class IdemAutoConfigurationTest {
         String order = "memory-" + kept + "-" + UUID.randomUUID();
         Execution<String> first = pay(payments, order);
         assertThat(first.applied()).isTrue();
-        db.execute("DELETE FROM idem_keys WHERE scope = 'starter' AND key = '" + order + "'");
+        db.execute("DELETE FROM idem_keys WHERE scope = 'starter' AND idem_keys.key = '" + order + "'");
         Execution<String> again = pay(payments, order);
         if (kept.equals("30s")) {
           assertThat(again.replayed()).as("answered from memory").isTrue();
@@ -160,16 +161,68 @@ class IdemAutoConfigurationTest {
     }
   }
 
+  /**
+   * The application's migrations, one folder per database ({@code {vendor}}, which Boot's Flyway
+   * fills in), beside idem's. On MariaDB both are in the one database, each Flyway with its own
+   * history table.
+   */
   @Test
   void idemsMigrationsRunBesideTheApplicationsOwnFlywayEachWithItsHistory() throws Throwable {
     onAnEmptyDatabase("starter-flyway", fresh -> runner(fresh).withPropertyValues("spring.flyway.enabled=true",
-        "spring.flyway.locations=classpath:db/app").run(ctx -> {
+        "spring.flyway.locations=classpath:db/app/{vendor}").run(ctx -> {
           assertThat(ctx).hasNotFailed();
-          assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
-          assertThat(fresh.count("SELECT count(*) FROM public.flyway_schema_history WHERE script LIKE '%idem%'")).isZero();
+          String appHistory = Vendors.mariadb(fresh) ? "flyway_schema_history" : "public.flyway_schema_history";
+          assertThat(fresh.count("SELECT count(*) FROM " + appHistory + " WHERE success AND script = 'V1__orders.sql'")).isEqualTo(1);
+          assertThat(fresh.count("SELECT count(*) FROM " + appHistory + " WHERE script LIKE '%idem%'")).isZero();
           assertThat(fresh.count("SELECT count(*) FROM idem_schema_history WHERE success")).isPositive();
           assertThat(fresh.count("SELECT count(*) FROM idem_schema_history WHERE script = 'V1__orders.sql'")).isZero();
+          assertThat(fresh.count("SELECT count(*) FROM orders")).isZero(); // the application's table is there
         }));
+  }
+
+  /**
+   * {@code idem.schema} puts idem's tables elsewhere, migrated there and used there: a schema on
+   * PostgreSQL; on MariaDB another database on the same server (the default being the DataSource's
+   * own, which is left without them).
+   */
+  @Test
+  void idemSchemaNamesWhereIdemsTablesGo() throws Throwable {
+    onAnEmptyDatabase("starter-schema", fresh -> {
+      String schema = Vendors.mariadb(fresh) ? fresh.name() + "_idem" : "shop_idem";
+      try {
+        runner(fresh).withPropertyValues("idem.schema=" + schema, "idem.executors.payments.window=1h").run(ctx -> {
+          assertThat(ctx).hasNotFailed();
+          IdempotentExecutor payments = ctx.getBean("idem.executors.payments", IdempotentExecutor.class);
+          assertThat(payments.execute(key("elsewhere"), Fingerprint.of("e"), Codec.utf8(), t -> "x").applied()).isTrue();
+        });
+        assertThat(fresh.count("SELECT count(*) FROM " + schema + ".idem_keys WHERE scope = 'starter'")).isEqualTo(1);
+        assertThat(fresh.count("SELECT count(*) FROM " + schema + ".idem_schema_history WHERE success")).isPositive();
+        assertThat(Vendors.idemTables(fresh)).as("nothing where idem's tables go by default").isZero();
+      } finally {
+        if (Vendors.mariadb(fresh)) {
+          fresh.execute("DROP DATABASE IF EXISTS " + schema); // a database of its own, not dropped with the test's
+        }
+      }
+    });
+  }
+
+  /**
+   * MariaDB: with {@code idem.schema} unset idem's tables go in the DataSource's own database, so a
+   * URL that names none is refused at start-up, naming the property, whether idem's migrations run
+   * or only the check that its tables exist.
+   */
+  @Test
+  void onMariaDbAUrlNamingNoDatabaseIsRefusedAtStartUp() {
+    Assumptions.assumeTrue(Vendors.mariadb(db), "a PostgreSQL URL always names a database");
+    String noDatabase = db.jdbcUrl().replaceFirst("^(jdbc:mariadb://[^/?]+)/[^?]*", "$1/");
+    assertThat(noDatabase).doesNotContain(db.name());
+    for (ApplicationContextRunner runner : List.of(runner(), runner().withClassLoader(new FilteredClassLoader(IdemFlyway.class)))) {
+      runner.withPropertyValues("spring.datasource.url=" + noDatabase).run(ctx -> {
+        assertThat(ctx).hasFailed();
+        assertThat(ctx.getStartupFailure()).hasStackTraceContaining("idem.schema is not set")
+            .hasStackTraceContaining("Name the database in spring.datasource.url, or set idem.schema");
+      });
+    }
   }
 
   @Test
@@ -180,7 +233,7 @@ class IdemAutoConfigurationTest {
             assertThat(ctx).hasFailed();
             assertThat(ctx.getStartupFailure()).hasStackTraceContaining("add the dependency dev.idem:idem-flyway");
           });
-      assertThat(fresh.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'")).isZero();
+      assertThat(Vendors.idemTables(fresh)).isZero();
       runner(fresh).withClassLoader(new FilteredClassLoader(IdemFlyway.class)).withPropertyValues("idem.migrate.enabled=false")
           .run(ctx -> assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class));
     });
@@ -218,8 +271,8 @@ class IdemAutoConfigurationTest {
       tx.executeWithoutResult(status -> {
         Execution<String> e = payments.execute(key("rb"), Fingerprint.of("o-rb"), Codec.utf8(), t -> {
           // the same connection as JdbcTemplate's in this transaction
-          assertThat(t.dsl().fetchValue("SELECT pg_backend_pid()"))
-              .isEqualTo(jdbc.queryForObject("SELECT pg_backend_pid()", Integer.class));
+          String session = Vendors.mariadb(db) ? "SELECT CONNECTION_ID()" : "SELECT pg_backend_pid()";
+          assertThat(((Number) t.dsl().fetchValue(session)).longValue()).isEqualTo(jdbc.queryForObject(session, Long.class));
           jdbc.update("INSERT INTO payments VALUES ('o-rb', 4000)");
           return "pay_rb";
         });
@@ -360,6 +413,8 @@ class IdemAutoConfigurationTest {
 
   @Test
   void theDebeziumOutboxLayoutIsAProperty() {
+    Assumptions.assumeFalse(Vendors.mariadb(db), "the Debezium outbox layout is PostgreSQL only (its router reads PostgreSQL's"
+        + " write-ahead log; MariaDB's migrations have no idem_outbox_events)");
     runner().withPropertyValues("idem.outbox-layout=debezium").run(ctx -> {
       Outbox outbox = ctx.getBean(Outbox.class);
       TransactionTemplate tx = ctx.getBean(TransactionTemplate.class);
@@ -389,6 +444,18 @@ class IdemAutoConfigurationTest {
 
   @Test
   void thePartitionedLayoutIsChosenByAPropertyAndTheExpiryScheduleMaintainsItsPartitions() throws Throwable {
+    if (Vendors.mariadb(db)) {
+      // PostgreSQL's declarative partitioning: on MariaDB start-up refuses the property, before any migration.
+      onAnEmptyDatabase("starter-partitioned", fresh -> {
+        runner(fresh).withPropertyValues("idem.migrate.layout=partitioned").run(ctx -> {
+          assertThat(ctx).hasFailed();
+          assertThat(ctx.getStartupFailure()).hasStackTraceContaining("idem.migrate.layout=partitioned is PostgreSQL's only")
+              .hasStackTraceContaining("on MariaDB");
+        });
+        assertThat(Vendors.idemTables(fresh)).isZero();
+      });
+      return;
+    }
     onAnEmptyDatabase("starter-partitioned", fresh ->
         runner(fresh).withPropertyValues("idem.migrate.layout=partitioned", "idem.expiry.interval=100ms").run(ctx -> {
           assertThat(fresh.count("SELECT count(*) FROM pg_partitioned_table WHERE partrelid IN"

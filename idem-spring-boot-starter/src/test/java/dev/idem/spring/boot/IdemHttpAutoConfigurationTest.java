@@ -101,7 +101,7 @@ class IdemHttpAutoConfigurationTest {
   }
 
   static long keys(String tenant, String key) {
-    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", tenant, key);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ?", tenant, key);
   }
 
   @Test
@@ -173,6 +173,6 @@ class IdemHttpAutoConfigurationTest {
     assertThat(noTenant.statusCode()).isEqualTo(400);
     assertThat(noTenant.body()).contains("X-Tenant is missing");
     assertThat(payments("o-no-tenant")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-no-tenant'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'k-no-tenant'")).isZero();
   }
 }

@@ -19,6 +19,7 @@ import java.security.Principal;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.SpringBootConfiguration;
@@ -39,13 +40,13 @@ import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.context.WebApplicationContext;
 
 /**
- * Whose key it is, as the starter decides it, in real applications on a real Tomcat and the local
- * PostgreSQL: with nothing to tell callers apart a guarded application does not start, an
+ * Whose key it is, as the starter decides it, in real applications on a real Tomcat and the run's
+ * database: with nothing to tell callers apart a guarded application does not start, an
  * application that guards nothing starts as before, and with principals (a resolver bean taking
  * the principal an authentication filter set) one key from two users is two keys.
  */
 @ExtendWith(OutputCaptureExtension.class)
-@IdemTest(sql = "CREATE TABLE effects (id bigserial PRIMARY KEY, order_id text NOT NULL)")
+@IdemTest
 class IdemHttpScopeTest {
   static final HttpClient http = HttpClient.newHttpClient();
   static final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
@@ -53,6 +54,11 @@ class IdemHttpScopeTest {
 
   IdemHttpScopeTest(TestDatabase db) {
     this.db = db;
+  }
+
+  @BeforeAll
+  static void tables(TestDatabase db) {
+    db.execute("CREATE TABLE effects (" + Vendors.autoId(db) + ", order_id text NOT NULL)");
   }
 
   SpringApplicationBuilder app(Class<?> config) {
@@ -181,7 +187,7 @@ class IdemHttpScopeTest {
       assertThat(log).contains("WARN").contains("POST /orders").contains(warned).contains("idem.http.filter-order");
       assertThat(log.split(java.util.regex.Pattern.quote(warned), -1)).hasSize(2); // once, not per request
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-order-early'")).isZero();
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key IN ('k-order', 'k-order-2')")).isZero();
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key IN ('k-order', 'k-order-2')")).isZero();
     }
     try (ConfigurableApplicationContext app = app(ApiKeys.class)
         .properties("idem.http.filter-order=" + Ordered.LOWEST_PRECEDENCE).run()) {
@@ -190,7 +196,7 @@ class IdemHttpScopeTest {
       assertThat(first.statusCode()).isEqualTo(200);
       assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-order'")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-order' AND scope = 'acct-carol'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'k-order' AND scope = 'acct-carol'")).isEqualTo(1);
     }
   }
 
@@ -206,7 +212,7 @@ class IdemHttpScopeTest {
       assertThat(noKey.statusCode()).isEqualTo(200);
       assertThat(again.statusCode()).isEqualTo(200);
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-disabled'")).isEqualTo(2);
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-disabled'")).isZero();
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'k-disabled'")).isZero();
     }
   }
 
@@ -309,7 +315,7 @@ class IdemHttpScopeTest {
       assertThat(first.statusCode()).isEqualTo(200);
       assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-mapped'")).isEqualTo(1);
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-mapped' AND scope = 'dave'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'k-mapped' AND scope = 'dave'")).isEqualTo(1);
     }
   }
 
@@ -342,9 +348,9 @@ class IdemHttpScopeTest {
       assertThat(aliceAgain.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(runs.get("o-users")).hasValue(2);
       assertThat(db.count("SELECT count(*) FROM effects WHERE order_id = 'o-users'")).isEqualTo(2);
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-users' AND scope IN ('alice', 'bob')"))
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'k-users' AND scope IN ('alice', 'bob')"))
           .isEqualTo(2);
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE key = 'k-users'")).isEqualTo(2);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE idem_keys.key = 'k-users'")).isEqualTo(2);
     }
   }
 

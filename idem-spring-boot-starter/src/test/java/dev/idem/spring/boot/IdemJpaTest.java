@@ -28,13 +28,14 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * idem in a JPA application (Spring Data JPA, Hibernate, {@code JpaTransactionManager}) on a real
- * PostgreSQL: an {@code @Idempotent} method that saves through a repository, outside any
+ * idem in a JPA application (Spring Data JPA, Hibernate, {@code JpaTransactionManager}) on the
+ * run's database (PostgreSQL or MariaDB): an {@code @Idempotent} method that saves through a repository, outside any
  * {@code @Transactional}, commits the entity with its key; idem joins a JPA transaction; a JPA
  * transaction begun inside idem's own transaction, which it cannot join, is refused before
  * anything is written. Read from the database.
  */
-@IdemTest(sql = "CREATE TABLE charge (id text PRIMARY KEY, amount int NOT NULL)")
+// VARCHAR: MariaDB keys no TEXT column without a length. Hibernate tells the database apart itself.
+@IdemTest(sql = "CREATE TABLE charge (id varchar(100) PRIMARY KEY, amount int NOT NULL)")
 class IdemJpaTest {
   final TestDatabase db;
 
@@ -99,7 +100,7 @@ class IdemJpaTest {
   }
 
   long keys(String scope, String id) {
-    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND key = ?", scope, id);
+    return db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ?", scope, id);
   }
 
 

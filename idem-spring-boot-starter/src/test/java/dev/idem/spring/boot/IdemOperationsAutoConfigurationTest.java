@@ -41,7 +41,7 @@ class IdemOperationsAutoConfigurationTest {
       IdemOperationsEndpoint endpoint = ctx.getBean(IdemOperationsEndpoint.class);
       db.execute("DELETE FROM idem_outbox");
       db.execute("INSERT INTO idem_outbox (id, topic, payload, status, attempts, last_error)"
-          + " VALUES ('00000000-0000-7000-8000-000000000001', 'orders', '\\x01', 'X', 5, 'broker down')");
+          + " VALUES ('00000000-0000-7000-8000-000000000001', 'orders', " + Vendors.sql(db, "'\\x01'", "X'01'") + ", 'X', 5, 'broker down')");
       Map<String, Object> view = endpoint.view();
       UnknownOutcomes unknown = (UnknownOutcomes) view.get("unknownOutcomes");
       assertThat(List.of(unknown.count(), unknown.oldest())).containsExactly(0L, Duration.ZERO);
@@ -57,7 +57,7 @@ class IdemOperationsAutoConfigurationTest {
           .isInstanceOf(KeyReuseException.class);
       assertThat((List<RecentMismatches.Mismatch>) endpoint.view().get("recentMismatches")).singleElement()
           .satisfies(m -> assertThat(List.of(m.source(), m.scope(), m.key())).containsExactly("executor:ops", "ops", "k-1"));
-      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'ops' AND key = 'k-1'")).isEqualTo(1);
+      assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'ops' AND idem_keys.key = 'k-1'")).isEqualTo(1);
       assertThat(endpoint.act("redriveTopic", null, "orders", null, null, null, null)).containsEntry("rows", 1L);
       assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'P' AND attempts = 0")).isEqualTo(1);
       assertThat(endpoint.act("release", null, null, "s", "k", 1L, null)).containsEntry("rows", 0L);

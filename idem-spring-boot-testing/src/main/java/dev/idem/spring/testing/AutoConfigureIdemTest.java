@@ -20,10 +20,14 @@ import java.lang.annotation.Target;
  *
  * <ul>
  *   <li>The application's {@code spring.datasource.url} is a fresh database of its own on the
- *       {@link dev.idem.testing.TestPostgres} server ({@code IDEM_JDBC_URL}, else Testcontainers,
- *       else an embedded PostgreSQL), overriding any URL the test's properties set. The
+ *       run's server ({@link dev.idem.testing.TestDatabase#newDatabase}): PostgreSQL ({@code
+ *       IDEM_JDBC_URL}, else Testcontainers, else an embedded PostgreSQL) by default, MariaDB when
+ *       {@code IDEM_TEST_DATABASE=mariadb} or {@code IDEM_JDBC_URL} is a MariaDB URL (else the
+ *       local server, else an embedded MariaDB), overriding any URL the test's properties set. The
  *       application's own migrations (Flyway, and idem's through the starter) run in it as they
- *       would in production. It is dropped when Spring closes the context.
+ *       would in production: migrations that differ per database go in a folder per database,
+ *       {@code spring.flyway.locations=classpath:db/migration/{vendor}}, which Boot's Flyway fills
+ *       in ({@code postgresql}, {@code mariadb}). It is dropped when Spring closes the context.
  *   <li>{@link dev.idem.testing.TestDatabase} is a bean, for reading what the application
  *       committed.
  * </ul>

@@ -1,7 +1,6 @@
 package dev.idem.spring.testing;
 
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.util.Map;
 import org.springframework.beans.factory.support.DefaultSingletonBeanRegistry;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -19,7 +18,8 @@ final class IdemTestContextCustomizer implements ContextCustomizer {
 
   @Override
   public void customizeContext(ConfigurableApplicationContext context, MergedContextConfiguration merged) {
-    TestDatabase db = TestPostgres.newDatabase(merged.getTestClass().getSimpleName());
+    // The run's database, as idem's own tests get it: PostgreSQL, or MariaDB (TestDatabase says how it is chosen).
+    TestDatabase db = TestDatabase.newDatabase(merged.getTestClass().getSimpleName());
     // First, so it wins over application.properties and the test's own properties: the point of
     // the annotation is that the application runs on this database.
     context.getEnvironment().getPropertySources().addFirst(new MapPropertySource(PROPERTY_SOURCE,

@@ -5,15 +5,10 @@ import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.sql.Connection;
-import java.sql.DriverManager;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.util.ArrayList;
 import java.util.List;
 import javax.sql.DataSource;
@@ -45,6 +40,9 @@ class AutoConfigureIdemTestTest {
     void theApplicationRunsOnTheTestsOwnMigratedDatabase() throws Exception {
       databases.add(db.name());
       assertThat(dataSource.unwrap(HikariDataSource.class).getJdbcUrl()).isEqualTo(db.jdbcUrl());
+      try (java.sql.Connection c = dataSource.getConnection()) {
+        assertThat(c.getMetaData().getDatabaseProductName()).as("the run's database").isEqualTo(db.vendor().toString());
+      }
       HttpClient http = HttpClient.newHttpClient();
       for (int copy = 0; copy < 2; copy++) {
         HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/orders"))
@@ -63,13 +61,13 @@ class AutoConfigureIdemTestTest {
     EngineTestKit.engine("junit-jupiter").selectors(selectClass(ShopTest.class)).execute()
         .testEvents().assertStatistics(s -> s.succeeded(1).failed(0));
     assertThat(databases).hasSize(1);
-    try (Connection c = DriverManager.getConnection(TestPostgres.server().adminUrl());
-        PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM pg_database WHERE datname = ?")) {
-      ps.setString(1, databases.get(0));
-      try (ResultSet rs = ps.executeQuery()) {
-        rs.next();
-        assertThat(rs.getInt(1)).as("the database dropped when the context closed").isZero();
-      }
+    // Asked of the server's catalog from another database on it.
+    try (TestDatabase other = TestDatabase.newDatabase("dropped-check")) {
+      String databasesNamed = other.vendor() == TestDatabase.Vendor.MARIADB
+          ? "SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?"
+          : "SELECT count(*) FROM pg_database WHERE datname = ?";
+      assertThat(other.count(databasesNamed, other.name())).as("the catalog query sees a database").isEqualTo(1);
+      assertThat(other.count(databasesNamed, databases.get(0))).as("the database dropped when the context closed").isZero();
     }
   }
 }

@@ -658,6 +658,33 @@ public final class ClaimTable {
     return sql.run(c, binds, index, rs -> ClaimRow.from(rs, startedNanos));
   }
 
+  /**
+   * The row {@code read} (a table's {@code read}) returns on {@code c}, in auto-commit, as committed:
+   * on MariaDB a row read at READ UNCOMMITTED (the read's tenth column names the session's level)
+   * may be another transaction's uncommitted claim, so it is read again with the next transaction,
+   * the read's own, at READ COMMITTED ({@code SET TRANSACTION} without SESSION sets only that one).
+   * On PostgreSQL, whose READ UNCOMMITTED is READ COMMITTED, {@link #row}.
+   */
+  static ClaimRow committedRow(Connection c, Sql read, Function<String, Object> binds, long startedNanos, boolean mariadb)
+      throws SQLException {
+    if (!mariadb) {
+      return row(c, read, 0, binds, startedNanos);
+    }
+    boolean[] dirty = {false};
+    ClaimRow row = read.run(c, binds, 0, rs -> {
+      ClaimRow r = ClaimRow.from(rs, startedNanos);
+      dirty[0] = r != null && MariaDbClaimSql.READ_UNCOMMITTED.equals(rs.getString(10));
+      return r;
+    });
+    if (!dirty[0]) {
+      return row;
+    }
+    try (java.sql.Statement st = c.createStatement()) {
+      st.execute("set transaction isolation level read committed");
+    }
+    return row(c, read, 0, binds, startedNanos);
+  }
+
   /** Runs {@code sql} and returns the first long of its {@code index}-th result, or null if no row (or null). */
   static Long single(Connection c, Sql sql, int index, Function<String, Object> binds) throws SQLException {
     return sql.run(c, binds, index, rs -> {

@@ -94,6 +94,21 @@ public final class Claims {
   private final Sql release;
   /** The batch form of the protocol, for a table that has one (the inbox); else null. */
   private final BatchClaims batches;
+  /**
+   * How many joined calls run on this thread, the innermost last. PostgreSQL stacks savepoints of
+   * one name, and a call joined inside another's effect sets and releases its own above the
+   * outer's; MariaDB (InnoDB) replaces a savepoint of the same name, so there the inner call's
+   * release took the outer's away, and the outer could neither release nor roll back to it. On
+   * MariaDB a call at depth n above 1 names its savepoint {@code idem_claim_n} ({@link #nested}).
+   */
+  private static final ThreadLocal<int[]> JOINED_DEPTH = ThreadLocal.withInitial(() -> new int[1]);
+  /** MariaDB: the savepoint statements of joined calls at depth 2 and more, by depth. */
+  private final java.util.concurrent.ConcurrentMap<Integer, Savepoint> nested = new java.util.concurrent.ConcurrentHashMap<>();
+  /** The savepoint statements of a joined call at depth 1 (every one on PostgreSQL). */
+  private final Savepoint outermost;
+
+  /** A joined call's statements that name its savepoint. */
+  private record Savepoint(Sql claimJoined, Sql release, Sql storeAndRelease, String rollback) {}
 
   public Claims(Context context, ClaimTable table, Events events, DedupeWindow window, Duration retryAfter, String name) {
     this.context = context;
@@ -117,6 +132,23 @@ public final class Claims {
     this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
     this.storeAndRelease = table.storeResult == null ? null : Sql.join(table.storeResult, release);
     this.batches = table.layout.kind() == ClaimTable.Kind.INBOX ? new BatchClaims(this) : null;
+    this.outermost = new Savepoint(claimJoined, release, storeAndRelease, ClaimTable.ROLLBACK_TO_SAVEPOINT);
+  }
+
+  /** The savepoint statements of the joined call running on this thread (see {@link #JOINED_DEPTH}). */
+  private Savepoint savepoint() {
+    int depth = JOINED_DEPTH.get()[0];
+    if (depth <= 1 || !context.mariadb()) {
+      return outermost;
+    }
+    return nested.computeIfAbsent(depth, d -> {
+      DSLContext dsl = context.dsl();
+      String name = ClaimTable.SAVEPOINT + "_" + d;
+      Sql release = Sql.of(dsl, DSL.query("release savepoint " + name));
+      return new Savepoint(Sql.join(Sql.of(dsl, DSL.query("savepoint " + name)), table.claim), release,
+          table.storeResult == null ? null : Sql.join(table.storeResult, release),
+          "rollback to savepoint " + name + ";\nrelease savepoint " + name);
+    });
   }
 
   /** The batch form of the protocol on this table: the inbox's. */
@@ -227,7 +259,11 @@ public final class Claims {
             // in a statement of its own, which tells a lost claim from the statements' own failure.
           }
         }
-        return context.ownedOnce(tx -> claimThenApply(tx, binds, codec, work, started, false));
+        TxCallback<Execution<T>, X> once = tx -> claimThenApply(tx, binds, codec, work, started, false);
+        // On MariaDB statements always take this path (no claim string to send them with): they
+        // are the caller's, but no code of theirs runs, so no framework is lent the transaction,
+        // as none is on PostgreSQL's one-trip path.
+        return statements != null && claimSignal == null ? context.ownedOnceByIdem(once) : context.ownedOnce(once);
       } catch (ClaimSignal signal) {
         throw signal;
       } catch (Exception e) {
@@ -288,6 +324,17 @@ public final class Claims {
    */
   private <T, X extends Exception> Execution<T> joined(Tx tx, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
       Query[] statements, long started) throws X {
+    int[] depth = JOINED_DEPTH.get();
+    depth[0]++;
+    try {
+      return joinedAtDepth(tx, binds, codec, effect, statements, started);
+    } finally {
+      depth[0]--;
+    }
+  }
+
+  private <T, X extends Exception> Execution<T> joinedAtDepth(Tx tx, Binds binds, Codec<T> codec, TxCallback<T, X> effect,
+      Query[] statements, long started) throws X {
     Connection c = tx.connection();
     Driver.refuseUnjoinable(c, name + " " + binds.key);
     if (statements != null && claimSignal != null) {
@@ -313,14 +360,49 @@ public final class Claims {
         break;
       }
     }
-    if (statements != null) {
-      effect = sent(statements);
+    java.util.List<Pipelined> ready = null;
+    if (statements != null && claimSignal != null) {
+      effect = sent(statements); // PostgreSQL, a key its one-trip path could not answer: rendered and bound above
+    } else if (statements != null) {
+      // MariaDB (statements run after the claim): rendered and bound first, as on PostgreSQL's
+      // one-trip path, so a statement refused here sent nothing, not even the savepoint (whose
+      // rollback would take an outer call's of that name)
+      ready = prepareEach(c, statements);
+      java.util.List<Pipelined> prepared = ready;
+      effect = t -> {
+        sendEach(prepared);
+        return null;
+      };
     }
     try {
       return claimThenApply(tx, binds, codec, effect, started, true);
     } catch (Throwable t) {
       undo(c, binds.key, t);
       throw t;
+    } finally {
+      if (ready != null) {
+        ready.forEach(Pipelined::close);
+      }
+    }
+  }
+
+  /** Each statement on its own, rendered and bound on {@code c}, nothing sent. */
+  private java.util.List<Pipelined> prepareEach(Connection c, Query[] statements) {
+    try {
+      return Pipelined.prepareEach(c, context.dsl(), statements);
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  /** Runs statements {@link #prepareEach} made, in order; the first that fails ends it. */
+  private void sendEach(java.util.List<Pipelined> prepared) {
+    try {
+      for (Pipelined p : prepared) {
+        p.send();
+      }
+    } catch (SQLException e) {
+      throw failed(e);
     }
   }
 
@@ -333,7 +415,7 @@ public final class Claims {
       TxCallback<T, X> effect, long started, boolean joined) throws X {
     Connection c = tx.connection();
     binds.answered(null, 0);
-    ClaimRow row = claim(c, joined ? claimJoined : claim, joined ? 1 : 0, binds, started);
+    ClaimRow row = claim(c, joined ? savepoint().claimJoined() : claim, joined ? 1 : 0, binds, started);
     for (int round = 1; ; round++) {
       if (row == null) {
         // The claim inserted nothing, and the row it met is gone since (expired and deleted
@@ -349,7 +431,7 @@ public final class Claims {
       } else {
         Execution<T> repeat = answer(row, binds, codec);
         if (joined) {
-          run(c, release, binds);
+          run(c, savepoint().release(), binds);
         } else {
           binds.answered(row, System.nanoTime());
         }
@@ -394,12 +476,12 @@ public final class Claims {
       if (!joined) {
         context.beforeCommit(tx);
       }
-      run(tx.connection(), joined ? storeAndRelease : storeAndCommit, binds.result(bytes));
+      run(tx.connection(), joined ? savepoint().storeAndRelease() : storeAndCommit, binds.result(bytes));
       if (!joined) {
         context.committed(tx);
       }
     } else if (joined) {
-      run(tx.connection(), release, binds);
+      run(tx.connection(), savepoint().release(), binds);
     }
     return new Execution.Applied<>(value);
   }
@@ -481,7 +563,7 @@ public final class Claims {
 
   /** The key's row as a new auto-commit statement sees it, or null; read again under the retry budget. */
   ClaimRow read(Binds binds, long started) {
-    return context.autoCommit(name, c -> ClaimTable.row(c, table.read, 0, binds, started));
+    return context.autoCommit(name, c -> ClaimTable.committedRow(c, table.read, binds, started, context.mariadb()));
   }
 
   /** The key's row as {@code read} (a read of the table, which waits on nothing) sees it on {@code c}, or null. */
@@ -607,7 +689,7 @@ public final class Claims {
   /** Undoes a joined call's claim; if that fails, the caller's transaction is not usable and says so. */
   private void rollbackToSavepoint(Connection c, IdempotencyKey key) {
     try {
-      Driver.savepointCommand(c, ClaimTable.ROLLBACK_TO_SAVEPOINT);
+      Driver.savepointCommand(c, savepoint().rollback());
     } catch (SQLException e) {
       throw new DataAccessException(name + ": could not roll back to the savepoint before the claim of key " + key
           + ", so the caller's transaction may hold it or be aborted; roll the transaction back: " + e.getMessage(), e);

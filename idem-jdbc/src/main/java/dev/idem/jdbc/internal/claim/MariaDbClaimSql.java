@@ -19,14 +19,21 @@ import org.jooq.impl.DSL;
  *       checks the primary key with a locking read, so, as on PostgreSQL, an insert of a key
  *       another transaction has claimed and not yet committed waits for that transaction, then
  *       inserts (it rolled back) or inserts nothing (it committed).
- *   <li>Its wait is bounded per statement with {@code SET STATEMENT innodb_lock_wait_timeout = n
- *       FOR ..}: the session's own setting is untouched, so the caller's statements wait as the
- *       caller set them to. MariaDB counts it in whole seconds: idem rounds the in-flight wait up.
+ *   <li>Its wait is bounded per statement with {@code SET STATEMENT innodb_lock_wait_timeout = n,
+ *       max_statement_time = 0 FOR ..}: the session's own settings are untouched, so the caller's
+ *       statements wait as the caller set them to, and a session's statement time limit does not
+ *       cut the claim's wait short with an error. MariaDB counts the bound in whole seconds: idem
+ *       rounds the in-flight wait up.
  *   <li>The row a claim did not insert is read with a locking read ({@code LOCK IN SHARE MODE}):
  *       under REPEATABLE READ a plain read in the caller's transaction would see its snapshot, from
  *       before the row another copy committed while the claim waited.
  *   <li>An update that must say what it changed is followed by a read run only if it changed a row
  *       ({@link Sql.Statement#ifChanged}).
+ *   <li>The auto-commit read that answers a likely repeat before any claim ({@link #read}) returns
+ *       the session's isolation level too: at READ UNCOMMITTED (which PostgreSQL runs as READ
+ *       COMMITTED) a plain read sees another copy's claim row before that copy commits, inserted
+ *       completed and with no result yet, and would answer from it. Such a row is read again at
+ *       READ COMMITTED.
  * </ul>
  *
  * Times are {@code DATETIME(6)} in UTC from {@link DbTime}. Not an API.
@@ -58,7 +65,10 @@ final class MariaDbClaimSql {
     this.stamp = dsl.render(DbTime.statementTime());
     this.clock = dsl.render(DbTime.clock());
     ClaimTable.Layout layout = table.layout;
-    String bounded = "set statement innodb_lock_wait_timeout = " + waitSeconds(inFlightWait) + " for ";
+    // max_statement_time = 0: a pool's statement time limit shorter than the bound would end the
+    // claim with error 1969 while it waits; the claim waits its own bound instead, then answers in
+    // flight, as PostgreSQL's claim does under a shorter statement_timeout.
+    String bounded = "set statement innodb_lock_wait_timeout = " + waitSeconds(inFlightWait) + ", max_statement_time = 0 for ";
     String thisKey = name(layout.scope()) + " = :scope and " + name(layout.key()) + " = :key";
 
     if (layout.kind() == ClaimTable.Kind.SEQUENCES) {
@@ -66,6 +76,14 @@ final class MariaDbClaimSql {
       // else is a repeat, answered at once (a sequence keeps its rows forever: no window).
       String claimed = "select true, 1, null, null, null, " + epoch(stamp) + ", null, null, null";
       this.claim = Sql.part(
+          // A repeat or a late number is answered from the committed number, taking no lock, as
+          // PostgreSQL's claim (NOT EXISTS on its snapshot) does: the insert below would wait for a
+          // copy of a newer number still running, which holds the entity's row. A number only
+          // grows, so a snapshot that has it has the latest too. Not at READ UNCOMMITTED, whose
+          // read would see a number another copy may still roll back: there the insert decides.
+          statement(bounded + "select false, 0, null, 'C', null, " + epoch(clock) + ", null, 1e300, " + epoch(clock)
+              + " from " + t + " where " + thisKey + " and last_applied >= :seq and " + ISOLATION + " <> '"
+              + READ_UNCOMMITTED + "'"),
           statement(bounded + "insert ignore into " + t + " (" + name(layout.scope()) + ", " + name(layout.key())
               + ", last_applied) values (:scope, :key, :seq) returning true, 1, null, null, null, " + epoch(stamp)
               + ", null, null, null"),
@@ -74,7 +92,7 @@ final class MariaDbClaimSql {
           // a repeat: completed now, never past a window (1e300 seconds stands for PostgreSQL's Infinity)
           statement("select false, 0, null, 'C', null, " + epoch(clock) + ", null, 1e300, " + epoch(clock)));
       this.read = Sql.part(statement("select false, 0, null, 'C', null, " + epoch(stamp) + ", null, 1e300, "
-          + epoch(stamp) + " from " + t + " where " + thisKey + " and last_applied >= :seq"));
+          + epoch(stamp) + ", " + ISOLATION + " from " + t + " where " + thisKey + " and last_applied >= :seq"));
       this.restoreAndRead = this.reclaim = null;
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
       this.batchInsert = this.batchInsertAtOnce = this.batchRead = this.unclaim = null;
@@ -99,7 +117,8 @@ final class MariaDbClaimSql {
             + claimedRow));
     this.restoreAndRead = Sql.part(statement("select " + rowColumns + ", " + epoch(clock) + " from " + t + " where " + thisKey
         + " lock in share mode"));
-    this.read = Sql.part(statement("select " + rowColumns + ", " + epoch(stamp) + " from " + t + " where " + thisKey));
+    this.read = Sql.part(statement("select " + rowColumns + ", " + epoch(stamp) + ", " + ISOLATION + " from " + t
+        + " where " + thisKey));
     String expirable = keys
         ? "expires_at <= " + clock + " and (state = 'C' or lease_expires_at <= " + clock + ")"
         : "expires_at <= " + clock;
@@ -117,7 +136,8 @@ final class MariaDbClaimSql {
           + ", expires_at) values {rows} returning " + keyName + ", " + epoch(name(layout.created()));
       String row = "(?, ?, " + stamp + ", " + expires + ")";
       this.batchInsert = bounded + insert.replace("{rows}", "{" + row + "}");
-      this.batchInsertAtOnce = "set statement innodb_lock_wait_timeout = 0 for " + insert.replace("{rows}", "{" + row + "}");
+      this.batchInsertAtOnce = "set statement innodb_lock_wait_timeout = 0, max_statement_time = 0 for "
+          + insert.replace("{rows}", "{" + row + "}");
       this.batchRead = "select " + rowColumns + ", " + epoch(clock) + ", " + keyName + " from " + t + " where " + scopeName
           + " = ? and " + keyName + " in ({?}) lock in share mode";
       this.unclaim = "delete from " + t + " where " + scopeName + " = ? and " + keyName + " in ({?})";
@@ -198,6 +218,16 @@ final class MariaDbClaimSql {
     Field<java.time.OffsetDateTime> t = DSL.field(time, java.time.OffsetDateTime.class);
     return dsl.render(DbTime.plusMicros(t, DSL.inline(DbTime.micros(d))));
   }
+
+  /**
+   * The session's isolation level, the tenth column of {@link #read}: at READ UNCOMMITTED a plain
+   * read sees rows other transactions have not committed, so a row read there is read again
+   * ({@link ClaimTable#committedRow}).
+   */
+  static final String ISOLATION = "@@session.tx_isolation";
+
+  /** {@link #ISOLATION}'s value at READ UNCOMMITTED. */
+  static final String READ_UNCOMMITTED = "READ-UNCOMMITTED";
 
   /**
    * innodb_lock_wait_timeout for a wait: whole seconds, rounded up; 0 answers at once, as a zero

@@ -19,7 +19,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The key read sends times as float8 epoch seconds ({@link ClaimTable.epochSeconds}), which the
  * client turns into microseconds ({@link ClaimRow.micros(double)}); checked here against
- * extract()'s exact numeric, over random times sent by the server.
+ * extract()'s exact numeric, over random times sent by the server. (MariaDB: DbTime.epochSeconds's
+ * form over DATETIME(6), against timestampdiff's exact microseconds.)
  */
 @IdemTest(migrate = false)
 class ClaimTimesTest {
@@ -35,6 +36,17 @@ class ClaimTimesTest {
 
   /** Rows of {@code count} times {@code from + random * span} microseconds after the epoch, and the read's value of each beside the exact one. */
   static String times(long from, long span, int count) {
+    if (db.vendor() == TestDatabase.Vendor.MARIADB) {
+      // MariaDB: DATETIME(6) in UTC, sent as DbTime.epochSeconds renders it there; rows from the
+      // sequence engine's seq_1_to_n
+      String seconds = DSL.using(SQLDialect.MARIADB).render(dev.idem.jdbc.internal.DbTime.epochSeconds(DSL.field(DSL.name("t"))));
+      String epoch = "'1970-01-01 00:00:00'";
+      return "select " + seconds + " as sent, timestampdiff(microsecond, " + epoch + ", t) as exact from ("
+          + " select timestampadd(microsecond, " + from + " + floor(rand() * " + span + "), " + epoch + ") as t"
+          + " from seq_1_to_" + count
+          + " union all select utc_timestamp(6)"
+          + " union all select timestampadd(microsecond, " + (EXACT_UNTIL - 1) + ", " + epoch + ")) times";
+    }
     String seconds = DSL.using(SQLDialect.POSTGRES)
         .render(ClaimTable.epochSeconds(DSL.field(DSL.name("t"), OffsetDateTime.class)));
     return "select " + seconds + " as sent, (extract(epoch from t) * 1000000)::bigint as exact from ("
