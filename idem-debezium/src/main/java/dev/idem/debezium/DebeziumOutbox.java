@@ -3,6 +3,7 @@ package dev.idem.debezium;
 import dev.idem.internal.base.Require;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.OutboxLayout;
+import java.sql.SQLException;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -35,10 +36,9 @@ import java.util.Properties;
  * switching the layout.
  *
  * <p>PostgreSQL only: the {@code DEBEZIUM} layout's events table and the connector's logical
- * replication are PostgreSQL's. On MariaDB an {@code Idem} built with {@link OutboxLayout#DEBEZIUM}
- * refuses its first enqueue, writing nothing; use the polled layout and idem's relay (or
- * idem-kafka's publisher) there. This class only turns settings into a map: it never touches the
- * database, so it cannot tell which one {@code idem} is on.
+ * replication are PostgreSQL's. On MariaDB {@link #builder} refuses the {@code Idem}, and an {@code
+ * Idem} built with {@link OutboxLayout#DEBEZIUM} refuses its first enqueue, writing nothing; use the
+ * polled layout and idem's relay (or idem-kafka's publisher) there.
  *
  * <p>Immutable; the builder validates.
  */
@@ -56,9 +56,29 @@ public final class DebeziumOutbox {
 
   private DebeziumOutbox() {}
 
-  /** Settings for relaying the outbox of {@code idem} (its schema). */
+  /**
+   * Settings for relaying the outbox of {@code idem} (its schema). Asks the database, once, which
+   * it is (in a transaction of {@code idem}'s, joining one open on this thread), since the layout
+   * and the connector are PostgreSQL's.
+   *
+   * @throws IllegalArgumentException if {@code idem} is null
+   * @throws IllegalStateException if {@code idem}'s DataSource is not on PostgreSQL (MariaDB, MySQL),
+   *     naming the database and what to use there instead
+   */
   public static Builder builder(Idem idem) {
-    return new Builder(Require.notNull(idem, "idem").schema());
+    Require.notNull(idem, "idem");
+    String product;
+    try {
+      product = idem.inTransaction(tx -> tx.connection().getMetaData().getDatabaseProductName());
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not ask idem's database which it is: " + e.getMessage(), e);
+    }
+    if (!"PostgreSQL".equals(product)) {
+      throw new IllegalStateException("DebeziumOutbox is PostgreSQL only (the DEBEZIUM outbox layout's events table, read by"
+          + " Debezium's PostgreSQL connector through logical replication), and idem's DataSource is on " + product
+          + ": relay the outbox in the polled layout (the default) with idem's Relay, or idem-kafka's KafkaPublisher");
+    }
+    return new Builder(idem.schema());
   }
 
   /**
