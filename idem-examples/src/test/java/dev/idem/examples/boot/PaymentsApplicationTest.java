@@ -34,9 +34,10 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * The Boot payments sample as a client sees it, over real HTTP on loopback, against a real
- * PostgreSQL or MariaDB (the run's, {@link TestDatabase}) and a card provider on loopback; every check also counts rows (payments, receipts,
- * idem's keys) and the provider's charges. The database starts empty ({@code migrate = false}):
- * the application migrates its own tables and idem's, as it does when deployed.
+ * PostgreSQL or MariaDB (the run's, {@link TestDatabase}) and a card provider on loopback; every
+ * check also counts rows (payments, receipts, idem's keys) and the provider's charges. The database
+ * starts empty ({@code migrate = false}): the application migrates its own tables and idem's, as it
+ * does when deployed.
  */
 @IdemTest(migrate = false)
 class PaymentsApplicationTest {
