@@ -253,6 +253,10 @@ public final class OwnTransaction {
     } catch (SQLException | RuntimeException e) {
       if (failure != null) {
         failure.addSuppressed(e);
+      } else if (SqlStates.isConnectionFailure(e)) {
+        // The connection ended after the commit (killed, or the server went away): the pool drops
+        // it; its cause says all there is to say, without a stack trace.
+        LOG.warn("transaction committed, but could not {}: the connection ended ({})", what, e.getMessage());
       } else {
         LOG.warn("transaction committed, but could not " + what, e);
       }
