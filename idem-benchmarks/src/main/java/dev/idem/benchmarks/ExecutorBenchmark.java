@@ -10,7 +10,6 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -39,7 +38,8 @@ import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * The executor's cost against the same work done bare, in one run, one pool, 8 threads, one
- * PostgreSQL (IDEM_JDBC_URL, else the embedded default of {@link TestPostgres}):
+ * database: PostgreSQL, or MariaDB, as {@link TestDatabase#newDatabase} picks it (IDEM_JDBC_URL, or
+ * IDEM_TEST_DATABASE=mariadb):
  *
  * <ul>
  *   <li>{@link #bareEffect} (a): a transaction inserting one payment row, plain JDBC;
@@ -59,7 +59,10 @@ import org.openjdk.jmh.annotations.Warmup;
  *       cannot replay a result).
  * </ul>
  *
- * The ratios b/a and c/d are the executor's overhead (b1/a, b2/a and b'/a that of the callback
+ * On MariaDB the statement of (b) runs as a callback (no string of several statements in one round
+ * trip there): a round trip per statement, as (b') has.
+ *
+ * <p>The ratios b/a and c/d are the executor's overhead (b1/a, b2/a and b'/a that of the callback
  * forms, for information); see docs/benchmarks.md. Run with {@code java
  * -jar idem-benchmarks/target/benchmarks.jar ExecutorBenchmark -t 8 -rf json}.
  */
@@ -91,10 +94,12 @@ public class ExecutorBenchmark {
      */
     IdempotentExecutor replayer;
     String run;
+    BenchSql sql;
 
     @Setup(Level.Trial)
     public void start() throws Exception {
-      db = TestPostgres.newDatabase("bench_executor");
+      db = TestDatabase.newDatabase("bench_executor");
+      sql = BenchSql.of(db);
       ds = db.warmDataSource(POOL);
       Idem idem = Idem.builder(ds).build();
       IdemFlyway.migrate(ds);
@@ -102,23 +107,27 @@ public class ExecutorBenchmark {
       replayer = idem.executor().build();
       run = UUID.randomUUID().toString().substring(0, 8);
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-        st.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
-        st.execute("INSERT INTO payments (request, amount) SELECT 'seed-' || i, i FROM generate_series(1, " + READ_ROWS + ") i");
-        st.execute(RepeatBenchmark.NAIVE_DDL);
+        st.execute(sql.effectTable("payments", "request"));
+        st.execute(sql.seedPayments(READ_ROWS));
+        st.execute(sql.naiveKeysTable());
       }
       for (int i = 0; i < REPLAY_KEYS; i++) {
         String request = "replay-" + i;
         replayer.execute(replayKey(i), Fingerprint.EMPTY, Codec.utf8(), tx -> pay(tx.connection(), request));
       }
-      try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-        st.execute("VACUUM ANALYZE");
+      if (sql.mariadb()) {
+        Settle.database(ds);
+      } else {
+        try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
+          st.execute("VACUUM ANALYZE");
+        }
       }
     }
 
     /** Before every iteration: no method pays for the writes of the one run before it. */
     @Setup(Level.Iteration)
     public void settle() throws SQLException {
-      Settle.tables(ds, "payments, idem.idem_keys, naive_keys");
+      Settle.tables(ds, "payments, " + sql.idem("idem_keys") + ", naive_keys");
     }
 
     IdempotencyKey replayKey(int i) {
@@ -206,7 +215,7 @@ public class ExecutorBenchmark {
   public boolean naiveGuardNewKey(Shared s, ThreadKeys l) throws SQLException {
     String key = l.newKey();
     try (Connection c = s.ds.getConnection()) {
-      return RepeatBenchmark.naiveGuard(c, key, key);
+      return RepeatBenchmark.naiveGuard(c, s.sql, key, key);
     }
   }
 }

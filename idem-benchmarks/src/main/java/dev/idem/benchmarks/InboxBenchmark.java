@@ -5,7 +5,6 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
@@ -38,7 +37,9 @@ import org.openjdk.jmh.annotations.Warmup;
  * transaction, the claim first) through {@link Inbox#receive}; {@link #inboxReceiveStatement} gives the INSERT as a jOOQ statement
  * ({@link Inbox#receive(String, org.jooq.Query...)}: claim, insert and COMMIT in one round trip,
  * the claim first); {@link #bareEffect} does the same INSERT in a bare JDBC transaction.
- * The target is inbox / bare >= 0.8.
+ * The target is inbox / bare >= 0.8. On PostgreSQL, or MariaDB, as {@link TestDatabase#newDatabase}
+ * picks it (IDEM_JDBC_URL, or IDEM_TEST_DATABASE=mariadb); on MariaDB the statements form runs as a
+ * callback (no string of several statements in one round trip there).
  *
  * <p>Run: {@code java -jar idem-benchmarks/target/benchmarks.jar InboxBenchmark -t 8}.
  */
@@ -59,23 +60,25 @@ public class InboxBenchmark {
     TestDatabase db;
     HikariDataSource ds;
     Inbox inbox;
+    BenchSql sql;
 
     @Setup(Level.Trial)
     public void start() throws SQLException {
-      db = TestPostgres.newDatabase("bench_inbox");
+      db = TestDatabase.newDatabase("bench_inbox");
+      sql = BenchSql.of(db);
       ds = db.warmDataSource(8);
       Idem idem = Idem.builder(ds).build();
       IdemFlyway.migrate(ds);
       inbox = idem.inbox("bench").window(DedupeWindow.of(Duration.ofDays(8))).build();
       try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-        st.execute("CREATE TABLE charges (id bigserial PRIMARY KEY, message_id text NOT NULL, amount int NOT NULL)");
+        st.execute(sql.effectTable("charges", "message_id"));
       }
     }
 
     /** Before every iteration: no method pays for the writes of the one run before it. */
     @Setup(Level.Iteration)
     public void settle() throws SQLException {
-      Settle.tables(ds, "charges, idem.idem_inbox");
+      Settle.tables(ds, "charges, " + sql.idem("idem_inbox"));
     }
 
     @TearDown(Level.Trial)

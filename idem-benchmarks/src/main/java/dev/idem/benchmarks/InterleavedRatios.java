@@ -29,6 +29,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>{@code repeat} runs {@link RepeatBenchmark}'s methods: repeats from an instance that never saw
  * the id (each thread of each slice builds its own fresh Idem for them), warm repeats, the peers
  * (Camel, Spring Integration), the hand-rolled guard and the new-key forms, on one pool.
+ *
+ * <p>Each runs on PostgreSQL or MariaDB, as {@link dev.idem.testing.TestDatabase#newDatabase} picks
+ * it ({@code IDEM_JDBC_URL=jdbc:mariadb://127.0.0.1:3306/test?user=root}, or {@code
+ * -DIDEM_TEST_DATABASE=mariadb} for the local server). On MariaDB "the rest of the machine" is
+ * mostly the mariadbd threads.
  */
 public final class InterleavedRatios {
   /** Threads per slice: 8, or the system property {@code threads} ({@code -Dthreads=1}). */

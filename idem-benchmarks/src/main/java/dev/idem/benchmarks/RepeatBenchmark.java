@@ -10,7 +10,6 @@ import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
 import dev.idem.result.Execution;
 import dev.idem.testing.TestDatabase;
-import dev.idem.testing.TestPostgres;
 import dev.idem.window.DedupeWindow;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -57,8 +56,11 @@ import org.springframework.integration.jdbc.metadata.JdbcMetadataStore;
  * idempotent stores of Apache Camel ({@code camel-sql}'s {@link JdbcMessageIdRepository}) and of
  * Spring Integration ({@code spring-integration-jdbc}'s {@link JdbcMetadataStore}, whose {@code
  * putIfAbsent} is what the idempotent receiver's {@code MetadataStoreSelector} calls). Every guard
- * runs on the same HikariCP pool and the same PostgreSQL database ({@code IDEM_JDBC_URL}, else the
- * default of {@link TestPostgres}).
+ * runs on the same HikariCP pool and the same database: PostgreSQL, or MariaDB, as {@link
+ * TestDatabase#newDatabase} picks it ({@code IDEM_JDBC_URL} naming a {@code jdbc:mariadb:} server,
+ * or {@code IDEM_TEST_DATABASE=mariadb}); each guard's tables are made with the DDL it ships for
+ * that database ({@link BenchSql}), and the hand-rolled guard is written as a user of that
+ * database would write it ({@code INSERT IGNORE} on MariaDB).
  *
  * <p>Repeats ({@value #IDS} ids or keys applied before the clock starts, by another {@link Idem}):
  *
@@ -124,7 +126,7 @@ public class RepeatBenchmark {
   /** Camel's processor name and Spring Integration's region for the benchmark's ids. */
   public static final String PEER_NAME = "bench-repeat";
 
-  /** For the statements given to idem: rendered by idem, so any PostgreSQL-dialect context will do. */
+  /** For the statements given to idem: idem renders them in its own dialect for the database, so any context will do. */
   static final DSLContext SQL = DSL.using(SQLDialect.POSTGRES);
   static final Table<Record> PAYMENTS = DSL.table(DSL.name("payments"));
   static final Field<String> REQUEST = DSL.field(DSL.name("request"), SQLDataType.CLOB);
@@ -134,15 +136,6 @@ public class RepeatBenchmark {
   static final Field<String> WHAT = DSL.field(DSL.name("what"), SQLDataType.CLOB);
   static final String INSERT_PAYMENT = "INSERT INTO payments (request, amount) VALUES (?, ?) RETURNING id";
 
-  /** Apache Camel 4.22's own DDL for its table (JdbcMessageIdRepository.DEFAULT_CREATE_STRING). */
-  public static final String CAMEL_DDL = "CREATE TABLE CAMEL_MESSAGEPROCESSED (processorName VARCHAR(255), messageId VARCHAR(100), "
-      + "createdAt TIMESTAMP, PRIMARY KEY (processorName, messageId))";
-  /** Spring Integration 7.1's org/springframework/integration/jdbc/schema-postgresql.sql, the metadata store's table. */
-  public static final String SPRING_INTEGRATION_DDL = "CREATE TABLE INT_METADATA_STORE (METADATA_KEY VARCHAR(255) NOT NULL, "
-      + "METADATA_VALUE VARCHAR(4000), REGION VARCHAR(100) NOT NULL, "
-      + "constraint INT_METADATA_STORE_PK primary key (METADATA_KEY, REGION))";
-  /** The hand-rolled guard's key table. */
-  public static final String NAIVE_DDL = "CREATE TABLE naive_keys (k text PRIMARY KEY)";
 
   // ---------------------------------------------------------------------------------------------
   // State
@@ -152,16 +145,19 @@ public class RepeatBenchmark {
   public static class Db {
     public TestDatabase db;
     public HikariDataSource ds;
+    /** The database's forms of the benchmark's own SQL. */
+    BenchSql sql;
     /** The instance that applied the ids before the run: "another replica". */
     public Idem writer;
 
     @Setup(Level.Trial)
     public void start() throws SQLException {
-      db = TestPostgres.newDatabase("bench_repeat");
+      db = TestDatabase.newDatabase("bench_repeat");
+      sql = BenchSql.of(db);
       ds = db.warmDataSource(POOL);
       writer = Idem.builder(ds).build();
       IdemFlyway.migrate(ds);
-      createTables(ds);
+      createTables(ds, sql);
     }
 
     /** Before every iteration, off the clock: no method pays for the clean-up of earlier writes. */
@@ -385,7 +381,7 @@ public class RepeatBenchmark {
     public void start(Db db) throws Exception {
       present(db, "naive guard", id -> {
         try (Connection c = db.ds.getConnection()) {
-          return naiveGuard(c, id, null);
+          return naiveGuard(c, db.sql, id, null);
         }
       });
     }
@@ -493,7 +489,7 @@ public class RepeatBenchmark {
   @Benchmark
   public boolean naiveGuardRepeat(Db db, Naive naive, ThreadKeys l) throws SQLException {
     try (Connection c = db.ds.getConnection()) {
-      if (naiveGuard(c, inboxId(l.nextIndex(IDS)), null)) {
+      if (naiveGuard(c, db.sql, inboxId(l.nextIndex(IDS)), null)) {
         throw new IllegalStateException("the naive guard took a present key for a new one");
       }
       return false;
@@ -582,7 +578,7 @@ public class RepeatBenchmark {
   public boolean naiveGuardNewKey(Db db, ThreadKeys l) throws SQLException {
     String key = l.newKey();
     try (Connection c = db.ds.getConnection()) {
-      return naiveGuard(c, key, key);
+      return naiveGuard(c, db.sql, key, key);
     }
   }
 
@@ -597,8 +593,7 @@ public class RepeatBenchmark {
   public boolean naiveGuardNewKeyStored(Db db, ThreadKeys l) throws SQLException {
     String key = l.newKey();
     try (Connection c = db.ds.getConnection()) {
-      return handRolled(c, "INSERT INTO naive_stored_keys (k, fingerprint, expires_at) VALUES (?, ?, now() + interval '1 day')"
-          + " ON CONFLICT DO NOTHING", key, java.util.HexFormat.of().parseHex(fingerprint(key).hex()), () -> pay(c, key));
+      return handRolled(c, db.sql.naiveStoredClaim(), key, java.util.HexFormat.of().parseHex(fingerprint(key).hex()), () -> pay(c, key));
     }
   }
 
@@ -628,24 +623,29 @@ public class RepeatBenchmark {
   // Helpers, shared with RepeatCost and InterleavedRatios
 
   /**
-   * The tables of the effect, of the yardstick, of the hand-rolled guard and of the peers (their
-   * own DDL for PostgreSQL), then VACUUM ANALYZE. idem's tables come from {@code IdemFlyway.migrate}.
+   * The tables of the effect, of the yardstick, of the hand-rolled guard and of the peers (the DDL
+   * each ships for the database), then VACUUM ANALYZE (MariaDB: ANALYZE TABLE). idem's tables come
+   * from {@code IdemFlyway.migrate}.
    */
-  public static void createTables(javax.sql.DataSource ds) throws SQLException {
+  public static void createTables(javax.sql.DataSource ds, BenchSql sql) throws SQLException {
     try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
-      st.execute("CREATE TABLE payments (id bigserial PRIMARY KEY, request text NOT NULL, amount int NOT NULL)");
-      st.execute("INSERT INTO payments (request, amount) SELECT 'seed-' || i, i FROM generate_series(1, " + READ_ROWS + ") i");
-      st.execute("CREATE TABLE repeat_must_not_run (what text NOT NULL)");
-      st.execute(NAIVE_DDL);
-      st.execute("CREATE TABLE naive_stored_keys (k text PRIMARY KEY, fingerprint bytea NOT NULL, result bytea, expires_at timestamptz NOT NULL)");
-      st.execute("CREATE INDEX ON naive_stored_keys (expires_at)");
+      st.execute(sql.effectTable("payments", "request"));
+      st.execute(sql.seedPayments(READ_ROWS));
+      st.execute(sql.mustNotRunTable());
+      st.execute(sql.naiveKeysTable());
       // Rows before the statistics, as a key table in service has: planned on an empty table, the
       // UPDATE's cached plan is a sequential scan, and the guard slows down as its table grows.
-      st.execute("INSERT INTO naive_stored_keys (k, fingerprint, expires_at) SELECT 'seed-' || i, '\\x00', now() + interval '1 day'"
-          + " FROM generate_series(1, " + READ_ROWS + ") i");
-      st.execute(CAMEL_DDL);
-      st.execute(SPRING_INTEGRATION_DDL);
-      st.execute("VACUUM ANALYZE");
+      for (String s : sql.naiveStoredKeysTable(READ_ROWS)) {
+        st.execute(s);
+      }
+      st.execute(BenchSql.CAMEL_DDL);
+      st.execute(sql.springIntegrationTable());
+      if (!sql.mariadb()) {
+        st.execute("VACUUM ANALYZE");
+      }
+    }
+    if (sql.mariadb()) {
+      Settle.database(ds);
     }
   }
 
@@ -690,11 +690,11 @@ public class RepeatBenchmark {
 
   /**
    * The hand-rolled guard: in one transaction, {@code INSERT INTO naive_keys ... ON CONFLICT DO
-   * NOTHING}; if it inserted the key, the payment insert ({@code request}, unless null) and COMMIT,
-   * else ROLLBACK. True if the key was new.
+   * NOTHING} (MariaDB: {@code INSERT IGNORE}); if it inserted the key, the payment insert ({@code
+   * request}, unless null) and COMMIT, else ROLLBACK. True if the key was new.
    */
-  public static boolean naiveGuard(Connection c, String key, String request) throws SQLException {
-    return handRolled(c, "INSERT INTO naive_keys (k) VALUES (?) ON CONFLICT DO NOTHING", key, null, () -> {
+  public static boolean naiveGuard(Connection c, BenchSql sql, String key, String request) throws SQLException {
+    return handRolled(c, sql.naiveClaim(), key, null, () -> {
       if (request != null) {
         pay(c, request);
       }
@@ -710,7 +710,8 @@ public class RepeatBenchmark {
 
   /**
    * A hand-rolled guard's transaction on {@code c}: the {@code claim} insert of {@code key} (and
-   * {@code fingerprint}, if not null) under {@code ON CONFLICT DO NOTHING}; if it inserted nothing,
+   * {@code fingerprint}, if not null) that inserts nothing for a key already there ({@code ON
+   * CONFLICT DO NOTHING}, MariaDB's {@code INSERT IGNORE}); if it inserted nothing,
    * ROLLBACK; else the effect, the UPDATE of {@code naive_stored_keys} storing what it returned (if
    * not null), COMMIT. True if the key was new.
    */

@@ -15,15 +15,21 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Logger;
 import javax.sql.DataSource;
+import org.mariadb.jdbc.util.constants.ServerStatus;
 import org.postgresql.core.BaseConnection;
 import org.postgresql.core.TransactionState;
 
 /**
- * A DataSource over pgjdbc whose connections count the round trips they make to the server: each
- * statement executed (pgjdbc sends one with its parameters and a Sync, and waits for the answer,
- * however many statements its string holds), and each commit or rollback of a transaction that sent
- * something (pgjdbc sends nothing for one that did not, nor for a COMMIT already sent as SQL). What
- * the pool does under it (validation, resets) is not counted: it is the same for every guard.
+ * A DataSource over pgjdbc or MariaDB Connector/J whose connections count the round trips they
+ * make to the server: each statement executed (pgjdbc sends one with its parameters and a Sync,
+ * and waits for the answer, however many statements its string holds; Connector/J sends one
+ * statement a trip), and each commit or rollback of a transaction that sent something (neither
+ * driver sends anything for one that did not, nor for a COMMIT already sent as SQL: each asks its
+ * connection's transaction state, which this reads as they do). On Connector/J a change of
+ * auto-commit is a trip of its own too ({@code set autocommit=0}, {@code set autocommit=1}, the
+ * latter ending a transaction in the same trip), where pgjdbc begins a transaction with its first
+ * statement and sends nothing. What the pool does under it (validation, resets) is not counted:
+ * it is the same for every guard.
  */
 final class RoundTrips implements DataSource {
   private static final Set<String> EXECUTES = Set.of("execute", "executeQuery", "executeUpdate", "executeLargeUpdate",
@@ -43,14 +49,25 @@ final class RoundTrips implements DataSource {
   @Override
   public Connection getConnection() throws SQLException {
     Connection c = pool.getConnection();
-    BaseConnection pg = c.unwrap(BaseConnection.class);
+    BaseConnection pg = c.isWrapperFor(BaseConnection.class) ? c.unwrap(BaseConnection.class) : null;
+    org.mariadb.jdbc.Connection maria = pg == null ? c.unwrap(org.mariadb.jdbc.Connection.class) : null;
     return proxy(Connection.class, c, (proxy, m, args) -> {
       String name = m.getName();
-      boolean ends = name.equals("commit")
-          || (name.equals("rollback") && (args == null || args.length == 0))
-          || (name.equals("setAutoCommit") && (Boolean) args[0]);
-      if (ends && pg.getTransactionState() != TransactionState.IDLE) {
-        count.incrementAndGet();
+      if (pg != null) {
+        boolean ends = name.equals("commit")
+            || (name.equals("rollback") && (args == null || args.length == 0))
+            || (name.equals("setAutoCommit") && (Boolean) args[0]);
+        if (ends && pg.getTransactionState() != TransactionState.IDLE) {
+          count.incrementAndGet();
+        }
+      } else if (name.equals("setAutoCommit")) {
+        if ((Boolean) args[0] != maria.getAutoCommit()) {
+          count.incrementAndGet(); // "set autocommit=n", which also ends a transaction open
+        }
+      } else if (name.equals("commit") || (name.equals("rollback") && (args == null || args.length == 0))) {
+        if ((maria.getContext().getServerStatus() & ServerStatus.IN_TRANSACTION) != 0) {
+          count.incrementAndGet();
+        }
       }
       Object result = invoke(m, c, args);
       if (result instanceof CallableStatement s) {
