@@ -490,7 +490,7 @@ class TransitionsTest {
         }
       });
       assertThat(fenced.get(5)).as(id).isEqualTo("APPLIED");
-      assertThat(fenced).as(id).containsOnly("APPLIED", "STALE");
+      assertThat(fenced).as(id).isSubsetOf("APPLIED", "STALE"); // all may apply, if they come in token order
       long applied = fenced.stream().filter("APPLIED"::equals).count();
       assertThat(row(id)).as(id).isEqualTo("SHIPPED v" + (4 + applied) + " fence=6 note=by 6");
     }
