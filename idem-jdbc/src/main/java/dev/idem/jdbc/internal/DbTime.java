@@ -74,6 +74,20 @@ public final class DbTime {
     return CLOCK;
   }
 
+  /**
+   * The time in column {@code column} of {@code rs}, or null: on MariaDB a {@code DATETIME} holding
+   * UTC, read as it is (the driver would read an {@code OffsetDateTime} through the session's or the
+   * JVM's zone); on PostgreSQL a {@code timestamptz}.
+   */
+  public static java.time.OffsetDateTime read(java.sql.ResultSet rs, int column, boolean mariadb)
+      throws java.sql.SQLException {
+    if (!mariadb) {
+      return rs.getObject(column, java.time.OffsetDateTime.class);
+    }
+    java.time.LocalDateTime utc = rs.getObject(column, java.time.LocalDateTime.class);
+    return utc == null ? null : utc.atOffset(java.time.ZoneOffset.UTC);
+  }
+
   /** {@code t + micros} microseconds, in SQL; {@code micros} may be negative. */
   public static Field<OffsetDateTime> plusMicros(Field<OffsetDateTime> t, Field<Long> micros) {
     return CustomField.of("plus_micros", SQLDataType.TIMESTAMPWITHTIMEZONE, ctx -> {

@@ -16,8 +16,6 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Instant;
-import java.time.LocalDateTime;
-import java.time.ZoneOffset;
 import java.util.Optional;
 import org.jooq.DSLContext;
 import org.jooq.Field;
@@ -163,9 +161,9 @@ final class MariaDbLeases {
     });
   }
 
-  /** A {@code DATETIME} holding UTC, read without the session's time zone. */
+  /** A {@code DATETIME} holding UTC, read without the session's time zone ({@link DbTime#read}). */
   private static Instant utc(ResultSet rs, int column) throws SQLException {
-    return rs.getObject(column, LocalDateTime.class).toInstant(ZoneOffset.UTC);
+    return DbTime.read(rs, column, true).toInstant();
   }
 
   /**

@@ -15,9 +15,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
-import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
-import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -142,16 +140,9 @@ public final class Operations {
         : DSL.field("(extract(epoch from (clock_timestamp() - {0})) * 1000000)::bigint", Long.class, t);
   }
 
-  /**
-   * The time in column {@code i}: on MariaDB a DATETIME holding UTC, read as it is (the driver
-   * would read an OffsetDateTime in the session's or the JVM's zone); on PostgreSQL a timestamptz.
-   */
+  /** The time in column {@code i}, as this database keeps it ({@link DbTime#read}). */
   private OffsetDateTime time(ResultSet rs, int i) throws SQLException {
-    if (!maria) {
-      return rs.getObject(i, OffsetDateTime.class);
-    }
-    LocalDateTime utc = rs.getObject(i, LocalDateTime.class);
-    return utc == null ? null : utc.atOffset(ZoneOffset.UTC);
+    return DbTime.read(rs, i, maria);
   }
 
   // ---------------------------------------------------------------------------------------------

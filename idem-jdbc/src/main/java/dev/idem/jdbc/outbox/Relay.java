@@ -7,8 +7,8 @@ import dev.idem.internal.Failures;
 import dev.idem.internal.base.Require;
 import dev.idem.internal.Stopping;
 import dev.idem.jdbc.internal.Context;
-import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.DbTime;
+import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.OwnTransaction;
 import java.sql.Array;
@@ -19,9 +19,7 @@ import java.sql.SQLException;
 import java.sql.Savepoint;
 import java.sql.Statement;
 import java.time.Duration;
-import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
-import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -391,8 +389,7 @@ public final class Relay implements AutoCloseable {
               mariadb
                   ? headers(JsonStrings.read(rs.getString(5), "header_names of " + id), JsonStrings.read(rs.getString(6), "header_values of " + id))
                   : headers((String[]) rs.getArray(5).getArray(), (String[]) rs.getArray(6).getArray()),
-              // MariaDB's created_at is a DATETIME holding UTC: read as a local time, never through the session's zone
-              mariadb ? rs.getObject(7, LocalDateTime.class).toInstant(ZoneOffset.UTC) : rs.getObject(7, OffsetDateTime.class).toInstant(),
+              DbTime.read(rs, 7, mariadb).toInstant(),
               rs.getInt(8) + 1));
         }
       }

@@ -1,6 +1,7 @@
 package dev.idem.jdbc.reconcile;
 
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.ops.Operations;
@@ -11,7 +12,6 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
@@ -115,7 +115,7 @@ public final class Reconciliation {
         OffsetDateTime at;
         try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(maria ? "select utc_timestamp(6)" : "select now()")) {
           rs.next();
-          at = maria ? rs.getObject(1, LocalDateTime.class).atOffset(ZoneOffset.UTC) : rs.getObject(1, OffsetDateTime.class);
+          at = DbTime.read(rs, 1, maria);
         }
         List<Findings.Duplicate> dup = new ArrayList<>();
         try (PreparedStatement ps = c.prepareStatement(duplicates); ResultSet rs = ps.executeQuery()) {
