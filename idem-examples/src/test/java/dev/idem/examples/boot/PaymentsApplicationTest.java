@@ -393,7 +393,9 @@ class PaymentsApplicationTest {
         fastest = Math.min(fastest, (System.nanoTime() - start) / 1_000_000);
         assertProblem(other, 422);
       }
-      assertThat(fastest).as("ms to the fastest 422 while the first copy is held (the wait is 5000 ms)").isLessThan(50);
+      // Without waiting: well under the 5000 ms in-flight wait, while the first copy is still held
+      // (checked below). How fast is a benchmark's figure, not this test's.
+      assertThat(fastest).as("ms to the fastest 422 while the first copy is held (the wait is 5000 ms)").isLessThan(2_500);
       assertThat(provider.held.getCount()).isZero();
       assertThat(copies).noneMatch(CompletableFuture::isDone); // the first copy is still held
       Poll.until("3 mismatches counted", () -> mismatches() - before >= 3);
