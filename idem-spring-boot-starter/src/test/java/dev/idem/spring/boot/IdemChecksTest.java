@@ -26,6 +26,7 @@ import org.junit.jupiter.api.Test;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.ConfigurableApplicationContext;
 
 /**
@@ -205,5 +206,34 @@ class IdemChecksTest {
     app.close(); // no tick after this
     assertThat(c.ticks(IdemChecks.Outcome.RAN)).isEqualTo(token("checks-short"));
     assertThat(c.last().token()).isEqualTo(token("checks-short"));
+  }
+
+  /** Bad settings stop start-up, naming the property, before any lease is asked for. */
+  @Test
+  void badSettingsAreRefusedAtStartUpNamingTheProperty() {
+    ApplicationContextRunner runner = IdemAutoConfigurationTest.runner(db)
+        .withPropertyValues("idem.checks.enabled=true", "idem.checks.lease-resource=checks-bad");
+    runner.withPropertyValues("idem.checks.interval=0s").run(ctx -> assertThat(ctx).getFailure()
+        .rootCause().hasMessageContaining("idem.checks.interval must be within 1s and 1d"));
+    runner.withPropertyValues("idem.checks.effect-tables.charges.schema=public").run(ctx -> assertThat(ctx).getFailure()
+        .rootCause().hasMessageContaining("idem.checks.effect-tables.charges.key-column is required"));
+    runner.withPropertyValues("idem.checks.effect-tables.old-charges.key-column=order_key").run(ctx -> assertThat(ctx)
+        .getFailure().hasStackTraceContaining("idem.checks.effect-tables.old-charges: table 'old-charges'")
+        .hasStackTraceContaining("unless idem.checks.effect-tables.old-charges.table is set"));
+    runner.withPropertyValues("idem.checks.lease-resource= ").run(ctx -> assertThat(ctx).getFailure()
+        .rootCause().hasMessageContaining("idem.checks.lease-resource"));
+    assertThat(leaseRows("checks-bad")).isZero();
+  }
+
+  /** An application's own bean named {@code idemChecks} replaces the starter's: nothing of it runs. */
+  @Test
+  void backsOffFromTheApplicationsOwnBean() {
+    IdemAutoConfigurationTest.runner(db)
+        .withPropertyValues("idem.checks.enabled=true", "idem.checks.lease-resource=checks-mine")
+        .withBean("idemChecks", Runnable.class, () -> () -> {})
+        .run(ctx -> {
+          assertThat(ctx).hasNotFailed().doesNotHaveBean(IdemChecks.class).doesNotHaveBean(IdemChecksMeters.class);
+          assertThat(leaseRows("checks-mine")).isZero();
+        });
   }
 }
