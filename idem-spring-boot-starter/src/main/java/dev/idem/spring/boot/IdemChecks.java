@@ -170,7 +170,7 @@ final class IdemChecks implements SmartLifecycle {
         break;
       }
       try {
-        ScheduledCheck.Result r = check.run(lease);
+        CheckResult r = check.run(lease);
         found.put(check.name(), new CheckRun(r.counts(), r.examples(), null));
       } catch (RuntimeException e) {
         LOG.warn("idem's scheduled check {} failed", check.name(), e);

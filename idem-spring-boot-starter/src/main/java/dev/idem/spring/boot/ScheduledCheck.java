@@ -26,24 +26,10 @@ interface ScheduledCheck {
   String name();
 
   /** Runs the check once; {@code lease} is the schedule's, held while the run lasts. */
-  Result run(Lease lease);
-
-  /**
-   * What a run found.
-   *
-   * @param counts per finding kind (a meter tag value, e.g. {@code duplicate_effect}), how many;
-   *     every kind the check knows, zeros included, so its gauges read 0 when all is well
-   * @param examples what the endpoint shows of them (JSON-friendly: strings, numbers, lists, maps)
-   */
-  record Result(Map<String, Long> counts, Map<String, Object> examples) {
-    public Result {
-      counts = Map.copyOf(counts);
-      examples = Map.copyOf(examples);
-    }
-  }
+  CheckResult run(Lease lease);
 
   /** A check of that name running {@code run}. */
-  static ScheduledCheck of(String name, Function<Lease, Result> run) {
+  static ScheduledCheck of(String name, Function<Lease, CheckResult> run) {
     IdemChecks.checkName(name);
     return new ScheduledCheck() {
       @Override
@@ -52,7 +38,7 @@ interface ScheduledCheck {
       }
 
       @Override
-      public Result run(Lease lease) {
+      public CheckResult run(Lease lease) {
         return run.apply(lease);
       }
     };
@@ -92,7 +78,7 @@ interface ScheduledCheck {
           .map(d -> (Object) Map.of("key", d.key(), "effects", d.effects())).toList()));
       examples.put(EFFECT_WITHOUT_KEY, first(f.effectsWithoutKeySample()));
       examples.put(KEY_WITHOUT_EFFECT, first(f.keysWithoutEffect()));
-      return new Result(counts, examples);
+      return new CheckResult(counts, examples);
     });
   }
 
