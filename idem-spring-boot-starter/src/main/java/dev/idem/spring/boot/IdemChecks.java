@@ -20,16 +20,12 @@ import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.context.SmartLifecycle;
 
 /**
  * idem's scheduled checks ({@code idem.checks.*}): every {@code interval}, on one daemon thread of
@@ -49,7 +45,7 @@ import org.springframework.context.SmartLifecycle;
  * <p>Not guaranteed: that a tick comes exactly every interval (the delay is counted from the end of
  * the previous run on this instance), or that the findings of a run are still true when read.
  */
-final class IdemChecks implements SmartLifecycle {
+final class IdemChecks extends DaemonSchedule {
   private static final Logger LOG = LoggerFactory.getLogger(IdemChecks.class);
 
   /** The lease's resource unless {@code idem.checks.lease-resource} names another. */
@@ -94,7 +90,6 @@ final class IdemChecks implements SmartLifecycle {
   /** False once a later run elsewhere is known (this instance skipped a tick): the findings are out of date. */
   private volatile boolean current;
   private volatile Boolean mariadb;
-  private ScheduledExecutorService scheduler;
 
   /**
    * @param checks the checks, asked for at each run
@@ -104,10 +99,9 @@ final class IdemChecks implements SmartLifecycle {
    *     is not visible ASCII of 1 to 255 characters, naming the property
    */
   IdemChecks(Supplier<List<ScheduledCheck>> checks, Leases leases, DataSource dataSource, String resource, Duration interval) {
-    if (interval == null || interval.compareTo(Duration.ofSeconds(1)) < 0 || interval.compareTo(Leases.MAX_TTL) > 0) {
-      throw new IllegalArgumentException("idem.checks.interval must be within 1s and 1d (the lease is held for one"
-          + " interval), was " + interval);
-    }
+    // The first tick at start-up: the lease, held one interval from the last grant, keeps a
+    // restarting fleet from running more than once per interval.
+    super("idem-checks", Duration.ZERO, checked(interval));
     IdempotencyKey.check("idem.checks.lease-resource", resource); // as Leases checks it, but at start-up
     this.checks = checks;
     this.leases = leases;
@@ -118,6 +112,14 @@ final class IdemChecks implements SmartLifecycle {
     for (Outcome o : Outcome.values()) {
       ticks.put(o, new AtomicLong());
     }
+  }
+
+  private static Duration checked(Duration interval) {
+    if (interval == null || interval.compareTo(Duration.ofSeconds(1)) < 0 || interval.compareTo(Leases.MAX_TTL) > 0) {
+      throw new IllegalArgumentException("idem.checks.interval must be within 1s and 1d (the lease is held for one"
+          + " interval), was " + interval);
+    }
+    return interval;
   }
 
   /** A holder name unique to this instance: {@code pid@host} and a random part (two contexts may share a JVM). */
@@ -293,32 +295,7 @@ final class IdemChecks implements SmartLifecycle {
   }
 
   @Override
-  public synchronized void start() {
-    scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "idem-checks");
-      t.setDaemon(true);
-      return t;
-    });
-    // The first tick at start-up: the lease, held one interval from the last grant, keeps a
-    // restarting fleet from running more than once per interval.
-    scheduler.scheduleWithFixedDelay(this::runOnce, 0, interval.toMillis(), TimeUnit.MILLISECONDS);
-  }
-
-  @Override
-  public synchronized void stop() {
-    if (scheduler != null) {
-      scheduler.shutdownNow();
-      try {
-        scheduler.awaitTermination(5, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-      scheduler = null;
-    }
-  }
-
-  @Override
-  public synchronized boolean isRunning() {
-    return scheduler != null;
+  void scheduledRun() {
+    runOnce(); // catches its own failures
   }
 }
