@@ -2,14 +2,10 @@ package dev.idem.spring.boot;
 
 import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.context.SmartLifecycle;
 
 /**
  * Deletes keys and inbox ids past their window, for every executor, inbox and Idempotency-Key
@@ -19,19 +15,23 @@ import org.springframework.context.SmartLifecycle;
  * partitioned layout each run also creates partitions ahead and drops old ones whole ({@code
  * Operations.maintainPartitions()}).
  */
-final class ExpirySchedule implements SmartLifecycle {
+final class ExpirySchedule extends DaemonSchedule {
   private static final Logger LOG = LoggerFactory.getLogger(ExpirySchedule.class);
   private final Supplier<List<LongSupplier>> expiries;
   private final Duration interval;
-  private ScheduledExecutorService scheduler;
 
   /** {@code expiries}: each tool's {@code expire()}, asked for anew at every run (beans may be lazy). */
   ExpirySchedule(Supplier<List<LongSupplier>> expiries, Duration interval) {
+    super("idem-expiry", positive(interval), interval);
+    this.expiries = expiries;
+    this.interval = interval;
+  }
+
+  private static Duration positive(Duration interval) {
     if (interval == null || interval.isNegative() || interval.isZero()) {
       throw new IllegalArgumentException("idem.expiry.interval must be positive, was " + interval);
     }
-    this.expiries = expiries;
-    this.interval = interval;
+    return interval;
   }
 
   /** One pass over every tool; returns the rows deleted. */
@@ -44,37 +44,11 @@ final class ExpirySchedule implements SmartLifecycle {
   }
 
   @Override
-  public synchronized void start() {
-    scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "idem-expiry");
-      t.setDaemon(true);
-      return t;
-    });
-    long ms = interval.toMillis();
-    scheduler.scheduleWithFixedDelay(() -> {
-      try {
-        runOnce();
-      } catch (RuntimeException e) {
-        LOG.warn("idem expiry failed; trying again in {}", interval, e);
-      }
-    }, ms, ms, TimeUnit.MILLISECONDS);
-  }
-
-  @Override
-  public synchronized void stop() {
-    if (scheduler != null) {
-      scheduler.shutdownNow();
-      try {
-        scheduler.awaitTermination(5, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-      scheduler = null;
+  void scheduledRun() {
+    try {
+      runOnce();
+    } catch (RuntimeException e) {
+      LOG.warn("idem expiry failed; trying again in {}", interval, e);
     }
-  }
-
-  @Override
-  public synchronized boolean isRunning() {
-    return scheduler != null;
   }
 }

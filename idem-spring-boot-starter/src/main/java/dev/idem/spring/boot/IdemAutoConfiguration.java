@@ -9,6 +9,7 @@ import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.reconcile.EffectTable;
 import dev.idem.jdbc.tx.TransactionBinding;
 import dev.idem.spring.AfterCommitListener;
 import dev.idem.spring.IdemExceptionTranslator;
@@ -18,10 +19,14 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ThreadFactory;
 import java.util.function.LongSupplier;
 import java.util.stream.Stream;
 import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.beans.factory.config.BeanDefinition;
@@ -55,6 +60,7 @@ import org.springframework.core.task.VirtualThreadTaskExecutor;
 @EnableConfigurationProperties(IdemProperties.class)
 @Import(IdemToolsRegistrar.class)
 public class IdemAutoConfiguration {
+  private static final Logger LOG = LoggerFactory.getLogger(IdemAutoConfiguration.class);
 
   /** Spring's transaction on this DataSource as idem's. */
   @Bean
@@ -226,5 +232,48 @@ public class IdemAutoConfiguration {
             inboxes.orderedStream().<LongSupplier>map(i -> i::expire),
             filters.orderedStream().<LongSupplier>map(f -> f::expire))
         .flatMap(s -> s).toList(), properties.getExpiry().getInterval());
+  }
+
+  /**
+   * The scheduled checks ({@code idem.checks.*}, off by default): each effect table reconciled with
+   * idem's keys, one instance of the fleet per interval. Backs off when the application defines a
+   * bean named {@code idemChecks}.
+   */
+  @Bean
+  @ConditionalOnMissingBean(name = "idemChecks")
+  @ConditionalOnProperty(prefix = "idem.checks", name = "enabled", havingValue = "true")
+  IdemChecks idemChecks(Idem idem, DataSource dataSource, IdemProperties properties) {
+    IdemProperties.Checks p = properties.getChecks();
+    List<ScheduledCheck> checks = new ArrayList<>();
+    p.getEffectTables().forEach((name, t) -> checks.add(ScheduledCheck.reconcile(name, idem.reconciliation(), effectTable(name, t))));
+    // Further checks (one ScheduledCheck each) go here: they run in turn under the same lease.
+    if (checks.isEmpty()) {
+      LOG.info("idem.checks.enabled is true and no check is configured (idem.checks.effect-tables.<name>.key-column)");
+    }
+    List<ScheduledCheck> all = List.copyOf(checks);
+    return new IdemChecks(() -> all, idem.leases(), SpringTransactionBinding.unwrap(dataSource), p.getLeaseResource(),
+        p.getInterval());
+  }
+
+  /**
+   * The reconciliation's view of {@code idem.checks.effect-tables.<name>}.
+   *
+   * @throws IllegalArgumentException naming the property that is missing or not a plain name
+   */
+  static EffectTable effectTable(String name, IdemProperties.EffectTableProperties t) {
+    String at = "idem.checks.effect-tables." + name;
+    if (t.getKeyColumn() == null) {
+      throw new IllegalArgumentException(at + ".key-column is required: the column holding each effect's intent key");
+    }
+    try {
+      EffectTable table = EffectTable.of(t.getTable() != null ? t.getTable() : name, t.getKeyColumn());
+      if (t.getSchema() != null) {
+        table = table.inSchema(t.getSchema());
+      }
+      return t.getScope() != null ? table.withScope(t.getScope()) : table;
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(at + ": " + e.getMessage() + (t.getTable() == null ? " (the table is the entry's"
+          + " name unless " + at + ".table is set)" : ""), e);
+    }
   }
 }

@@ -59,4 +59,12 @@ public class IdemMetricsAutoConfiguration {
     Duration refresh = Binder.get(environment).bind(GAUGES_REFRESH, Duration.class).orElse(IdemGauges.DEFAULT_INTERVAL);
     return IdemGauges.start(idem.operations(), registry, refresh);
   }
+
+  /** The scheduled checks' findings, runs and failures ({@code idem.checks.*}), when they run. */
+  @Bean(destroyMethod = "close")
+  @ConditionalOnBean(IdemChecks.class)
+  @ConditionalOnMissingBean
+  IdemChecksMeters idemChecksMeters(IdemChecks checks, MeterRegistry registry) {
+    return new IdemChecksMeters(checks, registry);
+  }
 }

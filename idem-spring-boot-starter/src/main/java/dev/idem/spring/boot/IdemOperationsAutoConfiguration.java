@@ -1,6 +1,7 @@
 package dev.idem.spring.boot;
 
 import dev.idem.jdbc.Idem;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
@@ -21,8 +22,8 @@ public class IdemOperationsAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   @ConditionalOnAvailableEndpoint(endpoint = IdemOperationsEndpoint.class)
-  IdemOperationsEndpoint idemOperationsEndpoint(Idem idem, RecentMismatches mismatches) {
-    return new IdemOperationsEndpoint(idem.operations(), mismatches);
+  IdemOperationsEndpoint idemOperationsEndpoint(Idem idem, RecentMismatches mismatches, ObjectProvider<IdemChecks> checks) {
+    return new IdemOperationsEndpoint(idem.operations(), mismatches, checks);
   }
 
   /** The last fingerprint mismatches of this instance, for the endpoint (an idem listener). */

@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.UUID;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Selector;
@@ -17,7 +18,9 @@ import org.springframework.lang.Nullable;
  *
  * <p>Read ({@code GET}): the stuck keys (unknown outcomes) and their count, the parked outbox
  * messages and the outbox's counts, at most {@value #LIMIT} of each list, and this instance's last
- * fingerprint mismatches (the HTTP 422s; in memory, per instance). Write ({@code POST
+ * fingerprint mismatches (the HTTP 422s; in memory, per instance); with {@code idem.checks.enabled},
+ * this instance's last run of the scheduled checks under {@code checks} (its database time, lease
+ * token, counts and examples per check, and whether another instance has run since). Write ({@code POST
  * /actuator/idem/{action}}, one operation selected by path, since an endpoint maps one write per
  * path): {@code redrive} ({@code id}), {@code redriveTopic} ({@code topic}), {@code redriveAll},
  * {@code release} ({@code scope}, {@code key}, {@code fence}) and {@code resolve} (the same and
@@ -34,13 +37,18 @@ public class IdemOperationsEndpoint {
 
   private final Operations operations;
   private final RecentMismatches mismatches;
+  private final ObjectProvider<IdemChecks> checks;
 
-  IdemOperationsEndpoint(Operations operations, RecentMismatches mismatches) {
+  IdemOperationsEndpoint(Operations operations, RecentMismatches mismatches, ObjectProvider<IdemChecks> checks) {
     this.operations = operations;
     this.mismatches = mismatches;
+    this.checks = checks;
   }
 
-  /** Stuck keys, unknown outcomes, parked messages and outbox stats, each read by its own statement; recent mismatches. */
+  /**
+   * Stuck keys, unknown outcomes, parked messages and outbox stats, each read by its own statement;
+   * recent mismatches; the scheduled checks' last run here (from memory, no query).
+   */
   @ReadOperation
   public Map<String, Object> view() {
     Map<String, Object> view = new LinkedHashMap<>();
@@ -49,6 +57,10 @@ public class IdemOperationsEndpoint {
     view.put("outbox", operations.outboxStats());
     view.put("parked", operations.parked(LIMIT));
     view.put("recentMismatches", mismatches.list());
+    IdemChecks scheduled = checks.getIfAvailable();
+    if (scheduled != null) {
+      view.put("checks", scheduled.view());
+    }
     return view;
   }
 

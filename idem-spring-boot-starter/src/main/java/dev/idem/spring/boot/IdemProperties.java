@@ -50,6 +50,8 @@ public class IdemProperties {
 
   private final Expiry expiry = new Expiry();
 
+  private final Checks checks = new Checks();
+
   private final Http http = new Http();
 
   private final Aop aop = new Aop();
@@ -96,6 +98,10 @@ public class IdemProperties {
 
   public Expiry getExpiry() {
     return expiry;
+  }
+
+  public Checks getChecks() {
+    return checks;
   }
 
   public Http getHttp() {
@@ -376,6 +382,113 @@ public class IdemProperties {
 
     public void setInterval(Duration interval) {
       this.interval = interval;
+    }
+  }
+
+  /**
+   * The scheduled checks: reconciliation of the effect tables named here against idem's keys, run
+   * every {@code interval} by one instance of the fleet at a time (a lease), its findings as meters
+   * and in {@code /actuator/idem}. Off unless enabled: the checks scan whole tables.
+   */
+  public static class Checks {
+    /** Whether to run the checks on a schedule. */
+    private boolean enabled = false;
+
+    /**
+     * Time between runs across the fleet (the first at start-up, if no instance ran within the
+     * last interval); from 1 s to 1 d.
+     */
+    private Duration interval = Duration.ofHours(1);
+
+    /**
+     * The lease that lets one instance run at a time: services that share idem's tables but not
+     * their effect tables each name their own.
+     */
+    private String leaseResource = "idem-checks";
+
+    /**
+     * Effect tables reconciled with idem's keys, by name (the meters' {@code check} tag is {@code
+     * reconcile:<name>}).
+     */
+    private Map<String, EffectTableProperties> effectTables = new LinkedHashMap<>();
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public Duration getInterval() {
+      return interval;
+    }
+
+    public void setInterval(Duration interval) {
+      this.interval = interval;
+    }
+
+    public String getLeaseResource() {
+      return leaseResource;
+    }
+
+    public void setLeaseResource(String leaseResource) {
+      this.leaseResource = leaseResource;
+    }
+
+    public Map<String, EffectTableProperties> getEffectTables() {
+      return effectTables;
+    }
+
+    public void setEffectTables(Map<String, EffectTableProperties> effectTables) {
+      this.effectTables = effectTables;
+    }
+  }
+
+  /** One effect table of the scheduled reconciliation (see {@code EffectTable}). */
+  public static class EffectTableProperties {
+    /** The table. Default: the entry's name. */
+    private String table;
+
+    /** The column holding each effect's intent key (the value of its idempotency key). Required. */
+    private String keyColumn;
+
+    /** The table's schema (on MariaDB, its database). Default: the connection's. */
+    private String schema;
+
+    /** The scope of idem's keys whose completed keys must each have an effect. Default: none (not checked). */
+    private String scope;
+
+    public String getTable() {
+      return table;
+    }
+
+    public void setTable(String table) {
+      this.table = table;
+    }
+
+    public String getKeyColumn() {
+      return keyColumn;
+    }
+
+    public void setKeyColumn(String keyColumn) {
+      this.keyColumn = keyColumn;
+    }
+
+    public String getSchema() {
+      return schema;
+    }
+
+    public void setSchema(String schema) {
+      this.schema = schema;
+    }
+
+    public String getScope() {
+      return scope;
+    }
+
+    public void setScope(String scope) {
+      this.scope = scope;
     }
   }
 
