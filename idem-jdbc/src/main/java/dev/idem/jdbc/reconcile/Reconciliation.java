@@ -45,6 +45,10 @@ import org.jooq.impl.SQLDataType;
  * {@link Operations#unknownOutcomes}). The table and column names are checked and rendered quoted
  * by jOOQ, never concatenated. {@link #record} writes what was found into {@code idem_breaks}.
  *
+ * <p>What idem's database never saw (a charge made before a crash rolled the service's transaction
+ * back, a retry sent with a fresh key) only the provider's own records show: {@link
+ * #check(EffectTable, ProviderRecords, Duration)} compares them too.
+ *
  * <p>The same on PostgreSQL and MariaDB. On MariaDB keys are compared exactly, as on PostgreSQL
  * (case and trailing spaces count, whatever the effect column's collation), and an effect with no
  * key is named by its primary key, so the effect table needs one there (a table without one is
