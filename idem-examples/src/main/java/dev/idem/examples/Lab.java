@@ -45,6 +45,9 @@ public final class Lab {
 
   private static final Duration DRAIN_TIMEOUT = Duration.ofSeconds(60);
 
+  /** How far back reconciliation asks the provider for its charges: every run's, in a database of its own. */
+  static final Duration PROVIDER_RANGE = Duration.ofHours(1);
+
   /** Reads the run's database after the lab's own counts, before it is dropped (for tests); {@code sql} names its tables. */
   @FunctionalInterface
   interface AfterRun {
@@ -106,7 +109,7 @@ public final class Lab {
           relay.close();
         }
         RunResult result = result(scenario, setup, sql, serviceDb, provider, tally, listener, moved(meters),
-            idem.reconciliation().check(sql.paymentsByOrder()));
+            idem.reconciliation().check(sql.paymentsByOrder(), provider, PROVIDER_RANGE));
         afterRun.read(serviceDb, sql);
         return result;
       }

@@ -65,9 +65,12 @@ enum LabSql {
    * for an order is the double charge. No {@code withScope}: the executor's keys (scope {@code
    * payments}) are the app's {@code Idempotency-Key} values, one per tap or per fresh-key retry,
    * never order ids, so "keys with no effect" would compare taps with orders and report every key.
+   * The provider's charges are compared by their {@code payment_ref}, the payment's {@code id}.
    */
   EffectTable paymentsByOrder() {
-    EffectTable payments = EffectTable.of("payments", "order_id");
+    // The provider knows the payment (the worker sends its id as payment_ref): a charge's intent is
+    // the order of the payment row it names, so two charges for one order are a break whatever keys they carried.
+    EffectTable payments = EffectTable.of("payments", "order_id").withReference("id");
     return this == POSTGRESQL ? payments.inSchema("shop") : payments; // MariaDB: the connection's database
   }
 

@@ -5,14 +5,23 @@ import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.LocalDateTime;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import dev.idem.jdbc.reconcile.ProviderEffect;
+import dev.idem.jdbc.reconcile.ProviderRecords;
 import dev.idem.testing.TestDatabase;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -33,9 +42,11 @@ import org.jooq.impl.DSL;
  *       up instead of retrying blind.
  *   <li>Every new charge emits one event ({@code charge.succeeded}, its own event id) delivered to
  *       the merchant's webhook by a background sender, retried on a non-2xx answer.
+ *   <li>Its charges by creation time ({@link #effects}, as Stripe's {@code GET /v1/charges?created[gte]=..}):
+ *       what reconciliation compares with the service's payments ({@link ProviderRecords}).
  * </ul>
  */
-final class PaymentProvider implements AutoCloseable {
+final class PaymentProvider implements AutoCloseable, ProviderRecords {
   /** How long the provider remembers a key (Stripe: "keys may be pruned once 24 hours old"). */
   static final Duration RETENTION = Duration.ofHours(24);
 
@@ -227,6 +238,31 @@ final class PaymentProvider implements AutoCloseable {
         return;
       }
     }
+  }
+
+  /**
+   * The charges made from {@code from} to {@code to}, read from the provider's own table: each with
+   * the idempotency key it was requested with (null without one) and the payment it was for (the
+   * {@code payment_ref} the worker sends as metadata). The provider's clock is the database
+   * server's, the same as idem's here.
+   */
+  @Override
+  public List<ProviderEffect> effects(OffsetDateTime from, OffsetDateTime to) throws SQLException {
+    boolean maria = sql == LabSql.MARIADB; // DATETIME(6) holding UTC there
+    List<ProviderEffect> out = new ArrayList<>();
+    try (Connection c = dataSource.getConnection();
+        PreparedStatement ps = c.prepareStatement("SELECT id, idempotency_key, payment_ref, amount_cents, created_at FROM "
+            + sql.provider("charges") + " WHERE created_at >= ? AND created_at < ? ORDER BY created_at")) {
+      ps.setObject(1, maria ? from.withOffsetSameInstant(ZoneOffset.UTC).toLocalDateTime() : from);
+      ps.setObject(2, maria ? to.withOffsetSameInstant(ZoneOffset.UTC).toLocalDateTime() : to);
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          OffsetDateTime at = maria ? rs.getObject(5, LocalDateTime.class).atOffset(ZoneOffset.UTC) : rs.getObject(5, OffsetDateTime.class);
+          out.add(new ProviderEffect(rs.getString(1), rs.getString(2), rs.getString(3), rs.getLong(4), at));
+        }
+      }
+    }
+    return out;
   }
 
   /** Ages the provider's keys by {@code by}, as if that much time had passed at the provider. */

@@ -1,6 +1,7 @@
 package dev.idem.examples;
 
 import dev.idem.jdbc.reconcile.Findings;
+import dev.idem.jdbc.reconcile.ProviderFindings;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -62,6 +63,29 @@ public record RunResult(
     return "duplicate intents " + findings.duplicates().size() + (duplicates.isEmpty() ? "" : " (" + duplicates + " payments)")
         + ", effects with no key " + findings.effectsWithoutKey()
         + ", keys with no effect not checked, unknown outcomes " + findings.unknownOutcomes().count();
+  }
+
+  /**
+   * The provider's breaks, for scripts: {@code provider-breaks scenario=<name> charges=<n>
+   * double_charged_intents=<n> charges_without_key=<n> keys_without_charge=<n>}; all 0 but charges
+   * when the runs was not checked against the provider.
+   */
+  public String providerBreaksLine() {
+    var p = findings.provider();
+    return "provider-breaks scenario=" + scenario + " charges=" + p.map(ProviderFindings::effects).orElse(0)
+        + " double_charged_intents=" + p.map(ProviderFindings::duplicateCount).orElse(0L)
+        + " charges_without_key=" + p.map(ProviderFindings::effectsWithoutKeyCount).orElse(0L)
+        + " keys_without_charge=" + p.map(ProviderFindings::keysUnseenCount).orElse(0L);
+  }
+
+  /** The provider's breaks for people: each intent charged more than once, with its charges and what was taken. */
+  public String providerBreaksText() {
+    return findings.provider().map(p -> {
+      String doubles = p.duplicates().stream().map(d -> d.intent() + "=" + d.effects().size() + " charges, " + d.amount() + " cents")
+          .collect(Collectors.joining("; "));
+      return "intents charged more than once " + p.duplicateCount() + (doubles.isEmpty() ? "" : " (" + doubles + ")")
+          + ", charges with no key of ours " + p.effectsWithoutKeyCount() + ", calls the provider never charged " + p.keysUnseenCount();
+    }).orElse("not checked");
   }
 
   /** {@code key-table=1 inbox=2}, in hop order, or {@code -}. */

@@ -282,6 +282,7 @@ public final class Tour {
         out.println("  " + r.scenario());
         r.meters().forEach((meter, value) -> out.println("     " + meter + " " + value));
         out.println("     breaks: " + r.breaksText());
+        out.println("     provider breaks: " + r.providerBreaksText());
       }
       out.println();
     }
@@ -295,6 +296,7 @@ public final class Tour {
     for (RunResult r : results) {
       out.println(r.summaryLine());
       out.println(r.breaksLine());
+      out.println(r.providerBreaksLine());
     }
   }
 

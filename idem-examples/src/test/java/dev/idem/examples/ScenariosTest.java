@@ -3,6 +3,7 @@ package dev.idem.examples;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.idem.jdbc.reconcile.Findings;
+import dev.idem.jdbc.reconcile.ProviderFindings;
 import java.sql.Connection;
 import java.util.Map;
 import java.util.TreeMap;
@@ -60,6 +61,7 @@ class ScenariosTest {
   void nothingBrokenNothingGuarded_oneOfEach() throws Exception {
     RunResult r = checked("quiet", Setup.of("none", "none"));
     assertThat(r.summaryLine()).isEqualTo("scenario=quiet payment_rows=1 charges=1 receipts=1");
+    assertThat(r.findings().provider().orElseThrow().clean()).isTrue(); // one charge, for the order's payment
   }
 
   @Test
@@ -106,6 +108,19 @@ class ScenariosTest {
     RunResult r = run("worker-crash-inbox-only");
     assertThat(r.summaryLine()).isEqualTo("scenario=worker-crash-inbox-only payment_rows=1 charges=2 receipts=2");
     assertThat(r.caught(Hop.QUEUE)).isZero(); // the crash rolled the inbox row back with everything else
+    // one payment row, so the service's side is clean; the provider's records show the double charge
+    assertThat(r.findings().duplicates()).isEmpty();
+    ProviderFindings p = r.findings().provider().orElseThrow();
+    assertThat(p.effects()).isEqualTo(r.charges()); // the charges read from the provider's table
+    assertThat(p.duplicates()).singleElement().satisfies(d -> {
+      assertThat(d.intent()).isEqualTo(Lab.ORDER);
+      assertThat(d.effects()).hasSize(2);
+      assertThat(d.amount()).isEqualTo(2L * Lab.AMOUNT_CENTS);
+    });
+    assertThat(p.effectsWithoutKeyCount()).isZero();
+    assertThat(r.findings().clean()).isFalse();
+    assertThat(r.providerBreaksLine()).isEqualTo("provider-breaks scenario=worker-crash-inbox-only charges=2"
+        + " double_charged_intents=1 charges_without_key=0 keys_without_charge=0");
   }
 
   @Test

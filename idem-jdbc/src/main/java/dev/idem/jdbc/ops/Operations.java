@@ -4,6 +4,7 @@ import dev.idem.internal.Events;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Factories;
+import dev.idem.jdbc.internal.InboxReceived;
 import dev.idem.jdbc.internal.KeyTable;
 import dev.idem.jdbc.internal.OutboxRedrive;
 import dev.idem.jdbc.internal.OutboxTable;
@@ -44,7 +45,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Parked messages.</b> {@link #parked}, {@link #redrive(UUID)}, {@link #redriveTopic}, {@link
  * #redriveAll} and {@link #outboxStats}: the one way to administer the outbox (the {@code Outbox}
- * only writes messages).
+ * only writes messages). A parked message that an inbox of this database already received is
+ * flagged ({@link ParkedMessage#effectCommitted}) and counted apart ({@link
+ * OutboxStats#parkedEffectCommitted}): its publish reached the broker although the relay saw a
+ * failure, and its effect committed; it needs no redrive.
  *
  * <p><b>Partitions.</b> {@link #maintainPartitions()}: the partitioned layout's days (docs/scale.md),
  * created ahead and dropped whole once their rows are past their window; nothing to do in the
@@ -120,12 +124,16 @@ public final class Operations {
     this.releaseSql = d.render(d.update(KeyTable.T)
         .set(KeyTable.LEASE_EXPIRES_AT, NOW).set(KeyTable.EXPIRES_AT, NOW).where(thisStuckKey));
     Condition parked = OutboxTable.STATUS.eq(DSL.inline(OutboxTable.PARKED));
+    // Qualified: the inbox probe beside it reads another table
+    Condition received = InboxReceived.of(d, maria, DSL.field(DSL.name("idem_outbox", "id")));
     this.parkedSql = d.render(d.select(OutboxTable.ID, OutboxTable.TOPIC, OutboxTable.AGGREGATE_KEY, OutboxTable.ATTEMPTS,
-            OutboxTable.LAST_ERROR, OutboxTable.NEXT_ATTEMPT_AT) // parking sets next_attempt_at to the moment it parked
+            OutboxTable.LAST_ERROR, OutboxTable.NEXT_ATTEMPT_AT, // parking sets next_attempt_at to the moment it parked
+            DSL.when(received, DSL.inline(1)).otherwise(DSL.inline(0)))
         .from(OutboxTable.T).where(parked).orderBy(OutboxTable.NEXT_ATTEMPT_AT)
         .limit(DSL.val((Integer) null, Integer.class)));
     Condition pending = OutboxTable.STATUS.eq(DSL.inline(OutboxTable.PENDING));
     this.statsSql = d.render(d.select(DSL.count().filterWhere(pending), DSL.count().filterWhere(parked),
+            DSL.count().filterWhere(parked.and(received)),
             DSL.coalesce(DSL.max(microsSince(maria, OutboxTable.CREATED_AT)).filterWhere(pending), DSL.inline(0L)))
         .from(OutboxTable.T).where(OutboxTable.STATUS.in(DSL.inline(OutboxTable.PENDING), DSL.inline(OutboxTable.PARKED))));
   }
@@ -269,7 +277,7 @@ public final class Operations {
           while (rs.next()) {
             // the id's text: PostgreSQL's uuid and MariaDB's CHAR(36) alike
             out.add(new ParkedMessageValue(UUID.fromString(rs.getString(1)), rs.getString(2), rs.getString(3), rs.getInt(4),
-                rs.getString(5), time(rs, 6)));
+                rs.getString(5), time(rs, 6), rs.getInt(7) == 1));
           }
         }
       }
@@ -308,12 +316,15 @@ public final class Operations {
     return act("redriveAll", "all parked messages", redrive::all);
   }
 
-  /** Pending and parked messages and the age of the oldest pending one; one statement. */
+  /**
+   * Pending and parked messages, the parked ones whose effect already committed, and the age of
+   * the oldest pending one; one statement.
+   */
   public OutboxStats outboxStats() {
     return read("read the outbox's stats", c -> {
       try (PreparedStatement ps = c.prepareStatement(statsSql); ResultSet rs = ps.executeQuery()) {
         rs.next();
-        return new OutboxStatsValue(rs.getLong(1), rs.getLong(2), Duration.ofNanos(rs.getLong(3) * 1000));
+        return new OutboxStatsValue(rs.getLong(1), rs.getLong(2), rs.getLong(3), Duration.ofNanos(rs.getLong(4) * 1000));
       }
     });
   }

@@ -3,4 +3,4 @@ package dev.idem.jdbc.ops;
 import java.time.Duration;
 
 /** The one implementation of {@link OutboxStats}: a value, built by idem only. */
-record OutboxStatsValue(long pending, long parked, Duration oldestPending) implements OutboxStats {}
+record OutboxStatsValue(long pending, long parked, long parkedEffectCommitted, Duration oldestPending) implements OutboxStats {}

@@ -10,6 +10,7 @@ import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Expiry;
+import dev.idem.jdbc.internal.InboxReceived;
 import dev.idem.jdbc.internal.OwnTransaction;
 import java.sql.Array;
 import java.sql.Connection;
@@ -57,7 +58,10 @@ import org.slf4j.LoggerFactory;
  * with {@code FOR UPDATE SKIP LOCKED}, so each pending message is in at most one running batch.
  * A message whose publish fails is tried again after an exponential back-off with jitter (from the
  * database clock); after {@code maxAttempts} failures it is parked (status {@code 'X'}, {@code
- * last_error} set) until {@code idem.operations().redrive(id)}.
+ * last_error} set) until {@code idem.operations().redrive(id)}. Before it parks a message it asks
+ * whether an inbox of this database already received it (a publish that reached the broker but
+ * whose acknowledgement was lost): then its WARN line says the effect committed and names the
+ * consumer, and the operator's list flags it ({@code ParkedMessage.effectCommitted}).
  *
  * <p>Does not guarantee: exactly once. A crash, a lost connection, or a failed commit after a
  * successful publish sends the message again, with the same id: delivery is <b>at least once</b>
@@ -117,6 +121,8 @@ public final class Relay implements AutoCloseable {
   /** PostgreSQL's mark of the sent messages, bound to an array of their ids; MariaDB's is {@link #markSentSql(int)}. */
   private final String markSentSql;
   private final String markFailedSql;
+  /** The first inbox consumer that received one message (see {@link InboxReceived}). */
+  private final String receivedBySql;
   /** On MariaDB: ids are text, headers JSON arrays, times UTC {@code DATETIME}s, and there is no LISTEN. */
   private final boolean mariadb;
 
@@ -183,6 +189,7 @@ public final class Relay implements AutoCloseable {
         .set(LAST_ERROR, DSL.val((String) null, LAST_ERROR))
         .set(NEXT_ATTEMPT_AT, DbTime.plusMicros(DbTime.clock(), DSL.val(0L)))
         .where(mariadb ? ID_TEXT.eq(DSL.val((String) null, ID_TEXT)) : ID.eq(DSL.val((UUID) null, ID))));
+    this.receivedBySql = InboxReceived.firstConsumerSql(d, mariadb);
   }
 
   /** The sent mark, without its {@code WHERE}. */
@@ -242,7 +249,8 @@ public final class Relay implements AutoCloseable {
         sent.add(m.id());
         afterCommit.add(() -> events.published(m.id(), m.topic(), m.attempt(), took));
       } else {
-        failed.add(new Failure(m, e, describe(e)));
+        Failure f = new Failure(m, e, describe(e), null);
+        failed.add(parks(f) ? f.receivedBy(receivedBy(c, m)) : f);
       }
     }
     if (!sent.isEmpty()) {
@@ -361,12 +369,40 @@ public final class Relay implements AutoCloseable {
   }
 
   /**
-   * Logs a failed publish at WARN with the message id (and its parking, which needs an operator);
-   * a logger that chokes on the exception must not fail the batch.
+   * The first inbox consumer of this database that already received {@code m} (so its effect
+   * committed although the publish reported a failure: a lost acknowledgement), or null: asked
+   * before a message is parked, so the operator is told at once. Behind a savepoint: a failed
+   * look-up (which aborts a PostgreSQL transaction) must not cost the batch its marks; it is then
+   * logged and taken as not known.
+   */
+  private String receivedBy(Connection c, OutboxMessage m) throws SQLException {
+    Savepoint before = c.setSavepoint();
+    try (PreparedStatement ps = c.prepareStatement(receivedBySql)) {
+      setId(ps, 1, m.id(), mariadb);
+      try (ResultSet rs = ps.executeQuery()) {
+        String consumer = rs.next() ? rs.getString(1) : null;
+        c.releaseSavepoint(before);
+        return consumer;
+      }
+    } catch (SQLException e) {
+      c.rollback(before);
+      c.releaseSavepoint(before);
+      LOG.warn("could not look up whether an inbox received outbox message " + m.id() + " before parking it", e);
+      return null;
+    }
+  }
+
+  /**
+   * Logs a failed publish at WARN with the message id (and its parking, which needs an operator,
+   * unless an inbox already received it); a logger that chokes on the exception must not fail the
+   * batch.
    */
   private void logFailure(Failure f) {
+    String parking = f.receivedBy == null ? "; parked until redriven"
+        : "; parked, but inbox consumer " + f.receivedBy + " already received it: its effect committed"
+            + " (the broker took the message; no redrive needed)";
     String what = "publish of outbox message " + f.message.id() + " (topic " + f.message.topic() + ") failed, attempt "
-        + f.message.attempt() + " of " + maxAttempts + (parks(f) ? "; parked until redriven" : "; it will be retried");
+        + f.message.attempt() + " of " + maxAttempts + (parks(f) ? parking : "; it will be retried");
     try {
       LOG.warn(what, f.error);
     } catch (RuntimeException | StackOverflowError e) {
@@ -691,8 +727,16 @@ public final class Relay implements AutoCloseable {
     }
   }
 
-  /** A failed publish; {@code description} is the error's text as stored and reported, made once. */
-  private record Failure(OutboxMessage message, Throwable error, String description) {}
+  /**
+   * A failed publish; {@code description} is the error's text as stored and reported, made once;
+   * {@code receivedBy}, for one that parks, the inbox consumer that already received the message
+   * (its effect committed), else null.
+   */
+  private record Failure(OutboxMessage message, Throwable error, String description, String receivedBy) {
+    Failure receivedBy(String consumer) {
+      return new Failure(message, error, description, consumer);
+    }
+  }
 
   private static final ThreadFactory DAEMON = r -> {
     Thread t = new Thread(r, "idem-relay");

@@ -18,9 +18,14 @@ public final class EffectTable {
   private final String keyColumn;
   private final String scope;
   private final int sample;
+  private final String referenceColumn;
+
+  EffectTable(String schema, String table, String keyColumn, String scope, int sample) {
+    this(schema, table, keyColumn, scope, sample, null);
+  }
 
   /** @throws IllegalArgumentException naming the bad argument */
-  EffectTable(String schema, String table, String keyColumn, String scope, int sample) {
+  private EffectTable(String schema, String table, String keyColumn, String scope, int sample, String referenceColumn) {
     if (schema != null) {
       Identifiers.check("schema", schema);
     }
@@ -37,6 +42,10 @@ public final class EffectTable {
     this.keyColumn = keyColumn;
     this.scope = scope;
     this.sample = sample;
+    if (referenceColumn != null) {
+      Identifiers.check("referenceColumn", referenceColumn);
+    }
+    this.referenceColumn = referenceColumn;
   }
 
   /**
@@ -49,17 +58,32 @@ public final class EffectTable {
 
   /** The same table in {@code schema} (on MariaDB a database; null for the connection's search path or database). */
   public EffectTable inSchema(String schema) {
-    return new EffectTable(schema, table, keyColumn, scope, sample);
+    return new EffectTable(schema, table, keyColumn, scope, sample, referenceColumn);
   }
 
   /** Compared with idem's keys of {@code scope} too ("keys with no effect"); null skips that. */
   public EffectTable withScope(String scope) {
-    return new EffectTable(schema, table, keyColumn, scope, sample);
+    return new EffectTable(schema, table, keyColumn, scope, sample, referenceColumn);
   }
 
   /** Each finding lists at most {@code sample} examples (1 to 10,000). */
   public EffectTable withSample(int sample) {
-    return new EffectTable(schema, table, keyColumn, scope, sample);
+    return new EffectTable(schema, table, keyColumn, scope, sample, referenceColumn);
+  }
+
+  /**
+   * The column holding the reference the service sends the provider with each call (a payment id
+   * as the charge's metadata): a provider check ({@link Reconciliation#check(EffectTable,
+   * ProviderRecords, java.time.Duration)}) gives a provider effect carrying a reference the intent
+   * of the row that holds it (its key column). Default: the key column itself (the intent key is
+   * the reference sent).
+   */
+  public EffectTable withReference(String column) {
+    return new EffectTable(schema, table, keyColumn, scope, sample, column);
+  }
+
+  String referenceColumn() {
+    return referenceColumn == null ? keyColumn : referenceColumn;
   }
 
   String schema() {

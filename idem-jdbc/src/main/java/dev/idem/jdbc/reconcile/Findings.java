@@ -4,6 +4,7 @@ import dev.idem.jdbc.ops.StuckKey;
 import dev.idem.jdbc.ops.UnknownOutcomes;
 import java.time.OffsetDateTime;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * What one {@link Reconciliation#check} found, all read in one snapshot. Lists hold at most the
@@ -38,7 +39,16 @@ public sealed interface Findings permits FindingsValue {
   /** The oldest of them. */
   List<StuckKey> unknownSample();
 
-  /** True if nothing is wrong: no duplicate, no effect without key, no key without effect, no unknown outcome. */
+  /**
+   * What the provider check found, if the check was given the provider's records ({@link
+   * Reconciliation#check(EffectTable, ProviderRecords, java.time.Duration)}); empty otherwise.
+   */
+  Optional<ProviderFindings> provider();
+
+  /**
+   * True if nothing is wrong: no duplicate, no effect without key, no key without effect, no
+   * unknown outcome, and no provider break.
+   */
   boolean clean();
 
   /** An intent with more than one effect. */

@@ -144,5 +144,13 @@ public final class ReconcileCommand {
       out.println("  unknown outcomes: " + f.unknownOutcomes().count() + ", oldest lease ended " + f.unknownOutcomes().oldest() + " ago");
       f.unknownSample().forEach(s -> out.println("    " + s.key() + " fence " + s.fence() + " call key " + s.callKey()));
     }
+    f.provider().ifPresent(p -> {
+      out.println("  provider: " + p.effects() + " effects from " + p.from() + " to " + p.to() + ": " + (p.clean() ? "clean" : "BREAKS"));
+      p.duplicates().forEach(d -> out.println("    provider duplicate: intent " + d.intent() + ", " + d.effects().size()
+          + " effects, amount " + d.amount() + " " + d.effects().stream().map(ProviderEffect::id).toList()));
+      p.effectsWithoutKey().forEach(e -> out.println("    provider effect without key: " + e.id() + " amount " + e.amount()
+          + " call key " + e.callKey() + " reference " + e.reference()));
+      p.keysUnseen().forEach(k -> out.println("    key without provider effect: " + k.key() + " call key " + k.callKey()));
+    });
   }
 }

@@ -12,10 +12,19 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Table;
@@ -35,6 +44,10 @@ import org.jooq.impl.SQLDataType;
  * completed keys of the scope with no effect, and the unknown outcomes (the operator's own query,
  * {@link Operations#unknownOutcomes}). The table and column names are checked and rendered quoted
  * by jOOQ, never concatenated. {@link #record} writes what was found into {@code idem_breaks}.
+ *
+ * <p>What idem's database never saw (a charge made before a crash rolled the service's transaction
+ * back, a retry sent with a fresh key) only the provider's own records show: {@link
+ * #check(EffectTable, ProviderRecords, Duration)} compares them too.
  *
  * <p>The same on PostgreSQL and MariaDB. On MariaDB keys are compared exactly, as on PostgreSQL
  * (case and trailing spaces count, whatever the effect column's collation), and an effect with no
@@ -82,6 +95,81 @@ public final class Reconciliation {
     if (target == null) {
       throw new IllegalArgumentException("target must not be null");
     }
+    return check(target, null);
+  }
+
+  /** The longest range of a provider check: a year. */
+  public static final Duration MAX_PROVIDER_RANGE = Duration.ofDays(366);
+
+  /**
+   * {@link #check(EffectTable)}, and the provider's side: what {@code provider} lists for the last
+   * {@code range} (ending now, by the database clock) compared with idem's external keys and
+   * {@code target}. Each provider effect is given its intent: the idem key whose call key it
+   * carried ({@code ExternalAttempt.callKey()}, any scope), else the key of {@code target}'s row
+   * whose {@linkplain EffectTable#withReference reference column} holds the reference it carried.
+   * Reported ({@link Findings#provider()}): an intent with more than one provider effect (two
+   * charges for one order: the double charge every guard missed), a provider effect that belongs to
+   * no intent (sent without our key or reference, or with one we never made), and a completed
+   * external key of {@code target}'s scope (every scope without one), claimed and completed within
+   * the range, whose call key the provider has no effect for.
+   *
+   * <p>The provider is asked first, outside any transaction (it may be slow, and a snapshot held
+   * open meanwhile would hold back PostgreSQL's vacuum); idem's tables are then read in one snapshot
+   * as {@link #check(EffectTable)} does. Not guaranteed: an effect near the range's start whose key
+   * completed before it is judged by neither side (so give ranges that overlap, a day checked for
+   * the last two), and a completed call that ended in no effect (a decline) is reported as a key
+   * the provider never saw. Keys are compared exactly (case and trailing spaces count). The external
+   * keys are scanned (the key table has no index on call keys), and the provider's effects are held
+   * in memory: ranges of at most a day's effects.
+   *
+   * @param range how far back from now, positive, at most {@link #MAX_PROVIDER_RANGE}
+   * @throws IllegalArgumentException if an argument is null or {@code range} is out of bounds
+   * @throws IllegalStateException if the provider's records could not be read (its exception is the
+   *     cause), or listed a null effect; nothing was read from idem's tables
+   * @throws DataAccessException if a query failed
+   */
+  public Findings check(EffectTable target, ProviderRecords provider, Duration range) {
+    if (target == null) {
+      throw new IllegalArgumentException("target must not be null");
+    }
+    if (provider == null) {
+      throw new IllegalArgumentException("provider must not be null");
+    }
+    if (range == null || range.isNegative() || range.isZero() || range.compareTo(MAX_PROVIDER_RANGE) > 0) {
+      throw new IllegalArgumentException("range must be positive and at most " + MAX_PROVIDER_RANGE + ", was " + range);
+    }
+    OffsetDateTime to = context.ownedOnceByIdem(tx -> {
+      try {
+        return now(tx.connection());
+      } catch (SQLException e) {
+        throw new DataAccessException("could not read the database clock: " + e.getMessage(), e);
+      }
+    });
+    OffsetDateTime from = to.minus(range);
+    List<ProviderEffect> listed;
+    try {
+      listed = provider.effects(from, to);
+    } catch (Exception e) {
+      throw new IllegalStateException("could not read the provider's records from " + from + " to " + to + ": " + e, e);
+    }
+    if (listed == null || listed.contains(null)) {
+      throw new IllegalStateException("the provider's records listed " + (listed == null ? "no list" : "a null effect")
+          + " from " + from + " to " + to);
+    }
+    return check(target, new ProviderSide(from, to, List.copyOf(listed)));
+  }
+
+  /** The provider's records of one check, read before its snapshot. */
+  private record ProviderSide(OffsetDateTime from, OffsetDateTime to, List<ProviderEffect> effects) {}
+
+  private OffsetDateTime now(Connection c) throws SQLException {
+    try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(context.mariadb() ? "select utc_timestamp(6)" : "select now()")) {
+      rs.next();
+      return DbTime.read(rs, 1, context.mariadb());
+    }
+  }
+
+  private Findings check(EffectTable target, ProviderSide side) {
     boolean maria = context.mariadb();
     DSLContext d = context.dsl();
     // The name as given, in a template: the schema mapping (and MariaDB's unqualified rendering of
@@ -112,11 +200,7 @@ public final class Reconciliation {
           // One snapshot for every query, and nothing written: the counts agree with one another.
           st.execute("set transaction isolation level repeatable read, read only");
         }
-        OffsetDateTime at;
-        try (Statement st = c.createStatement(); ResultSet rs = st.executeQuery(maria ? "select utc_timestamp(6)" : "select now()")) {
-          rs.next();
-          at = DbTime.read(rs, 1, maria);
-        }
+        OffsetDateTime at = now(c);
         List<Findings.Duplicate> dup = new ArrayList<>();
         try (PreparedStatement ps = c.prepareStatement(duplicates); ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
@@ -131,11 +215,120 @@ public final class Reconciliation {
         // The operator's queries, joining this transaction (open on this thread): the same snapshot.
         UnknownOutcomes unknown = operations.unknownOutcomes();
         List<StuckKey> stuck = unknown.count() == 0 ? List.of() : operations.stuckKeys(n);
-        return new FindingsValue(target, at, dup, without, withoutSample, orphanKeys, unknown, stuck);
+        Optional<ProviderFindings> provider = side == null ? Optional.empty()
+            : Optional.of(providerFindings(c, target, effects, side));
+        return new FindingsValue(target, at, dup, without, withoutSample, orphanKeys, unknown, stuck, provider);
       } catch (SQLException e) {
         throw new DataAccessException("could not reconcile " + target.describe() + ": " + e.getMessage(), e);
       }
     });
+  }
+
+  /** How many references one statement looks up. */
+  private static final int REFERENCES_PER_STATEMENT = 500;
+
+  /** Every external key (one with a call key): scanned once per provider check. */
+  private static final Field<String> CALL_KEY = KeyTable.of("k", KeyTable.CALL_KEY);
+
+  /**
+   * The provider side of a check, in its snapshot: each provider effect given its intent (by call
+   * key, then by reference), then the breaks.
+   */
+  private ProviderFindings providerFindings(Connection c, EffectTable target, Table<?> effects, ProviderSide side)
+      throws SQLException {
+    boolean maria = context.mariadb();
+    DSLContext d = context.dsl();
+    int n = target.sample();
+    // One effect once, however often the provider listed it (a paged listing may repeat an edge)
+    Map<String, ProviderEffect> byId = new LinkedHashMap<>();
+    side.effects().forEach(e -> byId.putIfAbsent(e.id(), e));
+    Set<String> callKeys = new HashSet<>();
+    byId.values().stream().map(ProviderEffect::callKey).filter(Objects::nonNull).forEach(callKeys::add);
+
+    // idem's external keys: the intent of each call key the provider saw, and the completed ones it did not
+    Map<String, String> intentByCall = new HashMap<>();
+    long unseenCount = 0;
+    List<ProviderFindings.UnseenKey> unseen = new ArrayList<>();
+    String external = d.render(d.select(SCOPE, KEY, CALL_KEY, STATE, KeyTable.of("k", KeyTable.CREATED_AT),
+        KeyTable.of("k", KeyTable.COMPLETED_AT)).from(KeyTable.T.as("k")).where(CALL_KEY.isNotNull()));
+    try (PreparedStatement ps = c.prepareStatement(external)) {
+      ps.setFetchSize(1000);
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          String scope = rs.getString(1);
+          String key = rs.getString(2);
+          String callKey = rs.getString(3);
+          if (callKeys.contains(callKey)) {
+            intentByCall.put(callKey, key);
+            continue;
+          }
+          OffsetDateTime created = DbTime.read(rs, 5, maria);
+          OffsetDateTime completed = DbTime.read(rs, 6, maria);
+          if (KeyTable.COMPLETED.equals(rs.getString(4)) && completed != null && !created.isBefore(side.from())
+              && completed.isBefore(side.to()) && (target.scope() == null || target.scope().equals(scope))) {
+            unseenCount++;
+            if (unseen.size() < n) {
+              unseen.add(new ProviderFindings.UnseenKey(dev.idem.key.IdempotencyKey.of(scope, key), callKey, completed));
+            }
+          }
+        }
+      }
+    }
+
+    // the service's effect rows: the intent of each reference the provider carried
+    Field<Object> keyColumn = DSL.field(DSL.name("e", target.keyColumn()));
+    Field<Object> refColumn = DSL.field(DSL.name("e", target.referenceColumn()));
+    Field<String> keyText = text(maria, keyColumn);
+    Field<String> refText = text(maria, refColumn);
+    List<String> refs = byId.values().stream().filter(e -> e.callKey() == null || !intentByCall.containsKey(e.callKey()))
+        .map(ProviderEffect::reference).filter(Objects::nonNull).distinct().toList();
+    Map<String, String> intentByRef = new HashMap<>();
+    for (int i = 0; i < refs.size(); i += REFERENCES_PER_STATEMENT) {
+      List<String> chunk = refs.subList(i, Math.min(refs.size(), i + REFERENCES_PER_STATEMENT));
+      String sql = d.render(d.select(refText, keyText).from(effects).where(keyColumn.isNotNull())
+          .and(refText.in(chunk.stream().map(r -> DSL.val((String) null, String.class)).toList())));
+      try (PreparedStatement ps = c.prepareStatement(sql)) {
+        for (int j = 0; j < chunk.size(); j++) {
+          ps.setString(j + 1, chunk.get(j));
+        }
+        try (ResultSet rs = ps.executeQuery()) {
+          while (rs.next()) {
+            intentByRef.putIfAbsent(rs.getString(1), rs.getString(2));
+          }
+        }
+      }
+    }
+
+    Map<String, List<ProviderEffect>> byIntent = new LinkedHashMap<>();
+    List<ProviderEffect> withoutKey = new ArrayList<>();
+    long withoutKeyCount = 0;
+    for (ProviderEffect e : byId.values()) {
+      String intent = e.callKey() == null ? null : intentByCall.get(e.callKey());
+      if (intent == null && e.reference() != null) {
+        intent = intentByRef.get(e.reference());
+      }
+      if (intent == null) {
+        withoutKeyCount++;
+        if (withoutKey.size() < n) {
+          withoutKey.add(e);
+        }
+      } else {
+        byIntent.computeIfAbsent(intent, k -> new ArrayList<>()).add(e);
+      }
+    }
+    List<ProviderFindings.DoubleEffect> doubles = byIntent.entrySet().stream().filter(en -> en.getValue().size() > 1)
+        .map(en -> new ProviderFindings.DoubleEffect(en.getKey(),
+            en.getValue().stream().sorted(Comparator.comparing(ProviderEffect::at)).toList()))
+        .sorted(Comparator.comparing((ProviderFindings.DoubleEffect x) -> -x.effects().size())
+            .thenComparing(ProviderFindings.DoubleEffect::intent))
+        .toList();
+    return new ProviderFindings(side.from(), side.to(), byId.size(), doubles.size(), doubles.stream().limit(n).toList(),
+        withoutKeyCount, withoutKey, unseenCount, unseen);
+  }
+
+  /** A column of the effect table as text compared exactly (see {@link #check(EffectTable)}). */
+  private static Field<String> text(boolean maria, Field<Object> column) {
+    return maria ? exact(DSL.field("cast({0} as char character set utf8mb4)", String.class, column)) : column.cast(SQLDataType.CLOB);
   }
 
   /** {@code text} in MariaDB's collation that compares code points, trailing spaces included. */
@@ -181,8 +374,9 @@ public final class Reconciliation {
   }
 
   /**
-   * Inserts one break row per example in {@code findings} into {@code idem_breaks}, stamped with
-   * the check's database time, in one transaction (joins the one open on this thread). The effects
+   * Inserts one break row per example in {@code findings} into {@code idem_breaks} (the provider's
+   * breaks too, as kinds {@code PROVIDER_DUPLICATE}, {@code PROVIDER_EFFECT_WITHOUT_KEY} and {@code
+   * KEY_WITHOUT_PROVIDER_EFFECT}), stamped with the check's database time, in one transaction (joins the one open on this thread). The effects
    * with no key are one row per sampled address, whose detail carries the total count.
    *
    * @return the rows inserted (0 for clean findings)
@@ -213,6 +407,22 @@ public final class Reconciliation {
         for (StuckKey s : findings.unknownSample()) {
           rows += add(ps, at, table, "UNKNOWN_OUTCOME", s.key().toString(), "fence " + s.fence() + ", call key "
               + s.callKey() + ", lease ended " + s.leaseEndedAgo() + " ago");
+        }
+        if (findings.provider().isPresent()) {
+          ProviderFindings p = findings.provider().get();
+          for (ProviderFindings.DoubleEffect dup : p.duplicates()) {
+            rows += add(ps, at, table, "PROVIDER_DUPLICATE", dup.intent(), dup.effects().size() + " provider effects for one"
+                + " intent, amount " + dup.amount() + ": " + dup.effects().stream().map(ProviderEffect::id).toList());
+          }
+          for (ProviderEffect e : p.effectsWithoutKey()) {
+            rows += add(ps, at, table, "PROVIDER_EFFECT_WITHOUT_KEY", null, "provider effect " + e.id() + " at " + e.at()
+                + ", amount " + e.amount() + ", call key " + e.callKey() + ", reference " + e.reference()
+                + " belongs to no intent (" + p.effectsWithoutKeyCount() + " such effects)");
+          }
+          for (ProviderFindings.UnseenKey k : p.keysUnseen()) {
+            rows += add(ps, at, table, "KEY_WITHOUT_PROVIDER_EFFECT", k.key().toString(), "completed " + k.completedAt()
+                + ", call key " + k.callKey() + ": the provider has no effect for it from " + p.from() + " to " + p.to());
+          }
         }
         return rows;
       } catch (SQLException e) {

@@ -220,7 +220,7 @@ class OperationsTest {
     }).maxAttempts(1).build()) {
       relay.runOnce();
     }
-    assertThat(ops.outboxStats()).isEqualTo(new OutboxStatsValue(0, 4, Duration.ZERO));
+    assertThat(ops.outboxStats()).isEqualTo(new OutboxStatsValue(0, 4, 0, Duration.ZERO));
     List<ParkedMessage> parked = ops.parked(10);
     assertThat(parked).extracting(ParkedMessage::id).containsExactlyInAnyOrderElementsOf(ids);
     assertThat(parked).allSatisfy(p -> {
