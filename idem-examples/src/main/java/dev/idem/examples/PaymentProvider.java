@@ -4,6 +4,8 @@ import com.sun.net.httpserver.HttpExchange;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -14,6 +16,7 @@ import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Base64;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
@@ -23,6 +26,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import dev.idem.jdbc.reconcile.ProviderEffect;
 import dev.idem.jdbc.reconcile.ProviderRecords;
 import dev.idem.testing.TestDatabase;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.Record;
@@ -41,7 +46,9 @@ import org.jooq.impl.DSL;
  *   <li>{@code GET /v1/charges?payment_ref=P}: the charges made for our reference, to look an outcome
  *       up instead of retrying blind.
  *   <li>Every new charge emits one event ({@code charge.succeeded}, its own event id) delivered to
- *       the merchant's webhook by a background sender, retried on a non-2xx answer.
+ *       the merchant's webhook by a background sender, retried on a non-2xx answer, each delivery
+ *       signed as Svix signs ({@code svix-id}: the event id, {@code svix-timestamp}, {@code
+ *       svix-signature}) with {@link #WEBHOOK_SECRET}.
  *   <li>Its charges by creation time ({@link #effects}, as Stripe's {@code GET /v1/charges?created[gte]=..}):
  *       what reconciliation compares with the service's payments ({@link ProviderRecords}).
  * </ul>
@@ -49,6 +56,9 @@ import org.jooq.impl.DSL;
 final class PaymentProvider implements AutoCloseable, ProviderRecords {
   /** How long the provider remembers a key (Stripe: "keys may be pruned once 24 hours old"). */
   static final Duration RETENTION = Duration.ofHours(24);
+  /** The endpoint's signing secret, as the provider's dashboard shows it to the merchant. */
+  static final String WEBHOOK_SECRET = "whsec_" + Base64.getEncoder().encodeToString(
+      "the lab provider's webhook signing key".getBytes(StandardCharsets.UTF_8));
 
   private final DataSource dataSource;
   private final LabSql sql;
@@ -225,9 +235,12 @@ final class PaymentProvider implements AutoCloseable, ProviderRecords {
         DSLContext dsl = DSL.using(c, sql.dialect());
         Record event = dsl.fetchOne("SELECT type, charge_id, payment_ref FROM " + sql.provider("events") + " WHERE id = ?", eventId);
         dsl.execute("UPDATE " + sql.provider("events") + " SET deliveries = deliveries + 1 WHERE id = ?", eventId);
-        Http.Reply reply = Http.post(client, webhook, Map.of("Provider-Event-Id", eventId),
-            Map.of("type", event.get(0, String.class), "charge_id", event.get(1, String.class),
-                "payment_ref", event.get(2, String.class)));
+        Map<String, String> body = Map.of("type", event.get(0, String.class), "charge_id", event.get(1, String.class),
+            "payment_ref", event.get(2, String.class));
+        // Signed anew on every delivery, by the provider's clock, over the bytes Http.post sends.
+        String timestamp = Long.toString(System.currentTimeMillis() / 1000);
+        Http.Reply reply = Http.post(client, webhook, Map.of("svix-id", eventId, "svix-timestamp", timestamp,
+            "svix-signature", "v1," + sign(eventId + "." + timestamp + "." + Http.encode(body))), body);
         if (reply.ok()) {
           return;
         }
@@ -263,6 +276,17 @@ final class PaymentProvider implements AutoCloseable, ProviderRecords {
       }
     }
     return out;
+  }
+
+  /** HMAC-SHA256 of {@code content} under the secret's key, in base64: Svix's v1 signature. */
+  private static String sign(String content) {
+    try {
+      Mac mac = Mac.getInstance("HmacSHA256");
+      mac.init(new SecretKeySpec(Base64.getDecoder().decode(WEBHOOK_SECRET.substring("whsec_".length())), "HmacSHA256"));
+      return Base64.getEncoder().encodeToString(mac.doFinal(content.getBytes(StandardCharsets.UTF_8)));
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("every JVM ships HmacSHA256", e);
+    }
   }
 
   /** Ages the provider's keys by {@code by}, as if that much time had passed at the provider. */

@@ -1,10 +1,13 @@
 package dev.idem.examples;
 
 import com.sun.net.httpserver.HttpExchange;
+import dev.idem.http.IdempotencyKeyFilter;
+import dev.idem.http.WebhookDelivery;
+import dev.idem.http.WebhookReceiver;
+import dev.idem.http.WebhookSignature;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.executor.IdempotentExecutor;
-import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -18,7 +21,6 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.UUID;
-import org.jooq.impl.DSL;
 
 /**
  * The payments service: {@code POST /payments} records a payment and, in the same transaction,
@@ -28,7 +30,9 @@ import org.jooq.impl.DSL;
  *
  * <p>Guards: with {@link Hop#SERVICE} the payment runs through the idempotent executor under the
  * request's {@code Idempotency-Key} (a repeat gets the first payment back); with {@link
- * Hop#WEBHOOK} each event id goes through an inbox, so a redelivered event sends no second email.
+ * Hop#WEBHOOK} each delivery goes through a {@link WebhookReceiver}: its Svix signature is checked,
+ * its event id claimed in an inbox with the receipt in one transaction, so a redelivered event
+ * sends no second email.
  */
 final class PaymentsService implements AutoCloseable {
   /** The key scope of payment requests: keys are compared within it only. */
@@ -40,7 +44,7 @@ final class PaymentsService implements AutoCloseable {
   private final String receipt;
   private final Tally tally;
   private final IdempotentExecutor executor;
-  private final Inbox webhooks;
+  private final WebhookReceiver webhooks;
   private final Http.Server server;
 
   PaymentsService(Idem idem, LabSql sql, Tally tally) {
@@ -50,7 +54,9 @@ final class PaymentsService implements AutoCloseable {
     this.tally = tally;
     // A client retries within a day; the provider retries a webhook for up to 3 days.
     this.executor = idem.executor().name("executor:payments").window(DedupeWindow.covering(RepeatSource.CLIENT_RETRY)).build();
-    this.webhooks = idem.inbox("provider-webhooks").window(DedupeWindow.covering(RepeatSource.WEBHOOK_RETRIES)).build();
+    this.webhooks = WebhookReceiver.builder(idem, "provider-webhooks", WebhookSignature.svix(PaymentProvider.WEBHOOK_SECRET))
+        .window(DedupeWindow.covering(RepeatSource.WEBHOOK_RETRIES))
+        .build();
     this.server = Http.serve("payments", Map.of("/payments", this::pay, "/webhooks/provider", this::webhook));
   }
 
@@ -114,28 +120,46 @@ final class PaymentsService implements AutoCloseable {
   }
 
   private void webhook(HttpExchange exchange) throws IOException {
-    Map<String, String> form = Http.body(exchange);
-    String eventId = exchange.getRequestHeaders().getFirst("Provider-Event-Id");
-    if (eventId == null || eventId.isBlank()) {
-      Http.respond(exchange, 400, Map.of(), Map.of("error", "Provider-Event-Id header is missing"));
-      return;
+    byte[] bytes;
+    try (var in = exchange.getRequestBody()) {
+      bytes = in.readAllBytes();
     }
+    WebhookDelivery delivery = WebhookDelivery.of(exchange.getRequestHeaders(), bytes);
+    Map<String, String> form = Http.decode(new String(bytes, StandardCharsets.UTF_8));
+    String eventId = delivery.header("svix-id");
     String paymentRef = form.getOrDefault("payment_ref", "");
     String chargeId = form.getOrDefault("charge_id", "");
-    if (tally.setup().guarded(Hop.WEBHOOK)) {
-      // The receipt is one row: given as a statement, the inbox sends its claim of the event id,
-      // the row and COMMIT in one round trip, and a copy of the event never writes it.
-      Execution<Void> outcome = webhooks.receive(eventId, DSL.query(receipt, paymentRef, chargeId, eventId));
-      if (outcome.replayed()) {
-        tally.caught(Hop.WEBHOOK, "webhook inbox drops event " + eventId + ": already handled");
-      } else {
-        noteReceipt(eventId, paymentRef);
+    if (!tally.setup().guarded(Hop.WEBHOOK)) {
+      if (eventId == null || eventId.isBlank()) {
+        Http.respond(exchange, 400, Map.of(), Map.of("error", "svix-id header is missing"));
+        return;
       }
-    } else {
       idem.useTransaction(tx -> tx.dsl().execute(receipt, paymentRef, chargeId, eventId));
       noteReceipt(eventId, paymentRef);
+      Http.respond(exchange, 200, Map.of(), Map.of());
+      return;
     }
-    Http.respond(exchange, 200, Map.of(), Map.of());
+    // The signature checked, the event id claimed in the inbox and the receipt written, in one
+    // transaction: a copy of the event never writes it.
+    WebhookReceiver.Answer answer;
+    try {
+      answer = webhooks.receive(delivery, (tx, d) -> tx.dsl().execute(receipt, paymentRef, chargeId, eventId));
+    } catch (Exception e) {
+      throw new IOException("the receipt of event " + eventId + " failed; the provider delivers it again", e);
+    }
+    if (answer.status() == 200 && answer.headers().containsKey(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)) {
+      tally.caught(Hop.WEBHOOK, "webhook inbox drops event " + eventId + ": already handled");
+    } else if (answer.status() == 200) {
+      noteReceipt(eventId, paymentRef);
+    }
+    byte[] body = answer.body().getBytes(StandardCharsets.UTF_8);
+    answer.headers().forEach((k, v) -> exchange.getResponseHeaders().add(k, v));
+    exchange.sendResponseHeaders(answer.status(), body.length == 0 ? -1 : body.length);
+    if (body.length > 0) {
+      try (var out = exchange.getResponseBody()) {
+        out.write(body);
+      }
+    }
   }
 
   private void noteReceipt(String eventId, String paymentRef) {

@@ -21,6 +21,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Enumeration;
 import java.util.HashSet;
@@ -101,6 +102,18 @@ public final class IdempotencyKeyFilter implements Filter {
   public static final String IDEMPOTENCY_KEY = "Idempotency-Key";
   /** Added to every replayed response: {@value}{@code : true}. */
   public static final String IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
+  /**
+   * Added to every response whose key is stored (the first answer and every replay): {@value},
+   * an HTTP-date until which the key is remembered at least. It is the key row's expiry, written
+   * from the database clock, rounded down to the second.
+   */
+  public static final String IDEMPOTENCY_KEY_EXPIRES = "Idempotency-Key-Expires";
+  /**
+   * The default {@link Builder#problemTypeBase}: {@value}. Each problem's {@code type} is this
+   * base and the problem's name ({@code https://idem.dev/problems/idempotency-key-missing}), listed
+   * in docs/http.md; identifiers, stable across versions, not necessarily pages that resolve.
+   */
+  public static final String DEFAULT_PROBLEM_TYPE_BASE = "https://idem.dev/problems/";
 
   private static final Logger LOG = LoggerFactory.getLogger(IdempotencyKeyFilter.class);
   /** Headers every stored response keeps: the body means nothing without them. */
@@ -111,6 +124,8 @@ public final class IdempotencyKeyFilter implements Filter {
   private static final String HASHED = "sha256:";
 
   private final IdempotentExecutor executor;
+  /** Where the key rows live, to read a claimed row's expiry ({@link KeyExpiry}). */
+  private final Idem idem;
   private final String headerName;
   private final boolean bareKeys;
   private final boolean keyRequired;
@@ -133,6 +148,7 @@ public final class IdempotencyKeyFilter implements Filter {
 
   private IdempotencyKeyFilter(Builder b, IdempotentExecutor executor) {
     this.executor = executor;
+    this.idem = b.idem;
     this.headerName = b.headerName;
     this.bareKeys = b.bareKeys;
     this.keyRequired = b.keyRequired;
@@ -302,12 +318,20 @@ public final class IdempotencyKeyFilter implements Filter {
         if (!storePolicy.stores(captured.getStatus())) {
           throw new NotStored(captured);
         }
+        // Read before the store: the header goes to this client only, a replay computes its own.
+        Instant expires = KeyExpiry.read(tx, idem.schema(), key);
+        if (expires != null) {
+          captured.setHeader(IDEMPOTENCY_KEY_EXPIRES, KeyExpiry.header(expires));
+        }
         return captured.stored(replayedHeaders);
       }));
       if (outcome instanceof Execution.Applied) {
         return new Outcome(InFlightRequests.Left.COMMITTED, last[0]::sendTo);
       } else if (outcome instanceof Execution.Replayed<StoredResponse> replayed) {
-        return new Outcome(InFlightRequests.Left.COMMITTED, to -> replay(replayed.value(), to));
+        // A local key row is completed when it is created, and expires a window after: the same
+        // database time the row's expires_at was written from, without reading the row again.
+        Instant expires = replayed.firstCompletedAt().plus(executor.window().length());
+        return new Outcome(InFlightRequests.Left.COMMITTED, to -> replay(replayed.value(), expires, to));
       }
       Duration after = ((Execution.InFlight<StoredResponse>) outcome).retryAfter();
       return new Outcome(InFlightRequests.Left.HELD_ELSEWHERE, to -> inFlight(to, after));
@@ -330,7 +354,7 @@ public final class IdempotencyKeyFilter implements Filter {
     Problem.inFlight(headerName).send(response, problemTypeBase);
   }
 
-  private static void replay(StoredResponse stored, HttpServletResponse response) throws IOException {
+  private static void replay(StoredResponse stored, Instant expires, HttpServletResponse response) throws IOException {
     response.setStatus(stored.status());
     Set<String> seen = new HashSet<>();
     for (StoredResponse.Header h : stored.headers()) {
@@ -341,6 +365,7 @@ public final class IdempotencyKeyFilter implements Filter {
       }
     }
     response.setHeader(IDEMPOTENT_REPLAYED, "true");
+    response.setHeader(IDEMPOTENCY_KEY_EXPIRES, KeyExpiry.header(expires));
     response.setContentLength(stored.body().length);
     if (stored.body().length > 0) {
       response.getOutputStream().write(stored.body());
@@ -429,7 +454,7 @@ public final class IdempotencyKeyFilter implements Filter {
     private StorePolicy storePolicy = StorePolicy.DEFAULT;
     private List<String> replayedHeaders = ALWAYS_REPLAYED;
     private RequestTransaction transaction = RequestTransaction.DIRECT;
-    private URI problemTypeBase;
+    private URI problemTypeBase = URI.create(DEFAULT_PROBLEM_TYPE_BASE);
 
     private Builder(Idem idem) {
       this.idem = notNull(idem, "idem");
@@ -614,9 +639,11 @@ public final class IdempotencyKeyFilter implements Filter {
     /**
      * Where the filter's problem types live: each problem's {@code type} is this URI resolved
      * against its name ({@code idempotency-key-missing}, {@code idempotency-key-malformed}, {@code
-     * idempotency-key-reused}, {@code idempotency-key-in-flight}, {@code request-too-large}), e.g.
-     * {@code https://api.example.com/problems/}. Default none: {@code about:blank}, told apart by
-     * status and detail.
+     * idempotency-key-reused}, {@code idempotency-key-in-flight}, {@code idempotency-scope-missing},
+     * {@code idempotency-scope-repeated}, {@code idempotency-scope-unknown}, {@code
+     * request-too-large}), e.g. {@code https://api.example.com/problems/} (end it with a slash).
+     * Default {@value IdempotencyKeyFilter#DEFAULT_PROBLEM_TYPE_BASE}; {@code about:blank} makes
+     * every type {@code about:blank}, told apart by status and detail.
      */
     public Builder problemTypeBase(URI base) {
       this.problemTypeBase = notNull(base, "problemTypeBase");

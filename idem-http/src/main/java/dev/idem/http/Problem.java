@@ -63,14 +63,31 @@ record Problem(int status, String slug, String title, String detail) {
         "A request guarded by an idempotency key may have a body of at most " + limit + " bytes.");
   }
 
-  /** Writes this problem as the whole response; {@code typeBase} null means {@code about:blank}. */
-  void send(HttpServletResponse response, URI typeBase) throws IOException {
+  /** {@code about:blank} as a type base: every problem's type is {@code about:blank}. */
+  static final URI ABOUT_BLANK = URI.create("about:blank");
+
+  /** This problem's type: {@code typeBase} resolved against its name, or {@code about:blank}. */
+  String type(URI typeBase) {
+    return typeBase.equals(ABOUT_BLANK) ? ABOUT_BLANK.toString() : typeBase.resolve(slug).toString();
+  }
+
+  /** The {@code application/problem+json} body. */
+  byte[] json(URI typeBase) {
     ObjectNode body = JSON.createObjectNode();
-    body.put("type", typeBase == null ? "about:blank" : typeBase.resolve(slug).toString());
+    body.put("type", type(typeBase));
     body.put("title", title);
     body.put("status", status);
     body.put("detail", detail);
-    byte[] bytes = JSON.writeValueAsBytes(body);
+    try {
+      return JSON.writeValueAsBytes(body);
+    } catch (IOException e) {
+      throw new IllegalStateException("a tree of strings and an int always writes", e);
+    }
+  }
+
+  /** Writes this problem as the whole response. */
+  void send(HttpServletResponse response, URI typeBase) throws IOException {
+    byte[] bytes = json(typeBase);
     response.setStatus(status);
     response.setContentType("application/problem+json");
     response.setHeader("Cache-Control", "no-store");

@@ -123,6 +123,20 @@ final class HttpFixture implements AutoCloseable {
     return URI.create("http://127.0.0.1:" + localPort(tomcat) + "/payments");
   }
 
+  /** A server on a free loopback port with {@code servlet} alone at {@code path}, no filter; its URI. */
+  URI serveServlet(String path, HttpServlet servlet) throws IOException, LifecycleException {
+    Tomcat tomcat = new Tomcat();
+    tomcat.setBaseDir(Files.createTempDirectory("idem-http-tomcat").toString());
+    tomcat.setPort(0);
+    tomcat.getConnector();
+    Context context = tomcat.addContext("", null);
+    Tomcat.addServlet(context, "servlet", servlet);
+    context.addServletMappingDecoded(path, "servlet");
+    tomcat.start();
+    servers.add(tomcat);
+    return URI.create("http://127.0.0.1:" + localPort(tomcat) + path);
+  }
+
   /**
    * The port the connector bound. By reflection: the tests compile inside module dev.idem.http,
    * which does not read java.management, and Tomcat's Connector is an MBean.

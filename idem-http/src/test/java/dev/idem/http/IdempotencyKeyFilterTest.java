@@ -41,7 +41,7 @@ class IdempotencyKeyFilterTest extends AbstractHttpTest {
     assertThat(r.statusCode()).isEqualTo(400);
     assertThat(r.headers().firstValue("Content-Type")).hasValue("application/problem+json");
     assertThat(json(r).get("status").asInt()).isEqualTo(400);
-    assertThat(json(r).get("type").asText()).isEqualTo("about:blank");
+    assertThat(json(r).get("type").asText()).isEqualTo("https://idem.dev/problems/idempotency-key-missing");
     assertThat(json(r).get("title").asText()).isEqualTo("Idempotency-Key is missing");
     assertThat(json(r).get("detail").asText()).isNotBlank();
     assertThat(r.body()).doesNotContain("Exception").doesNotContain("at dev.");

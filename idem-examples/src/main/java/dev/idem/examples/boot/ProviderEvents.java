@@ -1,15 +1,13 @@
 package dev.idem.examples.boot;
 
-import dev.idem.spring.Idempotent;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.stereotype.Service;
 
 /**
  * The card provider's webhook events, applied once per event id however often the provider
- * delivers them (it retries for days). No {@code @Transactional} here: {@link Idempotent} runs the
- * method in a Spring transaction that the event's key joins, and JdbcTemplate writes in it, so an
- * event that fails half-way leaves neither its row nor its key, and the provider's redelivery
- * applies it whole.
+ * delivers them (it retries for days): {@link ProviderWebhook} calls {@link #apply} in the
+ * transaction that claims the event's id, and JdbcTemplate writes in it, so an event that fails
+ * half-way leaves neither its row nor its id, and the provider's redelivery applies it whole.
  */
 @Service
 class ProviderEvents {
@@ -22,20 +20,13 @@ class ProviderEvents {
   /** A webhook event, as the provider sends it. */
   record Event(String id, String type, String order) {}
 
-  /** What applying an event did, stored with its id and returned to every redelivery. */
-  record Applied(String event, String order, boolean refunded) {}
-
-  @Idempotent(key = "#event.id()", scope = "card-provider-events", window = "3d")
-  public Applied apply(Event event) {
+  void apply(Event event) {
     jdbc.update("INSERT INTO provider_events (event_id, order_id, type) VALUES (?, ?, ?)", event.id(), event.order(), event.type());
-    if (!"charge.refunded".equals(event.type())) {
-      return new Applied(event.id(), event.order(), false);
-    }
-    if (jdbc.update("UPDATE payments SET refunded = true WHERE order_id = ?", event.order()) == 0) {
+    if ("charge.refunded".equals(event.type())
+        && jdbc.update("UPDATE payments SET refunded = true WHERE order_id = ?", event.order()) == 0) {
       // The refund arrived before the payment it refunds: fail, so the row above rolls back with
-      // the key, and apply it whole when the provider delivers it again.
+      // the event's id, and apply it whole when the provider delivers it again.
       throw new IllegalStateException("no payment of order " + event.order() + " yet");
     }
-    return new Applied(event.id(), event.order(), true);
   }
 }

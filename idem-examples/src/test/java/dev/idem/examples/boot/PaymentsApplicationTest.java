@@ -280,8 +280,16 @@ class PaymentsApplicationTest {
         .POST(HttpRequest.BodyPublishers.ofString(json)).build(), HttpResponse.BodyHandlers.ofString());
   }
 
+  /** A webhook event as the provider delivers it: signed as Stripe signs, with the app's secret. */
   static HttpResponse<String> webhook(String event, String type, String order) throws Exception {
-    return post("/webhooks/card-provider", "{\"id\":\"" + event + "\",\"type\":\"" + type + "\",\"order\":\"" + order + "\"}");
+    String body = "{\"id\":\"" + event + "\",\"type\":\"" + type + "\",\"order\":\"" + order + "\"}";
+    long t = System.currentTimeMillis() / 1000;
+    javax.crypto.Mac mac = javax.crypto.Mac.getInstance("HmacSHA256");
+    mac.init(new javax.crypto.spec.SecretKeySpec("whsec_lab_card_provider_secret".getBytes(java.nio.charset.StandardCharsets.UTF_8), "HmacSHA256"));
+    String v1 = java.util.HexFormat.of().formatHex(mac.doFinal((t + "." + body).getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    return http.send(HttpRequest.newBuilder(base.resolve("/webhooks/card-provider")).header("Content-Type", "application/json")
+        .header("Stripe-Signature", "t=" + t + ",v1=" + v1)
+        .POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
   }
 
   @Test
@@ -335,17 +343,31 @@ class PaymentsApplicationTest {
     HttpResponse<String> early = webhook("evt-refund", "charge.refunded", "o-refund");
     assertThat(early.statusCode()).isEqualTo(503);
     assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isZero();
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND idem_keys.key = 'evt-refund'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'card-provider' AND message_id = 'evt-refund'")).isZero();
 
     assertThat(pay("k-refund", "o-refund", 900).statusCode()).isEqualTo(201);
     HttpResponse<String> redelivered = webhook("evt-refund", "charge.refunded", "o-refund");
     HttpResponse<String> again = webhook("evt-refund", "charge.refunded", "o-refund");
     assertThat(redelivered.statusCode()).isEqualTo(200);
     assertThat(again.statusCode()).isEqualTo(200);
-    assertThat(again.body()).isEqualTo(redelivered.body()).contains("\"refunded\":true");
+    assertThat(redelivered.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
     assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-refund'")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM payments WHERE order_id = 'o-refund' AND refunded")).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'card-provider-events' AND idem_keys.key = 'evt-refund'")).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'card-provider' AND message_id = 'evt-refund'")).isEqualTo(1);
+  }
+
+  @Test
+  void aWebhookWithABadSignatureIsRefusedAndWritesNothing() throws Exception {
+    HttpResponse<String> forged = http.send(HttpRequest.newBuilder(base.resolve("/webhooks/card-provider"))
+        .header("Content-Type", "application/json")
+        .header("Stripe-Signature", "t=" + System.currentTimeMillis() / 1000 + ",v1=" + "ab".repeat(32))
+        .POST(HttpRequest.BodyPublishers.ofString("{\"id\":\"evt-forged\",\"type\":\"charge.refunded\",\"order\":\"o-forged\"}"))
+        .build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(forged.statusCode()).isEqualTo(401);
+    assertThat(forged.body()).contains("https://idem.dev/problems/webhook-signature-invalid");
+    assertThat(db.count("SELECT count(*) FROM provider_events WHERE event_id = 'evt-forged'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'card-provider' AND message_id = 'evt-forged'")).isZero();
   }
 
   /** Request threads parked in memory behind the first copy of a key (they hold no connection). */

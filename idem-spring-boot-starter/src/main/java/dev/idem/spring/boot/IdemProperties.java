@@ -541,7 +541,8 @@ public class IdemProperties {
     /**
      * Base of the {@code type} URIs of the filter's problem answers (e.g. {@code
      * https://api.example.com/problems/}, resolved against {@code idempotency-key-missing}...).
-     * Default none: {@code about:blank}.
+     * Default none: the filter's, {@code https://idem.dev/problems/}; {@code about:blank} makes
+     * every type {@code about:blank}.
      */
     private URI problemTypeBase;
 

@@ -9,6 +9,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -116,10 +117,21 @@ class IdemHttpAutoConfigurationTest {
     assertThat(again.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENT_REPLAYED)).hasValue("true");
     assertThat(payments("o1")).isEqualTo(1);
     assertThat(keys("a", "k-1")).isEqualTo(1);
+    // both tell the client until when the key is remembered: the key row's expires_at (read in
+    // Spring's transaction for the first, computed for the replay), rounded down to the second
+    long rowExpiry = db.count(db.vendor() == dev.idem.testing.TestDatabase.Vendor.MARIADB
+        ? "SELECT timestampdiff(second, '1970-01-01 00:00:00', expires_at) FROM idem_keys WHERE scope = 'a' AND idem_keys.key = 'k-1'"
+        : "SELECT floor(date_part('epoch', expires_at))::bigint FROM idem_keys WHERE scope = 'a' AND key = 'k-1'");
+    for (HttpResponse<String> r : List.of(first, again)) {
+      String expires = r.headers().firstValue(IdempotencyKeyFilter.IDEMPOTENCY_KEY_EXPIRES).orElseThrow();
+      assertThat(java.time.format.DateTimeFormatter.RFC_1123_DATE_TIME.parse(expires, java.time.Instant::from).getEpochSecond())
+          .isEqualTo(rowExpiry);
+    }
 
     HttpResponse<String> reused = post("\"k-1\"", "a", "{\"order\":\"o1\",\"amount\":5000}");
     assertThat(reused.statusCode()).isEqualTo(422);
     assertThat(reused.headers().firstValue("Content-Type")).hasValueSatisfying(v -> assertThat(v).startsWith("application/problem+json"));
+    assertThat(reused.body()).contains("\"type\":\"https://idem.dev/problems/idempotency-key-reused\"");
 
     // the same key value from another tenant is another key
     assertThat(post("\"k-1\"", "b", "{\"order\":\"o1b\",\"amount\":4000}").statusCode()).isEqualTo(201);
