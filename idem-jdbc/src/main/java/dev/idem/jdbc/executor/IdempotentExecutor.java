@@ -307,6 +307,20 @@ public final class IdempotentExecutor {
     return new Execution.Applied<>(value);
   }
 
+  /**
+   * A completer of this executor's unknown outcomes: the keys whose call never recorded its result
+   * (in flight, lease over), looked up with {@code resolver} and completed with what it finds
+   * (encoded by {@code codec}, the codec this executor's calls of those keys use), or released
+   * when the provider has no record of the call. Name the scopes of those keys on the builder.
+   *
+   * @throws IllegalArgumentException if {@code codec} or {@code resolver} is null
+   */
+  public <T, Y extends Exception> OutcomeCompleter.Builder completer(Codec<T> codec, Resolver<T, Y> resolver) {
+    Require.notNull(codec, "codec");
+    Require.notNull(resolver, "resolver");
+    return new OutcomeCompleter.Builder(context, external, lease, settings.name(), codec, resolver);
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Expiry
 
