@@ -308,17 +308,18 @@ public final class IdempotentExecutor {
   }
 
   /**
-   * A completer of this executor's unknown outcomes: the keys whose call never recorded its result
-   * (in flight, lease over), looked up with {@code resolver} and completed with what it finds
-   * (encoded by {@code codec}, the codec this executor's calls of those keys use), or released
-   * when the provider has no record of the call. Name the scopes of those keys on the builder.
+   * A completer of this executor's unknown outcomes in {@code scopes}: the keys whose call never
+   * recorded its result (in flight, lease over), looked up with {@code resolver} and completed
+   * with what it finds (encoded by {@code codec}, the codec this executor's calls of those keys
+   * use), or released when the provider has no record of the call. Runs one instance at a time
+   * per executor {@link Builder#name name}; see {@link OutcomeCompleter}.
    *
-   * @throws IllegalArgumentException if {@code codec} or {@code resolver} is null
+   * @param scopes the scopes of the keys this executor's calls with this resolver use, one or more
+   * @throws IllegalArgumentException if {@code codec} or {@code resolver} is null, or {@code
+   *     scopes} is empty or holds a scope that is not a valid one
    */
-  public <T, Y extends Exception> OutcomeCompleter.Builder completer(Codec<T> codec, Resolver<T, Y> resolver) {
-    Require.notNull(codec, "codec");
-    Require.notNull(resolver, "resolver");
-    return new OutcomeCompleter.Builder(context, external, lease, settings.name(), codec, resolver);
+  public <T, Y extends Exception> OutcomeCompleter completer(Codec<T> codec, Resolver<T, Y> resolver, String... scopes) {
+    return OutcomeCompleter.of(context, external, lease, settings.name(), codec, resolver, scopes);
   }
 
   // ---------------------------------------------------------------------------------------------

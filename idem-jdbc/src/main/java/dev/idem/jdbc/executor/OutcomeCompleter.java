@@ -18,7 +18,6 @@ import java.sql.ResultSet;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
@@ -38,8 +37,7 @@ import org.slf4j.LoggerFactory;
  * Boot starter can).
  *
  * <pre>{@code
- * OutcomeCompleter completer = payments.completer(Codec.utf8(), attempt -> provider.findCharge(attempt.callKey()))
- *     .scopes("shop").build();
+ * OutcomeCompleter completer = payments.completer(Codec.utf8(), attempt -> provider.findCharge(attempt.callKey()), "shop");
  * CompleterRun run = completer.runOnce(); // every minute
  * }</pre>
  *
@@ -52,13 +50,13 @@ import org.slf4j.LoggerFactory;
  *       (its token is stale), and of two completers (or a completer and a repeat) racing for one
  *       key, one takes it and the other skips it. The record and the release are fenced by the new
  *       token.
- *   <li><b>Bounded.</b> At most {@link Builder#maxKeys} keys per run, the ones stuck longest
- *       first; no key is begun after {@link Builder#runFor}; each look-up runs under the
+ *   <li><b>Bounded.</b> At most {@code maxKeys} keys per run ({@link #bounds}), the ones stuck longest
+ *       first; no key is begun after {@code runFor}; each look-up runs under the
  *       executor's lease, so one that outlives it loses the key to whoever takes it over next.
  *   <li><b>One instance at a time.</b> A run holds an idem lease ({@code Leases}) on {@code
- *       "idem.completer:" + name} for {@code runFor} plus the executor's lease, and gives it up
+ *       "idem.completer:" + the executor's name} for {@code runFor} plus the executor's lease, and gives it up
  *       when done; a run that finds it held does nothing and says so ({@link CompleterRun#ran()}).
- *   <li>Only the keys of the {@link Builder#scopes scopes} given: a resolver knows one provider.
+ *   <li>Only the keys of the scopes given: a resolver knows one provider.
  *       Keys already past their window (released, by an operator or a run) are left to their
  *       next repeat, which re-claims them and asks its own resolver.
  * </ul>
@@ -77,7 +75,7 @@ import org.slf4j.LoggerFactory;
 public final class OutcomeCompleter {
   /** The most keys one run takes. */
   public static final int MAX_KEYS = 10_000;
-  /** The longest {@link Builder#runFor}. */
+  /** The longest {@code runFor} of {@link #bounds}. */
   public static final Duration MAX_RUN = Duration.ofHours(1);
 
   private static final Logger LOG = LoggerFactory.getLogger("dev.idem.completer");
@@ -96,6 +94,8 @@ public final class OutcomeCompleter {
 
   private final Context context;
   private final ExternalClaims external;
+  private final Duration keyLease;
+  private final String name;
   private final Events events;
   private final LookUp lookUp;
   private final List<String> scopes;
@@ -107,16 +107,24 @@ public final class OutcomeCompleter {
   private final String listSql;
   private final String releaseSql;
 
-  private OutcomeCompleter(Builder b) {
-    this.context = b.context;
-    this.external = b.external;
+  /** The defaults of {@link #runOnce()}: at most this many keys per run. */
+  public static final int DEFAULT_MAX_KEYS = 100;
+  /** The defaults of {@link #runOnce()}: no key begun after this. */
+  public static final Duration DEFAULT_RUN_FOR = Duration.ofMinutes(1);
+
+  private OutcomeCompleter(Context context, ExternalClaims external, Duration keyLease, String name, LookUp lookUp,
+      List<String> scopes, int maxKeys, Duration runFor) {
+    this.context = context;
+    this.external = external;
+    this.keyLease = keyLease;
+    this.name = name;
     this.events = Events.to(context.listener(), "completer");
-    this.lookUp = b.lookUp;
-    this.scopes = List.copyOf(b.scopes);
-    this.maxKeys = b.maxKeys;
-    this.runFor = b.runFor;
-    this.leaseTtl = b.runFor.plus(b.keyLease);
-    this.resource = "idem.completer:" + b.name;
+    this.lookUp = lookUp;
+    this.scopes = scopes;
+    this.maxKeys = maxKeys;
+    this.runFor = runFor;
+    this.leaseTtl = runFor.plus(keyLease);
+    this.resource = "idem.completer:" + name;
     DSLContext d = context.dsl();
     List<Field<String>> scopeParams = new ArrayList<>();
     scopes.forEach(s -> scopeParams.add(DSL.val((String) null, KeyTable.SCOPE)));
@@ -134,10 +142,52 @@ public final class OutcomeCompleter {
         .and(KeyTable.STATE.eq(DSL.inline(KeyTable.IN_FLIGHT))));
   }
 
+  /** Built by {@link IdempotentExecutor#completer}: checks the scopes, erases the result type. */
+  static <T, Y extends Exception> OutcomeCompleter of(Context context, ExternalClaims external, Duration keyLease,
+      String name, Codec<T> codec, Resolver<T, Y> resolver, String... scopes) {
+    Require.notNull(codec, "codec");
+    Require.notNull(resolver, "resolver");
+    if (scopes == null || scopes.length == 0) {
+      throw new IllegalArgumentException("scopes must name at least one scope: the keys this resolver knows");
+    }
+    for (String scope : scopes) {
+      IdempotencyKey.check("scope", scope);
+    }
+    IdempotencyKey.check("completer's lease", "idem.completer:" + name);
+    LookUp lookUp = attempt -> {
+      Optional<T> known = resolver.lookUp(attempt);
+      if (known == null) {
+        throw new IllegalStateException("resolver returned null for " + attempt.key() + "; return Optional.empty()"
+            + " when the provider has no record of the call");
+      }
+      if (known.isEmpty()) {
+        return Optional.empty();
+      }
+      return Optional.of(codec.storesNothing() ? NOTHING : codec.encode(known.get()));
+    };
+    return new OutcomeCompleter(context, external, keyLease, name, lookUp, List.of(scopes.clone()), DEFAULT_MAX_KEYS,
+        DEFAULT_RUN_FOR);
+  }
+
+  /**
+   * This completer with other bounds: at most {@code maxKeys} keys per run (1 to {@value
+   * #MAX_KEYS}; default {@value #DEFAULT_MAX_KEYS}) and no key begun after {@code runFor}
+   * (positive, at most {@link #MAX_RUN}; default 1 minute).
+   *
+   * @throws IllegalArgumentException naming the bound out of range
+   */
+  public OutcomeCompleter bounds(int maxKeys, Duration runFor) {
+    if (maxKeys < 1 || maxKeys > MAX_KEYS) {
+      throw new IllegalArgumentException("maxKeys must be within 1 and " + MAX_KEYS + ", was " + maxKeys);
+    }
+    Require.atMost(Require.positive(runFor, "runFor"), MAX_RUN, "runFor", "a run holds the completer's lease");
+    return new OutcomeCompleter(context, external, keyLease, name, lookUp, scopes, maxKeys, runFor);
+  }
+
   /**
    * One run: takes the completer's lease (or returns {@link CompleterRun#ran()} false at once),
-   * lists up to {@link Builder#maxKeys} stuck keys of its scopes, and finishes or releases each
-   * as the resolver answers, until the list or {@link Builder#runFor} is over.
+   * lists up to {@code maxKeys} stuck keys of its scopes, and finishes or releases each as the
+   * resolver answers, until the list or {@code runFor} is over ({@link #bounds}).
    *
    * @throws org.jooq.exception.DataAccessException if the database failed the listing, a takeover
    *     or a release (the keys done before it stay done; a record that failed is finished in the
@@ -226,86 +276,5 @@ public final class OutcomeCompleter {
     }
     events.operatorAction("release", key + " fence " + fence, 1);
     return 1;
-  }
-
-  /**
-   * Configures an {@link OutcomeCompleter}; validates in {@link #build()}. Got from {@link
-   * IdempotentExecutor#completer}.
-   */
-  public static final class Builder {
-    private final Context context;
-    private final ExternalClaims external;
-    private final Duration keyLease;
-    private final LookUp lookUp;
-    private String name;
-    private List<String> scopes = List.of();
-    private int maxKeys = 100;
-    private Duration runFor = Duration.ofMinutes(1);
-
-    <T, Y extends Exception> Builder(Context context, ExternalClaims external, Duration keyLease, String name,
-        Codec<T> codec, Resolver<T, Y> resolver) {
-      this.context = context;
-      this.external = external;
-      this.keyLease = keyLease;
-      this.name = name;
-      this.lookUp = attempt -> {
-        Optional<T> known = resolver.lookUp(attempt);
-        if (known == null) {
-          throw new IllegalStateException("resolver returned null for " + attempt.key() + "; return Optional.empty()"
-              + " when the provider has no record of the call");
-        }
-        if (known.isEmpty()) {
-          return Optional.empty();
-        }
-        return Optional.of(codec.storesNothing() ? NOTHING : codec.encode(known.get()));
-      };
-    }
-
-    /**
-     * The scopes whose stuck keys this completer finishes (one or more; required): the scopes of
-     * the keys this executor's calls with this resolver use. Keys of other scopes are never read.
-     */
-    public Builder scopes(String... scopes) {
-      Require.notNull(scopes, "scopes");
-      this.scopes = Arrays.asList(scopes.clone());
-      return this;
-    }
-
-    /** At most how many keys one run takes, 1 to {@value OutcomeCompleter#MAX_KEYS}; default 100. */
-    public Builder maxKeys(int maxKeys) {
-      this.maxKeys = maxKeys;
-      return this;
-    }
-
-    /** How long a run begins keys for; default 1 minute, at most {@link OutcomeCompleter#MAX_RUN}. */
-    public Builder runFor(Duration runFor) {
-      this.runFor = runFor;
-      return this;
-    }
-
-    /**
-     * The name of the completer's lease ({@code "idem.completer:" + name}): completers of one name
-     * run one at a time across every instance; default the executor's name.
-     */
-    public Builder name(String name) {
-      this.name = name;
-      return this;
-    }
-
-    /** @throws IllegalArgumentException naming the setting that is missing or out of range */
-    public OutcomeCompleter build() {
-      if (scopes.isEmpty()) {
-        throw new IllegalArgumentException("scopes must name at least one scope: the keys this resolver knows");
-      }
-      for (String scope : scopes) {
-        IdempotencyKey.check("scope", scope);
-      }
-      if (maxKeys < 1 || maxKeys > MAX_KEYS) {
-        throw new IllegalArgumentException("maxKeys must be within 1 and " + MAX_KEYS + ", was " + maxKeys);
-      }
-      Require.atMost(Require.positive(runFor, "runFor"), MAX_RUN, "runFor", "a run holds the completer's lease");
-      IdempotencyKey.check("name", "idem.completer:" + Require.notNull(name, "name"));
-      return new OutcomeCompleter(this);
-    }
   }
 }

@@ -89,7 +89,7 @@ class OutcomeCompleterTest {
     AtomicInteger lookUps = new AtomicInteger();
     int actionsBefore = f.events.of(IdemEvent.OperatorAction.class).size();
 
-    CompleterRun run = payments.completer(Codec.utf8(), provider(lookUps)).scopes(scope).build().runOnce();
+    CompleterRun run = payments.completer(Codec.utf8(), provider(lookUps), scope).runOnce();
 
     assertThat(run.ran()).isTrue();
     assertThat(run.finished()).isEqualTo(1);
@@ -114,7 +114,7 @@ class OutcomeCompleterTest {
     IdempotencyKey key = stuckKey(scope);
     IdempotentExecutor payments = f.idem.executor().build();
 
-    CompleterRun run = payments.completer(Codec.utf8(), provider(new AtomicInteger())).scopes(scope).build().runOnce();
+    CompleterRun run = payments.completer(Codec.utf8(), provider(new AtomicInteger()), scope).runOnce();
 
     assertThat(run.released()).isEqualTo(1);
     assertThat(run.finished() + run.stillUnknown() + run.skipped()).isZero();
@@ -124,7 +124,7 @@ class OutcomeCompleterTest {
         + " AND k.lease_expires_at <= " + f.clock(), key.scope(), key.value())).as("window and lease over").isEqualTo(1);
     assertThat(charges(key)).isZero();
 
-    CompleterRun again = payments.completer(Codec.utf8(), provider(new AtomicInteger())).scopes(scope).build().runOnce();
+    CompleterRun again = payments.completer(Codec.utf8(), provider(new AtomicInteger()), scope).runOnce();
     assertThat(again.released() + again.finished() + again.skipped() + again.stillUnknown())
         .as("a released key is its next repeat's, not listed again").isZero();
 
@@ -153,7 +153,7 @@ class OutcomeCompleterTest {
     String before = f.keyRow(key);
     AtomicInteger lookUps = new AtomicInteger();
 
-    CompleterRun run = payments.completer(Codec.utf8(), provider(lookUps)).scopes(scope).build().runOnce();
+    CompleterRun run = payments.completer(Codec.utf8(), provider(lookUps), scope).runOnce();
 
     assertThat(run.ran()).isTrue();
     assertThat(run.finished() + run.released() + run.stillUnknown() + run.skipped()).isZero();
@@ -183,7 +183,7 @@ class OutcomeCompleterTest {
     assertThat(charged.await(20, TimeUnit.SECONDS)).isTrue();
     f.awaitLeaseOver(key);
 
-    CompleterRun run = payments.completer(Codec.utf8(), provider(new AtomicInteger())).scopes(scope).build().runOnce();
+    CompleterRun run = payments.completer(Codec.utf8(), provider(new AtomicInteger()), scope).runOnce();
     assertThat(run.finished()).isEqualTo(1);
     String finished = f.keyRow(key);
 
@@ -199,7 +199,7 @@ class OutcomeCompleterTest {
     String scope = scope();
     IdempotencyKey key = stuckKey(scope);
     String charge = Provider.charge(f.ds, callKey(key), 40);
-    IdempotentExecutor payments = f.idem.executor().build();
+    IdempotentExecutor payments = f.idem.executor().name("race-" + scope).build();
     CountDownLatch inLookUp = new CountDownLatch(1);
     CountDownLatch answer = new CountDownLatch(1);
     AtomicInteger lookUps = new AtomicInteger();
@@ -209,8 +209,8 @@ class OutcomeCompleterTest {
       assertThat(answer.await(20, TimeUnit.SECONDS)).isTrue();
       return Provider.lookUp(f.ds, attempt.callKey().value());
     };
-    OutcomeCompleter first = payments.completer(Codec.utf8(), slow).scopes(scope).name("race-" + scope).build();
-    OutcomeCompleter second = payments.completer(Codec.utf8(), slow).scopes(scope).name("race-" + scope).build();
+    OutcomeCompleter first = payments.completer(Codec.utf8(), slow, scope);
+    OutcomeCompleter second = payments.completer(Codec.utf8(), slow, scope);
 
     CompletableFuture<CompleterRun> running = CompletableFuture.supplyAsync(first::runOnce);
     assertThat(inLookUp.await(20, TimeUnit.SECONDS)).isTrue();
@@ -242,13 +242,13 @@ class OutcomeCompleterTest {
       throw new java.io.IOException("provider down (test)");
     };
 
-    CompleterRun run = payments.completer(Codec.utf8(), down).scopes(scope).build().runOnce();
+    CompleterRun run = payments.completer(Codec.utf8(), down, scope).runOnce();
 
     assertThat(run.stillUnknown()).isEqualTo(1);
     assertThat(f.column(key, "state")).isEqualTo("I");
     assertThat(f.column(key, "fence")).isEqualTo("2");
     assertThat(f.leaseEnded(key)).as("ended at once, for the next run or a repeat").isTrue();
-    assertThat(payments.completer(Codec.utf8(), provider(new AtomicInteger())).scopes(scope).build().runOnce().released())
+    assertThat(payments.completer(Codec.utf8(), provider(new AtomicInteger()), scope).runOnce().released())
         .as("the next run asks again").isEqualTo(1);
   }
 
@@ -262,7 +262,7 @@ class OutcomeCompleterTest {
     IdempotencyKey elsewhere = stuckKey(other);
     String before = f.keyRow(elsewhere);
     IdempotentExecutor payments = f.idem.executor().build();
-    OutcomeCompleter completer = payments.completer(Codec.utf8(), provider(new AtomicInteger())).scopes(scope).maxKeys(2).build();
+    OutcomeCompleter completer = payments.completer(Codec.utf8(), provider(new AtomicInteger()), scope).bounds(2, Duration.ofMinutes(1));
 
     assertThat(completer.runOnce().released()).isEqualTo(2);
     assertThat(completer.runOnce().released()).isEqualTo(1);
@@ -273,15 +273,15 @@ class OutcomeCompleterTest {
   void badSettingsAreRefusedNamingThem() {
     IdempotentExecutor payments = f.idem.executor().build();
     Resolver<String, RuntimeException> none = attempt -> Optional.empty();
-    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none).build()).isInstanceOf(IllegalArgumentException.class)
+    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none)).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("scopes");
-    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none).scopes("a").maxKeys(0).build())
+    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none, "a").bounds(0, Duration.ofMinutes(1)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxKeys");
-    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none).scopes("a").runFor(Duration.ZERO).build())
+    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none, "a").bounds(1, Duration.ZERO))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("runFor");
-    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none).scopes("bad scope").build())
+    assertThatThrownBy(() -> payments.completer(Codec.utf8(), none, "bad scope"))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("scope");
-    assertThatThrownBy(() -> payments.completer(null, none)).isInstanceOf(IllegalArgumentException.class)
+    assertThatThrownBy(() -> payments.completer(null, none, "a")).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("codec");
   }
 }
