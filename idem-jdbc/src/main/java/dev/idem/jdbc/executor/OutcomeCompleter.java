@@ -54,8 +54,8 @@ import org.slf4j.LoggerFactory;
  *       first; no key is begun after {@code runFor}; each look-up runs under the
  *       executor's lease, so one that outlives it loses the key to whoever takes it over next.
  *   <li><b>One instance at a time.</b> A run holds an idem lease ({@code Leases}) on {@code
- *       "idem.completer:" + the executor's name} for {@code runFor} plus the executor's lease, and gives it up
- *       when done; a run that finds it held does nothing and says so ({@link CompleterRun#ran()}).
+ *       "idem.completer:" + the executor's name} for {@code runFor} plus the executor's lease,
+ *       and gives it up when done; a run that finds it held does nothing and says so ({@link CompleterRun#ran()}).
  *   <li>Only the keys of the scopes given: a resolver knows one provider.
  *       Keys already past their window (released, by an operator or a run) are left to their
  *       next repeat, which re-claims them and asks its own resolver.
