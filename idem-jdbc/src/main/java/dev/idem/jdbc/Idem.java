@@ -7,6 +7,7 @@ import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.Identifiers;
+import dev.idem.jdbc.lease.Lease;
 import dev.idem.jdbc.lease.Leases;
 import dev.idem.jdbc.nature.Totals;
 import dev.idem.jdbc.nature.UniqueRows;
@@ -25,6 +26,7 @@ import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.jdbc.tx.TxConsumer;
 import java.time.Duration;
 import java.util.Locale;
+import java.util.Optional;
 import javax.sql.DataSource;
 
 /**
@@ -122,6 +124,24 @@ public final class Idem {
 
   private Idem(Builder b) {
     this.context = new Context(b.dataSource, b.schema, b.listener, b.binding, b.retries, b.answersFromMemory);
+    // The tools that must run on one instance at a time (the completer) lease through this, not
+    // through the lease package, on which no tool depends.
+    this.context.alone((resource, holder, ttl, work) -> {
+      Optional<Lease> lease = leases().acquire(resource, holder, ttl);
+      if (lease.isEmpty()) {
+        return false;
+      }
+      try {
+        work.run();
+      } finally {
+        try {
+          lease.get().release();
+        } catch (RuntimeException e) {
+          // the database went away: the lease ends on its own at its ttl
+        }
+      }
+      return true;
+    });
     this.outboxLayout = b.outboxLayout;
   }
 

@@ -41,12 +41,12 @@ class ApiSurfaceTest {
   }
 
   /**
-   * What users can call stays small: at most 250 public and protected methods and constructors in
-   * the public types of the packages outside {@code internal} (issue 33; as {@code javap -protected}
+   * What users can call stays small: at most 258 public and protected methods and constructors in
+   * the public types of the packages outside {@code internal} (issue 33; 8 more in issue 36 for the completer of unknown outcomes; as {@code javap -protected}
    * counts them, bridges included). Raising the bound is a deliberate change, seen in review.
    */
   @Test
-  void theApiHasAtMost250MethodsAndConstructors() throws Exception {
+  void theApiHasAtMost258MethodsAndConstructors() throws Exception {
     int count = 0;
     for (Class<?> type : publicTypesOutsideInternal()) {
       List<Executable> callable = new ArrayList<>(List.of(type.getDeclaredMethods()));
@@ -57,7 +57,7 @@ class ApiSurfaceTest {
         }
       }
     }
-    assertThat(count).as("public and protected methods and constructors outside internal").isLessThanOrEqualTo(250);
+    assertThat(count).as("public and protected methods and constructors outside internal").isLessThanOrEqualTo(258);
   }
 
   private static List<Class<?>> publicTypesOutsideInternal() throws Exception {

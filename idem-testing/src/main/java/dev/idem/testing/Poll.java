@@ -22,6 +22,22 @@ public final class Poll {
     }
   }
 
+  /**
+   * Returns once {@code condition} holds, checking every 10 ms: for a test whose claim is the
+   * bound itself ("answers within a second of the database's return").
+   *
+   * @throws AssertionError naming {@code what} and {@code bound} if it does not hold within it
+   * @throws IllegalArgumentException if {@code bound} is null or not positive
+   */
+  public static void until(String what, Duration bound, BooleanSupplier condition) throws InterruptedException {
+    if (bound == null || bound.isNegative() || bound.isZero()) {
+      throw new IllegalArgumentException("bound must be positive, was " + bound);
+    }
+    if (!within(bound, Duration.ofMillis(10), condition::getAsBoolean)) {
+      throw new AssertionError("waited " + bound.toMillis() + " ms for " + what);
+    }
+  }
+
   /** A condition read by {@link #within}, which may fail as its source does (SQL, a broker). */
   @FunctionalInterface
   interface Check<X extends Exception> {

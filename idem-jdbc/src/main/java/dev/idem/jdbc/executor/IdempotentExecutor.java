@@ -209,9 +209,11 @@ public final class IdempotentExecutor {
    *       attempt: send it to the provider so the provider dedupes);
    *   <li>record: the result is stored and the key completed, only if the row still carries this
    *       attempt's token. A record that fails (the connection died after the provider answered)
-   *       is tried again on a fresh connection within the retry budget; if it fails for good, the
-   *       attempt's lease is ended so that a retry takes over at once (ask the provider with a
-   *       {@link Resolver} rather than call again).
+   *       is tried again on a fresh connection within the retry budget; if it fails for good, it
+   *       is thrown, and made in the background (one daemon thread, a back-off capped at 200 ms)
+   *       as soon as the database answers again, at most until the lease would have ended; a
+   *       record the database refuses ends the lease instead, so a retry takes over at once
+   *       (ask the provider with a {@link Resolver} rather than call again).
    * </ol>
    *
    * <p>A copy that finds a live lease polls (re-reading the row) up to {@link
@@ -295,8 +297,8 @@ public final class IdempotentExecutor {
       external.endLease(binds, token, t);
       throw t;
     }
-    // The call happened: a record that fails for good ends the lease, so a retry takes over at
-    // once and finds the outcome through its resolver instead of waiting it out.
+    // The call happened: a record that fails for good is made in the background once the database
+    // answers (or the lease is ended), so the key does not wait out its lease in flight.
     Long recorded = external.record(binds.result(bytes), token);
     if (recorded == null) {
       StaleFenceException stale = new StaleFenceException("key " + attempt.key(), token, external.highestFence(binds));
@@ -305,6 +307,21 @@ public final class IdempotentExecutor {
     }
     events.applied(attempt.key());
     return new Execution.Applied<>(value);
+  }
+
+  /**
+   * A completer of this executor's unknown outcomes in {@code scopes}: the keys whose call never
+   * recorded its result (in flight, lease over), looked up with {@code resolver} and completed
+   * with what it finds (encoded by {@code codec}, the codec this executor's calls of those keys
+   * use), or released when the provider has no record of the call. Runs one instance at a time
+   * per executor {@link Builder#name name}; see {@link OutcomeCompleter}.
+   *
+   * @param scopes the scopes of the keys this executor's calls with this resolver use, one or more
+   * @throws IllegalArgumentException if {@code codec} or {@code resolver} is null, or {@code
+   *     scopes} is empty or holds a scope that is not a valid one
+   */
+  public <T, Y extends Exception> OutcomeCompleter completer(Codec<T> codec, Resolver<T, Y> resolver, String... scopes) {
+    return OutcomeCompleter.of(context, external, lease, settings.name(), codec, resolver, scopes);
   }
 
   // ---------------------------------------------------------------------------------------------

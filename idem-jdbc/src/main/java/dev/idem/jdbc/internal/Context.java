@@ -44,6 +44,8 @@ public final class Context {
   private final ThreadLocal<Tx> open = new ThreadLocal<>();
   /** How long a guard answers a repeat of a key it applied or read from memory (zero: never). */
   private final Duration answersFromMemory;
+  /** One instance at a time, over idem's leases; set once by {@code Idem}. */
+  private volatile Alone alone = Alone.NONE;
 
   /**
    * @param schema idem's schema, or null for the default: {@link #DEFAULT_SCHEMA} on PostgreSQL, the
@@ -101,6 +103,16 @@ public final class Context {
   }
 
   /** How long a guard answers a repeat of a key it applied or read from memory; zero: never. */
+  /** Wires in idem's leases (by {@code Idem}, once, as it is built). */
+  public void alone(Alone alone) {
+    this.alone = alone;
+  }
+
+  /** One instance at a time over idem's leases. */
+  public Alone alone() {
+    return alone;
+  }
+
   public Duration answersFromMemory() {
     return answersFromMemory;
   }

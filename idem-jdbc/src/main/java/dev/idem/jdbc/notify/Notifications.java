@@ -57,8 +57,9 @@ import java.util.Map;
  *       redelivery is told {@link SendResult.InFlight} with the live lease's time left (or, after
  *       losing every round to other senders, a lease); a serialization failure of a pool at
  *       REPEATABLE READ or SERIALIZABLE never escapes a claim; a record that fails on 40001 or a
- *       dead connection is tried again on a fresh connection, and one that fails for good ends
- *       the lease before it is thrown, so a redelivery sends at once. Only a redelivery of the
+ *       dead connection is tried again on a fresh connection; one that fails for good is thrown
+ *       and, if the database did not answer, made in the background as soon as it does (else
+ *       the lease is ended, so a redelivery sends at once). Only a redelivery of the
  *       same notification (same type and recipient) is a takeover; a claim taken again past the
  *       window from another intent's unfinished row is not.
  *   <li>Every sender is handed the same collapse id for the notification ({@code Keys.child} of its
@@ -198,8 +199,9 @@ public final class Notifications {
 
   /**
    * Completes the claim with {@code outcome}, fenced by the token, retried as the engine retries a
-   * record; false if another sender holds it now. A record that fails for good ends the lease (so
-   * a redelivery sends at once) and is thrown.
+   * record; false if another sender holds it now. A record that fails for good is thrown, and made
+   * in the background once the database answers (or, if the database refused it, the lease is
+   * ended so a redelivery sends at once).
    */
   private boolean record(Binds binds, long token, String outcome) {
     return external.record(binds.result(outcome.getBytes(StandardCharsets.UTF_8)), token) != null;

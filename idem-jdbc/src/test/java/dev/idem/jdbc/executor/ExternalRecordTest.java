@@ -131,29 +131,47 @@ class ExternalRecordTest {
   }
 
   @Test
-  void aRecordThatFailsForGoodEndsTheLeaseSoARetryWithAResolverFinishesAtOnce() throws SQLException {
+  void aRecordThatFailsForGoodIsRecordedInTheBackgroundOnceTheDatabaseAnswers() throws Exception {
     Flaky flaky = new Flaky(f.ds);
-    // a 30 s lease and a patient caller: without the lease ended, the retry would wait and answer InFlight
     IdempotentExecutor executor = Idem.builder(flaky).build().executor().lease(Duration.ofSeconds(30))
         .inFlightWait(Duration.ofMillis(500)).build();
     IdempotencyKey key = IdempotencyKey.of("record", UUID.randomUUID().toString());
     AtomicInteger calls = new AtomicInteger();
+    String[] charge = new String[1];
     assertThatThrownBy(() -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
       calls.incrementAndGet();
-      String charge = Provider.charge(f.ds, attempt.callKey().value(), 40);
-      flaky.failing.set(10); // every record try fails; the server is back for the lease's end
-      return charge;
+      charge[0] = Provider.charge(f.ds, attempt.callKey().value(), 40);
+      flaky.failing.set(15); // every record try of the call fails, and the first tries in the background
+      return charge[0];
     })).isInstanceOf(DataAccessException.class);
-    assertThat(state(key)).as("the outcome is unknown to idem: in flight").isEqualTo("I");
-    assertThat(f.leaseEnded(key)).as("the lease was ended").isTrue();
+
+    dev.idem.testing.Poll.until("the record made in the background", () -> "C".equals(state(key)));
+    assertThat(flaky.failing).as("the background went on through failed tries").hasValue(0);
+    assertThat(f.column(key, f.resultText())).isEqualTo(charge[0]);
+    assertThat(f.column(key, "fence")).isEqualTo("1");
 
     Execution<String> retry = executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
       calls.incrementAndGet();
       return Provider.charge(f.ds, attempt.callKey().value(), 40);
     }, attempt -> Provider.lookUp(f.ds, attempt.callKey().value()));
-    assertThat(retry.applied()).isTrue();
-    assertThat(calls).as("the resolver found the charge: no second call").hasValue(1);
-    assertThat(state(key)).isEqualTo("C");
+    assertThat(retry.replayed()).isTrue();
+    assertThat(retry.value()).isEqualTo(charge[0]);
+    assertThat(calls).as("no second call").hasValue(1);
     assertThat(f.count("SELECT calls FROM provider_charges WHERE call_key = ?", Keys.child(key, "external").value())).isEqualTo(1);
+  }
+
+  /** A call that throws while the database is away: its lease end is made in the background once it answers. */
+  @Test
+  void aLeaseEndThatFailsIsMadeInTheBackgroundOnceTheDatabaseAnswers() throws Exception {
+    Flaky flaky = new Flaky(f.ds);
+    IdempotentExecutor executor = Idem.builder(flaky).build().executor().lease(Duration.ofSeconds(30)).build();
+    IdempotencyKey key = IdempotencyKey.of("record", UUID.randomUUID().toString());
+    assertThatThrownBy(() -> executor.executeExternal(key, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
+      flaky.failing.set(3); // the lease end and the first background tries fail
+      throw new java.io.IOException("provider timed out (test)");
+    })).isInstanceOf(java.io.IOException.class);
+    dev.idem.testing.Poll.until("the lease ended in the background", () -> f.leaseEnded(key));
+    assertThat(flaky.failing).hasValue(0);
+    assertThat(state(key)).as("the outcome is unknown: in flight, for a repeat to take over").isEqualTo("I");
   }
 }

@@ -15,6 +15,8 @@ public final class Binds implements Function<String, Object> {
   public String callKey;
   byte[] result;
   long fence;
+  /** When ({@link System#nanoTime}) the external claim this call holds was asked for: its lease ends no sooner than that plus the lease. */
+  long claimedAt;
   /** A sequence's number (sequences only). */
   long seq;
   /**

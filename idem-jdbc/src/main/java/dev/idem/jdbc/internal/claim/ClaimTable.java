@@ -198,6 +198,8 @@ public final class ClaimTable {
   final Sql unclaimBatch;
   /** MariaDB's forms of the statements, whose batch statements are made per batch size; null on PostgreSQL. */
   final MariaDbClaimSql mariadb;
+  /** An external claim's lease (the key table only; else null): how long a phase 3 left behind is worth finishing. */
+  final Duration lease;
 
   /**
    * @param window how long a row answers repeats (null for sequences, which keep theirs forever)
@@ -206,6 +208,7 @@ public final class ClaimTable {
   public ClaimTable(Context context, Layout layout, Duration window, Duration inFlightWait, Duration lease) {
     this.schema = context.schema();
     this.layout = layout;
+    this.lease = lease;
     String tableName = layout.table;
     this.t = table(name("idem", tableName));
     this.scope = column(tableName, layout.scope, String.class);

@@ -4,7 +4,14 @@ import dev.idem.jdbc.internal.AutoCommit;
 import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.key.IdempotencyKey;
 import java.time.Duration;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import org.jooq.exception.DataAccessException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The claim protocol of an effect no transaction can cover (the executor's external calls, the
@@ -19,6 +26,7 @@ import org.jooq.exception.DataAccessException;
  * zero rows do under READ COMMITTED.
  */
 public final class ExternalClaims {
+  private static final Logger LOG = LoggerFactory.getLogger(ExternalClaims.class);
   private static final Duration FIRST_POLL = Duration.ofMillis(20);
   private static final Duration LONGEST_POLL = Duration.ofMillis(250);
 
@@ -82,7 +90,7 @@ public final class ExternalClaims {
         continue;
       }
       if (row.claimed()) {
-        return held(binds, row.fence(), false);
+        return held(binds, row.fence(), false, started);
       }
       if (row.expirable()) {
         // A new life of the key, under the same call key (a provider that still remembers it
@@ -94,7 +102,7 @@ public final class ExternalClaims {
           if (unfinished) {
             claims.events.leaseTakenOver(key, row.fence(), fence);
           }
-          return held(binds, fence, unfinished);
+          return held(binds, fence, unfinished, started);
         }
         row = null;
         continue;
@@ -111,7 +119,7 @@ public final class ExternalClaims {
           continue;
         }
         claims.events.leaseTakenOver(key, previous, fence);
-        return held(binds, fence, true);
+        return held(binds, fence, true, started);
       }
       long left = waitUntil - System.nanoTime();
       if (left <= 0) {
@@ -128,8 +136,9 @@ public final class ExternalClaims {
     }
   }
 
-  private static Held held(Binds binds, long fence, boolean takeover) {
+  private static Held held(Binds binds, long fence, boolean takeover, long started) {
     binds.fence(fence);
+    binds.claimedAt = started;
     return new Held(fence, takeover);
   }
 
@@ -147,16 +156,22 @@ public final class ExternalClaims {
    * changed under it, or, at SERIALIZABLE, only its index pages did), or whose connection failed,
    * is made again while the row still carries this token, so a holder that is still the highest is
    * never told it was taken over, and a dead connection does not leave the key in flight for the
-   * whole lease. If the record fails for good, the lease is ended (so a repeat takes over at once)
-   * and the failure thrown.
+   * whole lease. If the record fails for good, the failure is thrown and the record is handed to
+   * the background ({@link #settleLater}): tried again until the database answers, at most until
+   * the lease would have ended; a failure that is not the connection's ends the lease instead.
    */
   public Long record(Binds binds, long token) {
     try {
       return recordTries(binds, token);
     } catch (RuntimeException e) {
-      // The outcome happened and could not be recorded: end the lease now, so a repeat takes over
-      // at once (and finds the outcome through a resolver, if it has one) instead of waiting it out.
-      endLease(binds, token, e);
+      // The outcome happened and could not be recorded. Recording it later is better than ending
+      // the lease: the key completes with the true outcome and nobody calls the provider again.
+      boolean connection = SqlStates.isConnectionFailure(e);
+      if (!connection) {
+        endLease(binds, token, e);
+      } else {
+        settleLater(binds, token, binds.result, e);
+      }
       throw e;
     }
   }
@@ -194,16 +209,143 @@ public final class ExternalClaims {
 
   /**
    * Ends the lease held under {@code token} at once (its call threw, or its record failed), so a
-   * repeat takes over without waiting; a failure to do so is attached to {@code failure}.
+   * repeat takes over without waiting. If the database does not answer, the failure is attached to
+   * {@code failure} and the lease end is handed to the background ({@link #settleLater}).
    */
   public void endLease(Binds binds, long token, Throwable failure) {
     try {
-      write(c -> {
-        ClaimTable.run(c, table.endLease, binds.fence(token));
-        return null;
-      });
+      endLeaseOnce(binds, token);
     } catch (RuntimeException e) {
-      failure.addSuppressed(e); // the lease then ends on its own; the call's failure matters more
+      failure.addSuppressed(e); // the call's failure matters more
+      settleLater(binds, token, null, failure);
+    }
+  }
+
+  private void endLeaseOnce(Binds binds, long token) {
+    write(c -> {
+      ClaimTable.run(c, table.endLease, binds.fence(token));
+      return null;
+    });
+  }
+
+  /**
+   * Takes over the key's claim from the attempt that holds it under {@code previous}, if that
+   * attempt's lease is over: fence + 1 and a new lease, as a repeat's takeover does. For a caller
+   * that finishes an unknown outcome without calling out (the completer).
+   *
+   * @return the new fence (set in {@code binds}, with the claim's time), or null if the row is not
+   *     in flight under {@code previous} with its lease over (a live holder, another taker, completed)
+   */
+  public Long takeOver(Binds binds, long previous) {
+    long started = System.nanoTime();
+    Long fence = write(c -> ClaimTable.single(c, table.takeOver, 0, binds.fence(previous)));
+    if (fence != null) {
+      held(binds, fence, true, started);
+      claims.events.leaseTakenOver(binds.key, previous, fence);
+    }
+    return fence;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Phase 3 left behind by an outage
+
+  /** The first wait between background tries; doubled up to {@link #SETTLE_LONGEST}. */
+  private static final Duration SETTLE_FIRST = Duration.ofMillis(20);
+  /**
+   * The longest wait between background tries: short, so the key answers within a fraction of a
+   * second of the database's return (each try costs one statement, only during an outage).
+   */
+  private static final Duration SETTLE_LONGEST = Duration.ofMillis(200);
+
+  /**
+   * The background thread of this guard, made when first needed: at most one, a daemon, gone
+   * after 10 s without work. Its queue holds one task per phase 3 that failed while the database
+   * did not answer: at most the calls of one lease.
+   */
+  private volatile ThreadPoolExecutor settler;
+
+  /**
+   * Hands phase 3 to the background: records {@code result} under {@code token} (or, if null,
+   * ends the lease), trying again with a bounded back-off until a try gets an answer from the
+   * database or the lease would have ended anyway (then the key is an unknown outcome, for a
+   * resolver or an operator). Fenced as the caller's own try: a row that moved on is left alone.
+   */
+  private void settleLater(Binds binds, long token, byte[] result, Throwable failure) {
+    if (table.lease == null || binds.claimedAt == 0) {
+      return; // not an external claim of this guard's: nothing to finish
+    }
+    Binds mine = new Binds(binds.key, binds.fingerprint); // the caller's binds are the caller's
+    mine.callKey = binds.callKey;
+    mine.claimedAt = binds.claimedAt;
+    long deadline = binds.claimedAt + table.lease.toNanos();
+    String what = (result != null ? "the record of key " : "the lease end of key ") + binds.key + " under fence " + token;
+    LOG.warn("{} failed ({}); trying again in the background until the database answers, at most until the lease ends",
+        what, failure.getMessage());
+    try {
+      settler().execute(() -> settle(mine, token, result, deadline, what));
+    } catch (RejectedExecutionException e) {
+      failure.addSuppressed(e); // shut down: the lease ends on its own
+    }
+  }
+
+  private ThreadPoolExecutor settler() {
+    ThreadPoolExecutor s = settler;
+    if (s == null) {
+      synchronized (this) {
+        s = settler;
+        if (s == null) {
+          String name = "idem-settle-" + claims.name;
+          s = new ThreadPoolExecutor(0, 1, 10, TimeUnit.SECONDS, new LinkedBlockingQueue<>(), r -> {
+            Thread t = new Thread(r, name);
+            t.setDaemon(true); // never keeps the JVM alive: what it leaves, the lease ends
+            return t;
+          });
+          settler = s;
+        }
+      }
+    }
+    return s;
+  }
+
+  private void settle(Binds binds, long token, byte[] result, long deadline, String what) {
+    Duration wait = SETTLE_FIRST;
+    byte[] recording = result;
+    for (int tries = 1; ; tries++) {
+      try {
+        if (recording != null) {
+          binds.result(recording).fence(token);
+          Long recorded = write(c -> ClaimTable.single(c, table.complete, 0, binds));
+          if (recorded == null) {
+            // Completed by an earlier try whose answer was lost, taken over, or released: either
+            // way the row is no longer this attempt's to write.
+            LOG.info("{}: the row moved on (try {}); nothing written", what, tries);
+            return;
+          }
+          LOG.info("{} recorded in the background (try {})", what, tries);
+        } else {
+          endLeaseOnce(binds, token);
+          LOG.info("{} done in the background (try {})", what, tries);
+        }
+        return;
+      } catch (RuntimeException e) {
+        if (recording != null && !SqlStates.isConnectionFailure(e) && !SqlStates.isRetryable(e)) {
+          recording = null; // the database answered and refused the record: end the lease instead
+          what = "the lease end of key " + binds.key + " under fence " + token;
+          continue;
+        }
+        if (System.nanoTime() - deadline >= 0) {
+          LOG.warn("{} given up after {} tries, the lease being over: the key is an unknown outcome ({})", what, tries,
+              e.getMessage());
+          return;
+        }
+      }
+      try {
+        Thread.sleep(Math.max(1, ThreadLocalRandom.current().nextLong(wait.toMillis() / 2, wait.toMillis() + 1)));
+      } catch (InterruptedException interrupted) {
+        Thread.currentThread().interrupt();
+        return; // shut down: the lease ends on its own
+      }
+      wait = wait.multipliedBy(2).compareTo(SETTLE_LONGEST) > 0 ? SETTLE_LONGEST : wait.multipliedBy(2);
     }
   }
 
