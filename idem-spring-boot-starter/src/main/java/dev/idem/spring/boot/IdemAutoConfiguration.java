@@ -5,11 +5,14 @@ import dev.idem.event.IdemListener;
 import dev.idem.http.IdempotencyKeyFilter;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.executor.OutcomeCompleter;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
 import dev.idem.jdbc.reconcile.EffectTable;
+import dev.idem.jdbc.reconcile.ProviderRecords;
+import dev.idem.jdbc.reconcile.Reconciliation;
 import dev.idem.jdbc.tx.TransactionBinding;
 import dev.idem.spring.AfterCommitListener;
 import dev.idem.spring.IdemExceptionTranslator;
@@ -19,14 +22,17 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ThreadFactory;
 import java.util.function.LongSupplier;
 import java.util.stream.Stream;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.beans.factory.config.BeanDefinition;
@@ -242,17 +248,46 @@ public class IdemAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean(name = "idemChecks")
   @ConditionalOnProperty(prefix = "idem.checks", name = "enabled", havingValue = "true")
-  IdemChecks idemChecks(Idem idem, DataSource dataSource, IdemProperties properties) {
+  IdemChecks idemChecks(Idem idem, DataSource dataSource, IdemProperties properties, ListableBeanFactory beans) {
     IdemProperties.Checks p = properties.getChecks();
     List<ScheduledCheck> checks = new ArrayList<>();
-    p.getEffectTables().forEach((name, t) -> checks.add(ScheduledCheck.reconcile(name, idem.reconciliation(), effectTable(name, t))));
+    p.getEffectTables().forEach((name, t) -> checks.add(ScheduledCheck.reconcile(name, idem.reconciliation(),
+        effectTable(name, t), provider(name, t, beans), t.getProviderRange())));
+    // Every OutcomeCompleter the application defines (it knows the codec, the Resolver and the scopes).
+    beans.getBeansOfType(OutcomeCompleter.class).forEach((name, completer) -> checks.add(ScheduledCheck.complete(name, completer)));
     // Further checks (one ScheduledCheck each) go here: they run in turn under the same lease.
     if (checks.isEmpty()) {
-      LOG.info("idem.checks.enabled is true and no check is configured (idem.checks.effect-tables.<name>.key-column)");
+      LOG.info("idem.checks.enabled is true and no check is configured (idem.checks.effect-tables.<name>.key-column,"
+          + " or an OutcomeCompleter bean)");
     }
     List<ScheduledCheck> all = List.copyOf(checks);
     return new IdemChecks(() -> all, idem.leases(), SpringTransactionBinding.unwrap(dataSource), p.getLeaseResource(),
         p.getInterval());
+  }
+
+  /**
+   * The {@code ProviderRecords} bean {@code idem.checks.effect-tables.<name>.provider} names, or
+   * null when it names none.
+   *
+   * @throws IllegalArgumentException naming the property, if no such bean exists or the range is out of bounds
+   */
+  static ProviderRecords provider(String name, IdemProperties.EffectTableProperties t, ListableBeanFactory beans) {
+    String at = "idem.checks.effect-tables." + name;
+    if (t.getProvider() == null) {
+      return null;
+    }
+    Duration range = t.getProviderRange();
+    if (range == null || range.isNegative() || range.isZero() || range.compareTo(Reconciliation.MAX_PROVIDER_RANGE) > 0) {
+      throw new IllegalArgumentException(at + ".provider-range must be positive and at most "
+          + Reconciliation.MAX_PROVIDER_RANGE + ", was " + range);
+    }
+    Map<String, ProviderRecords> providers = beans.getBeansOfType(ProviderRecords.class);
+    ProviderRecords provider = providers.get(t.getProvider());
+    if (provider == null) {
+      throw new IllegalArgumentException(at + ".provider is '" + t.getProvider() + "', which names no ProviderRecords bean"
+          + " (the application's ProviderRecords beans: " + providers.keySet() + ")");
+    }
+    return provider;
   }
 
   /**
@@ -269,6 +304,9 @@ public class IdemAutoConfiguration {
       EffectTable table = EffectTable.of(t.getTable() != null ? t.getTable() : name, t.getKeyColumn());
       if (t.getSchema() != null) {
         table = table.inSchema(t.getSchema());
+      }
+      if (t.getReferenceColumn() != null) {
+        table = table.withReference(t.getReferenceColumn());
       }
       return t.getScope() != null ? table.withScope(t.getScope()) : table;
     } catch (IllegalArgumentException e) {

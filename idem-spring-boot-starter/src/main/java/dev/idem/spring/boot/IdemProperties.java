@@ -459,6 +459,22 @@ public class IdemProperties {
     /** The scope of idem's keys whose completed keys must each have an effect. Default: none (not checked). */
     private String scope;
 
+    /**
+     * The name of a {@code ProviderRecords} bean: what the provider did is compared with this
+     * table and idem's external keys (double provider effects, provider effects without a key,
+     * keys the provider never saw). Default: none (the provider's side is not checked).
+     */
+    private String provider;
+
+    /** How far back from each run the provider's effects are compared (at most 366 days). Default: 1 day. */
+    private Duration providerRange = Duration.ofDays(1);
+
+    /**
+     * The column holding the reference the provider's effects carry, for effects whose call key is
+     * not one of idem's. Default: the key column.
+     */
+    private String referenceColumn;
+
     public String getTable() {
       return table;
     }
@@ -489,6 +505,30 @@ public class IdemProperties {
 
     public void setScope(String scope) {
       this.scope = scope;
+    }
+
+    public String getProvider() {
+      return provider;
+    }
+
+    public void setProvider(String provider) {
+      this.provider = provider;
+    }
+
+    public Duration getProviderRange() {
+      return providerRange;
+    }
+
+    public void setProviderRange(Duration providerRange) {
+      this.providerRange = providerRange;
+    }
+
+    public String getReferenceColumn() {
+      return referenceColumn;
+    }
+
+    public void setReferenceColumn(String referenceColumn) {
+      this.referenceColumn = referenceColumn;
     }
   }
 

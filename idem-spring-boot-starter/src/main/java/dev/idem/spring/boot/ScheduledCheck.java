@@ -1,9 +1,14 @@
 package dev.idem.spring.boot;
 
+import dev.idem.jdbc.executor.CompleterRun;
+import dev.idem.jdbc.executor.OutcomeCompleter;
 import dev.idem.jdbc.lease.Lease;
 import dev.idem.jdbc.reconcile.EffectTable;
 import dev.idem.jdbc.reconcile.Findings;
+import dev.idem.jdbc.reconcile.ProviderFindings;
+import dev.idem.jdbc.reconcile.ProviderRecords;
 import dev.idem.jdbc.reconcile.Reconciliation;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -58,15 +63,28 @@ interface ScheduledCheck {
   /** The examples of each kind the endpoint shows. */
   int EXAMPLES = 20;
 
+  /** Kinds of {@link #reconcile} with a provider (exact counts). */
+  String PROVIDER_DUPLICATE = "provider_duplicate";
+  String PROVIDER_EFFECT_WITHOUT_KEY = "provider_effect_without_key";
+  String KEY_WITHOUT_PROVIDER_EFFECT = "key_without_provider_effect";
+
+  /** Kinds of {@link #complete}. */
+  String FINISHED = "finished";
+  String RELEASED = "released";
+  String STILL_UNKNOWN = "still_unknown";
+  String SKIPPED = "skipped";
+
   /**
    * {@link Reconciliation#check} of {@code table} (its unknown outcomes are left out: the gauge
    * {@code idem.unknown.outcomes} and the endpoint's own list show them), as check {@code
-   * reconcile:<name>}.
+   * reconcile:<name>}; with the provider's side too when {@code provider} is not null, over the
+   * last {@code providerRange}.
    */
-  static ScheduledCheck reconcile(String name, Reconciliation reconciliation, EffectTable table) {
+  static ScheduledCheck reconcile(String name, Reconciliation reconciliation, EffectTable table,
+      ProviderRecords provider, Duration providerRange) {
     EffectTable counted = table.withSample(COUNTED);
     return of("reconcile:" + name, lease -> {
-      Findings f = reconciliation.check(counted);
+      Findings f = provider == null ? reconciliation.check(counted) : reconciliation.check(counted, provider, providerRange);
       Map<String, Long> counts = new LinkedHashMap<>();
       counts.put(DUPLICATE_EFFECT, (long) f.duplicates().size());
       counts.put(EFFECT_WITHOUT_KEY, f.effectsWithoutKey());
@@ -78,7 +96,34 @@ interface ScheduledCheck {
           .map(d -> (Object) Map.of("key", d.key(), "effects", d.effects())).toList()));
       examples.put(EFFECT_WITHOUT_KEY, first(f.effectsWithoutKeySample()));
       examples.put(KEY_WITHOUT_EFFECT, first(f.keysWithoutEffect()));
+      ProviderFindings p = f.provider().orElse(null);
+      if (p != null) {
+        counts.put(PROVIDER_DUPLICATE, p.duplicateCount());
+        counts.put(PROVIDER_EFFECT_WITHOUT_KEY, p.effectsWithoutKeyCount());
+        counts.put(KEY_WITHOUT_PROVIDER_EFFECT, p.keysUnseenCount());
+        examples.put(PROVIDER_DUPLICATE, first(p.duplicates().stream()
+            .map(d -> (Object) Map.of("intent", d.intent(), "effects", d.effects().size(), "amount", d.amount())).toList()));
+        examples.put(PROVIDER_EFFECT_WITHOUT_KEY, first(p.effectsWithoutKey().stream().map(e -> (Object) e.id()).toList()));
+        examples.put(KEY_WITHOUT_PROVIDER_EFFECT, first(p.keysUnseen().stream().map(k -> (Object) k.callKey()).toList()));
+      }
       return new CheckResult(counts, examples);
+    });
+  }
+
+  /**
+   * {@link OutcomeCompleter#runOnce()} of the bean {@code name}, as check {@code complete:<name>}:
+   * the keys it finished, released, left unknown and skipped in this run (all zero when another
+   * instance held the completer's own lease).
+   */
+  static ScheduledCheck complete(String name, OutcomeCompleter completer) {
+    return of("complete:" + name, lease -> {
+      CompleterRun run = completer.runOnce();
+      Map<String, Long> counts = new LinkedHashMap<>();
+      counts.put(FINISHED, (long) run.finished());
+      counts.put(RELEASED, (long) run.released());
+      counts.put(STILL_UNKNOWN, (long) run.stillUnknown());
+      counts.put(SKIPPED, (long) run.skipped());
+      return new CheckResult(counts, Map.of("ran", run.ran()));
     });
   }
 

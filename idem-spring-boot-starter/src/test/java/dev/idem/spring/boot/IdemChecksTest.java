@@ -1,9 +1,19 @@
 package dev.idem.spring.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.executor.IdempotentExecutor;
+import dev.idem.jdbc.executor.OutcomeCompleter;
+import dev.idem.jdbc.reconcile.ProviderEffect;
+import dev.idem.jdbc.reconcile.ProviderRecords;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
@@ -13,11 +23,15 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import org.junit.jupiter.api.AfterEach;
@@ -28,6 +42,7 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
 
 /**
  * The scheduled checks in real applications (real Tomcat on loopback, Actuator, the run's
@@ -36,7 +51,8 @@ import org.springframework.context.ConfigurableApplicationContext;
  * instances at once run the checks once per interval, told by the lease row's token. Every test
  * has a lease resource of its own.
  */
-@IdemTest(sql = "CREATE TABLE charges (id varchar(64) PRIMARY KEY, order_key varchar(255), amount int NOT NULL)")
+@IdemTest(sql = {"CREATE TABLE charges (id varchar(64) PRIMARY KEY, order_key varchar(255), amount int NOT NULL)",
+    "CREATE TABLE card_charges (id varchar(64) PRIMARY KEY, payment_ref varchar(255), amount int NOT NULL)"})
 class IdemChecksTest {
   static TestDatabase db;
   static final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
@@ -60,8 +76,47 @@ class IdemChecksTest {
   @EnableAutoConfiguration
   static class App {}
 
+  /**
+   * An application with what the provider did (a {@code ProviderRecords} reading the card
+   * provider's table, as a user's would call its list API) and an {@code OutcomeCompleter} of its
+   * payments executor whose resolver finds every call charged.
+   */
+  @SpringBootConfiguration
+  @EnableAutoConfiguration
+  static class WithProvider {
+    @Bean
+    IdempotentExecutor payments(Idem idem) {
+      return idem.executor().name("checks-payments").build();
+    }
+
+    @Bean
+    OutcomeCompleter paymentsCompleter(IdempotentExecutor payments) {
+      return payments.completer(Codec.utf8(), attempt -> Optional.of("charged " + attempt.callKey().value()), COMPLETER_SCOPE);
+    }
+
+    @Bean
+    ProviderRecords cardProvider() {
+      return (from, to) -> {
+        List<ProviderEffect> effects = new ArrayList<>();
+        try (Connection c = DriverManager.getConnection(db.jdbcUrl());
+            ResultSet rs = c.createStatement().executeQuery("SELECT id, payment_ref, amount FROM card_charges")) {
+          while (rs.next()) {
+            effects.add(new ProviderEffect(rs.getString(1), null, rs.getString(2), rs.getLong(3), to.minusSeconds(1)));
+          }
+        }
+        return effects;
+      };
+    }
+  }
+
+  static final String COMPLETER_SCOPE = "checks-completer";
+
   /** An application on the class's database with {@code properties} besides the database's and the port's. */
   ConfigurableApplicationContext start(String... properties) {
+    return start(App.class, properties);
+  }
+
+  ConfigurableApplicationContext start(Class<?> application, String... properties) {
     Map<String, Object> p = new HashMap<>(Map.of("spring.datasource.url", db.jdbcUrl(), "server.port", "0",
         "spring.flyway.enabled", "false", "spring.datasource.hikari.maximum-pool-size", "4",
         "management.endpoints.web.exposure.include", "idem,metrics"));
@@ -69,7 +124,7 @@ class IdemChecksTest {
       int eq = kv.indexOf('=');
       p.put(kv.substring(0, eq), kv.substring(eq + 1));
     }
-    ConfigurableApplicationContext app = new SpringApplicationBuilder(App.class).properties(p).run();
+    ConfigurableApplicationContext app = new SpringApplicationBuilder(application).properties(p).run();
     apps.add(app);
     return app;
   }
@@ -208,6 +263,47 @@ class IdemChecksTest {
     assertThat(c.last().token()).isEqualTo(token("checks-short"));
   }
 
+  /**
+   * With a provider named for a table and a completer defined, a run reports the provider's double
+   * charge and its charge for no payment of ours, and finishes a key whose call threw (in flight,
+   * lease ended) from what the resolver found: the key's row is completed with it.
+   */
+  @Test
+  void aRunChecksTheProviderAndFinishesAStuckKey() throws Exception {
+    // o-2 has one charge row of ours but two at the provider; ch_3 is for no payment of ours
+    db.execute("INSERT INTO card_charges (id, payment_ref, amount) VALUES ('ch_1', 'o-2', 5), ('ch_2', 'o-2', 5),"
+        + " ('ch_3', 'o-none', 7)");
+    ConfigurableApplicationContext app = start(WithProvider.class, "idem.checks.enabled=true",
+        "idem.checks.lease-resource=checks-provider", "idem.checks.interval=1s",
+        "idem.checks.effect-tables.charges.key-column=order_key", "idem.checks.effect-tables.charges.provider=cardProvider");
+    IdempotencyKey stuck = IdempotencyKey.of(COMPLETER_SCOPE, "pay-1");
+    IdempotentExecutor payments = app.getBean(IdempotentExecutor.class);
+    assertThatThrownBy(() -> payments.executeExternal(stuck, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
+      throw new java.io.IOException("read timed out"); // the charge may or may not have happened
+    })).isInstanceOf(java.io.IOException.class);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ? AND state = 'I'",
+        COMPLETER_SCOPE, "pay-1")).as("in flight, its outcome unknown").isEqualTo(1);
+
+    IdemChecks c = checks(app);
+    Poll.until("a run that finished the stuck key", () -> c.last() != null
+        && c.last().checks().containsKey("complete:paymentsCompleter")
+        && c.count("complete:paymentsCompleter", ScheduledCheck.FINISHED) == 1);
+    assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ? AND state = 'C'",
+        COMPLETER_SCOPE, "pay-1")).as("completed with the provider's answer").isEqualTo(1);
+    assertThat(payments.executeExternal(stuck, Fingerprint.EMPTY, Codec.utf8(), attempt -> "called again"))
+        .isInstanceOfSatisfying(Execution.Replayed.class, r -> assertThat(r.value()).asString().startsWith("charged "));
+
+    assertThat(c.count("reconcile:charges", ScheduledCheck.PROVIDER_DUPLICATE)).isEqualTo(1.0);
+    long withoutPayment = db.count("SELECT count(*) FROM card_charges p WHERE NOT EXISTS"
+        + " (SELECT 1 FROM charges e WHERE e.order_key = p.payment_ref)");
+    assertThat(withoutPayment).isEqualTo(1);
+    assertThat(c.count("reconcile:charges", ScheduledCheck.PROVIDER_EFFECT_WITHOUT_KEY)).isEqualTo((double) withoutPayment);
+    JsonNode charges = get(app, "/actuator/idem").path("checks").path("lastRun").path("checks").path("reconcile:charges");
+    assertThat(charges.path("examples").path(ScheduledCheck.PROVIDER_DUPLICATE).get(0).path("intent").asText()).isEqualTo("o-2");
+    assertThat(meter(app, IdemChecksMeters.FINDINGS, "check:reconcile:charges", "kind:" + ScheduledCheck.PROVIDER_DUPLICATE))
+        .isEqualTo(1.0);
+  }
+
   /** Bad settings stop start-up, naming the property, before any lease is asked for. */
   @Test
   void badSettingsAreRefusedAtStartUpNamingTheProperty() {
@@ -220,6 +316,9 @@ class IdemChecksTest {
     runner.withPropertyValues("idem.checks.effect-tables.old-charges.key-column=order_key").run(ctx -> assertThat(ctx)
         .getFailure().hasStackTraceContaining("idem.checks.effect-tables.old-charges: table 'old-charges'")
         .hasStackTraceContaining("unless idem.checks.effect-tables.old-charges.table is set"));
+    runner.withPropertyValues("idem.checks.effect-tables.charges.key-column=order_key",
+        "idem.checks.effect-tables.charges.provider=nobody").run(ctx -> assertThat(ctx).getFailure()
+        .hasStackTraceContaining("idem.checks.effect-tables.charges.provider is 'nobody', which names no ProviderRecords bean"));
     runner.withPropertyValues("idem.checks.lease-resource= ").run(ctx -> assertThat(ctx).getFailure()
         .rootCause().hasMessageContaining("idem.checks.lease-resource"));
     assertThat(leaseRows("checks-bad")).isZero();
