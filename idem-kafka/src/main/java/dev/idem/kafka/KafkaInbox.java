@@ -65,10 +65,16 @@ import org.slf4j.LoggerFactory;
  * can be revoked, so a revoked partition's new owner starts where this one committed.
  *
  * <p>A record whose effect fails is tried again in later polls, after {@link Builder#retryBackoff},
- * and after {@link Builder#maxAttempts} failures in a row it goes to the {@link DeadLetters} and is
- * committed past. The attempts are counted in this consumer's memory, per record: they start again
- * from zero when the process restarts or the partition moves to another consumer, so a poison
- * record is tried up to {@code maxAttempts} times by each consumer that owns its partition. A
+ * and after {@link Builder#maxAttempts} runs it goes to the {@link DeadLetters} and is committed
+ * past. The counts are kept in the database next to the inbox ({@code idem_inbox_attempts},
+ * migration V2), per consumer group and record, so they survive a restart and a rebalance: each
+ * poll's deliveries are committed before any effect runs, and once a record comes again unsettled
+ * its partition's records run one at a time, each attempt committed before its effect, so a record
+ * that kills the process is charged with it and dead-lettered after {@code maxAttempts} (a death
+ * inside a batch, where no record can be charged, is not counted). Before a record goes to the dead
+ * letters its id is looked up in the inbox: if its effect committed, it is acknowledged as a
+ * duplicate instead (logged, and kept as a row in state {@code E}). A record kept as a dead letter
+ * and delivered again (an offset commit lost) is acknowledged, never run or dead-lettered again. A
  * record without a usable id goes to the dead letters at once ({@link WithoutId#DEAD_LETTER}, the
  * default) or gets its position as id ({@link WithoutId#POSITION}).
  *
@@ -633,7 +639,11 @@ public final class KafkaInbox implements AutoCloseable {
       return this;
     }
 
-    /** Failures of a record's effect in a row, in this consumer, after which it goes to the dead letters; default 5, at most {@value KafkaInbox#MAX_ATTEMPTS}. */
+    /**
+     * Runs of a record's effect (failed, or alone and ended by the process's death), counted in the
+     * database across the group's consumers, after which it goes to the dead letters; default 5, at
+     * most {@value KafkaInbox#MAX_ATTEMPTS}.
+     */
     public Builder maxAttempts(int maxAttempts) {
       this.maxAttempts = maxAttempts;
       return this;
