@@ -220,10 +220,7 @@ class KafkaCrashTest {
 
     // The group's offsets back to the start (an offset commit lost, a reset): the dead letter is
     // recognised, neither run nor dead-lettered again, and the others are duplicates.
-    try (var admin = kafka.admin()) {
-      admin.alterConsumerGroupOffsets("crash-poison", java.util.Map.of(new org.apache.kafka.common.TopicPartition("crash-poison", 0),
-          new org.apache.kafka.clients.consumer.OffsetAndMetadata(0))).all().get(30, TimeUnit.SECONDS);
-    }
+    Offsets.rewind(kafka, "crash-poison", "crash-poison");
     AtomicBoolean ranPoison = new AtomicBoolean();
     try (KafkaInbox consumer = KafkaInbox.builder(idem.inbox("crash").build(), (tx, r) -> {
           if (new String(r.value(), StandardCharsets.UTF_8).equals("poison")) {
