@@ -93,6 +93,11 @@ class KafkaInboxTest {
     return idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), messages));
   }
 
+  /** One message whose value is {@code poison}, its id. */
+  UUID enqueuePoison(String topic) {
+    return idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of(topic, "poison".getBytes(StandardCharsets.UTF_8))));
+  }
+
   void relayAll(int n) {
     Relay relay = idem.relay(publisher).batchSize(500).build();
     int sent = 0;
@@ -136,8 +141,7 @@ class KafkaInboxTest {
   void aPoisonMessageGoesToTheDeadLetterTopicAfterMaxAttemptsAndTheOthersApplyOnce() throws Exception {
     kafka.createTopic("in-poison", 1);
     enqueue("in-poison", 5, "fine ");
-    UUID poison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
-        NewMessage.of("in-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+    UUID poison = enqueuePoison("in-poison");
     enqueue("in-poison", 5, "after ");
     relayAll(11);
     AtomicInteger poisonRuns = new AtomicInteger();
@@ -155,8 +159,7 @@ class KafkaInboxTest {
       assertThat(poisonRuns).hasValue(3);
       c.close();
       // started again, it still keeps dead letters (its dead-letter producer is made per start)
-      secondPoison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
-          NewMessage.of("in-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+      secondPoison = enqueuePoison("in-poison");
       relayAll(1);
       c.start();
       Poll.until("the second dead letter", () -> committedToEnd("poison", "in-poison"));
@@ -183,8 +186,7 @@ class KafkaInboxTest {
   void aFailingRecordsAttemptsSurviveANewConsumerOfTheGroupAndItStaysDeadLettered() throws Exception {
     kafka.createTopic("in-restart", 1);
     enqueue("in-restart", 2, "fine ");
-    UUID poison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
-        NewMessage.of("in-restart", "poison".getBytes(StandardCharsets.UTF_8))));
+    UUID poison = enqueuePoison("in-restart");
     relayAll(3);
     AtomicInteger poisonRuns = new AtomicInteger();
     BatchEffect<ConsumerRecord<byte[], byte[]>> effect = (tx, r) -> {
