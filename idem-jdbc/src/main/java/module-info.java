@@ -24,6 +24,8 @@ module dev.idem.jdbc {
   exports dev.idem.jdbc.reconcile;
   exports dev.idem.jdbc.nature;
   exports dev.idem.jdbc.notify;
+  // InboxAttempts, for KafkaInbox's attempts kept next to the inbox; not an API.
+  exports dev.idem.jdbc.internal to dev.idem.kafka;
 
   // Flyway (idem-flyway's, or the user's own) reads the migrations from this module's resources.
   opens dev.idem.jdbc.migration.postgresql;

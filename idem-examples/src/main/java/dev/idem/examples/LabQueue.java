@@ -90,6 +90,17 @@ final class LabQueue implements AutoCloseable {
     return broker;
   }
 
+  /**
+   * Stops the broker this process started, if any: its threads are not daemons, so without this
+   * the JVM (and {@code exec:java}, which waits for them) never ends after the runs have printed.
+   */
+  static synchronized void stopBroker() {
+    if (broker != null) {
+      broker.close();
+      broker = null;
+    }
+  }
+
   /** Publishes; over Kafka, returns once the broker acknowledged the record. */
   void publish(String messageId, String topic, byte[] payload, Map<String, String> headers) throws Exception {
     if (kafka != null) {

@@ -51,7 +51,11 @@ public final class Tour {
       System.out.print(usage());
       return;
     }
-    run(options, System.out);
+    try {
+      run(options, System.out);
+    } finally {
+      LabQueue.stopBroker(); // --queue=kafka: ends as the in-process run does
+    }
   }
 
   /** The port of {@code --page}: {@code --port=<n>}, default 8040 (0 picks a free one). */

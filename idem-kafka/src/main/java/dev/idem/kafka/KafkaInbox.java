@@ -6,6 +6,7 @@ import dev.idem.internal.Stopping;
 import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.inbox.Received;
+import dev.idem.jdbc.internal.InboxAttempts;
 import dev.idem.key.IdempotencyKey;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -64,10 +65,16 @@ import org.slf4j.LoggerFactory;
  * can be revoked, so a revoked partition's new owner starts where this one committed.
  *
  * <p>A record whose effect fails is tried again in later polls, after {@link Builder#retryBackoff},
- * and after {@link Builder#maxAttempts} failures in a row it goes to the {@link DeadLetters} and is
- * committed past. The attempts are counted in this consumer's memory, per record: they start again
- * from zero when the process restarts or the partition moves to another consumer, so a poison
- * record is tried up to {@code maxAttempts} times by each consumer that owns its partition. A
+ * and after {@link Builder#maxAttempts} runs it goes to the {@link DeadLetters} and is committed
+ * past. The counts are kept in the database next to the inbox ({@code idem_inbox_attempts},
+ * migration V2), per consumer group and record, so they survive a restart and a rebalance: each
+ * poll's deliveries are committed before any effect runs, and once a record comes again unsettled
+ * its partition's records run one at a time, each attempt committed before its effect, so a record
+ * that kills the process is charged with it and dead-lettered after {@code maxAttempts} (a death
+ * inside a batch, where no record can be charged, is not counted). Before a record goes to the dead
+ * letters its id is looked up in the inbox: if its effect committed, it is acknowledged as a
+ * duplicate instead (logged, and kept as a row in state {@code E}). A record kept as a dead letter
+ * and delivered again (an offset commit lost) is acknowledged, never run or dead-lettered again. A
  * record without a usable id goes to the dead letters at once ({@link WithoutId#DEAD_LETTER}, the
  * default) or gets its position as id ({@link WithoutId#POSITION}).
  *
@@ -128,8 +135,8 @@ public final class KafkaInbox implements AutoCloseable {
   private final Duration closeTimeout;
   private final ThreadFactory threads;
 
-  /** Failed attempts per record not yet settled, by partition and offset; the loop thread's only. */
-  private final Map<TopicPartition, Map<Long, Integer>> attempts = new HashMap<>();
+  /** The attempts at records of this group, kept next to the inbox (idem_inbox_attempts). */
+  private final InboxAttempts attempts;
   /** Where this run's records given up on go; the loop thread's only. */
   private DeadLetters deadLetters;
   private final Object wake = new Object();
@@ -154,6 +161,7 @@ public final class KafkaInbox implements AutoCloseable {
     this.idHeader = b.idHeader;
     this.withoutId = b.withoutId;
     this.maxAttempts = b.maxAttempts;
+    this.attempts = InboxAttempts.of(b.inbox, b.groupId);
     this.givenDeadLetters = b.deadLetters;
     this.deadLetterTopic = b.deadLetterTopic;
     Map<String, Object> p = new HashMap<>(b.config);
@@ -237,7 +245,6 @@ public final class KafkaInbox implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     } finally {
-      attempts.clear();
       try {
         // Leaves the group at once, so its partitions move without waiting for the session timeout.
         c.close(CloseOptions.timeout(closeTimeout.dividedBy(10)));
@@ -285,39 +292,151 @@ public final class KafkaInbox implements AutoCloseable {
         unusable.add(Map.entry(r, problem));
       }
     }
-    Received<ConsumerRecord<byte[], byte[]>> received;
+    // Deliveries counted and committed before any effect runs, in the database: a delivery that
+    // had no outcome (the process died in the batch) shows in the next one, whichever consumer of
+    // the group polls it.
+    Map<ConsumerRecord<byte[], byte[]>, InboxAttempts.Place> places = new IdentityHashMap<>();
+    for (ConsumerRecord<byte[], byte[]> r : withId) {
+      places.put(r, new InboxAttempts.Place(r.topic(), r.partition(), r.offset(), ids.get(r)));
+    }
+    Set<ConsumerRecord<byte[], byte[]>> settled = Collections.newSetFromMap(new IdentityHashMap<>());
+    List<ConsumerRecord<byte[], byte[]>> toRun = new ArrayList<>(withId.size());
+    // records given up on, with why; checked against the inbox before they go to the dead letters
+    Map<ConsumerRecord<byte[], byte[]>, Exception> givenUp = new IdentityHashMap<>();
+    boolean alone;
+    Map<InboxAttempts.Place, InboxAttempts.Count> counts;
     try {
-      received = inbox.receiveAll(withId, ids::get, effect);
+      counts = attempts.count(new ArrayList<>(places.values()), false);
+      boolean suspect = false;
+      for (ConsumerRecord<byte[], byte[]> r : withId) {
+        InboxAttempts.Count n = counts.get(places.get(r));
+        if (n != null && n.state() != InboxAttempts.State.ATTEMPTED) {
+          // Settled before by this group (its offset commit was lost): a recognised repeat.
+          LOG.info("record " + position(r) + " (id " + ids.get(r) + ") was settled before ("
+              + (n.state() == InboxAttempts.State.DEAD_LETTER ? "kept as a dead letter" : "its effect had committed") + "); acknowledged");
+          settled.add(r);
+        } else {
+          suspect |= n != null && n.deliveries() > 1;
+          toRun.add(r);
+        }
+      }
+      // An earlier delivery of these records had no outcome (a death is not told apart from a
+      // failure here): one record runs, alone, its attempt counted before its effect, so a record
+      // that kills the process is the one blamed; the others are polled again after it.
+      alone = suspect && !toRun.isEmpty();
+      if (alone) {
+        ConsumerRecord<byte[], byte[]> first = toRun.get(0);
+        toRun = new ArrayList<>(List.of(first));
+        counts = new HashMap<>(counts);
+        counts.putAll(attempts.count(List.of(places.get(first)), true));
+        InboxAttempts.Count n = counts.get(places.get(first));
+        if (n.attempts() > maxAttempts) {
+          toRun.clear();
+          givenUp.put(first, new IllegalStateException("its effect was started " + maxAttempts + " times alone without an"
+              + " outcome (the consumer died or was stopped during it)"));
+        }
+      }
     } catch (RuntimeException e) {
-      // The batch's transaction failed as a whole (a lost database): nothing of it committed, so
-      // every record comes again.
-      LOG.warn("the inbox could not apply a batch of " + records.count() + " records; they are polled again in " + retryBackoff, e);
+      LOG.warn("could not count the deliveries of a batch of " + records.count() + " records (nothing of it ran); they are"
+          + " polled again in " + retryBackoff, e);
       commitAndRewind(c, records, Set.of()); // nothing settled
       return false;
     }
-    Set<ConsumerRecord<byte[], byte[]>> settled = Collections.newSetFromMap(new IdentityHashMap<>());
+    Received<ConsumerRecord<byte[], byte[]>> received;
+    try {
+      received = inbox.receiveAll(toRun, ids::get, effect);
+    } catch (RuntimeException e) {
+      // The batch's transaction failed as a whole (a lost database): nothing of it committed, so
+      // every record comes again, and an attempt counted is taken back where the database answers.
+      LOG.warn("the inbox could not apply a batch of " + records.count() + " records; they are polled again in " + retryBackoff, e);
+      if (alone) {
+        try {
+          attempts.adjust(toRun.stream().map(places::get).toList(), -1);
+        } catch (RuntimeException again) {
+          LOG.debug("could not take back the attempt of the failed batch; it stays counted", again);
+        }
+      }
+      commitAndRewind(c, records, Set.of()); // nothing settled
+      return false;
+    }
     settled.addAll(received.applied());
     settled.addAll(received.duplicates());
+    List<InboxAttempts.Place> failedInBatch = new ArrayList<>();
     for (Received.Failure<ConsumerRecord<byte[], byte[]>> f : received.failed()) {
       ConsumerRecord<byte[], byte[]> r = f.message();
-      int n = attempts.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), tp -> new HashMap<>())
-          .merge(r.offset(), 1, Integer::sum);
+      InboxAttempts.Count count = counts.get(places.get(r));
+      int n = (count == null ? 0 : count.attempts()) + (alone ? 0 : 1); // alone, counted before the effect
+      if (!alone) {
+        failedInBatch.add(places.get(r));
+      }
       if (n >= maxAttempts) {
-        if (deadLetter(r, f.error(), "its effect failed " + n + " times")) {
-          settled.add(r);
-        }
+        givenUp.put(r, f.error());
       } else {
         LOG.warn("the effect of record " + position(r) + " (id " + ids.get(r) + ") failed, attempt " + n + " of "
             + maxAttempts + "; it is delivered again", f.error());
       }
     }
+    try {
+      attempts.adjust(failedInBatch, 1);
+      if (alone) {
+        attempts.adjust(received.inFlight().stream().map(places::get).toList(), -1); // counted, did not run
+      }
+    } catch (RuntimeException e) {
+      LOG.warn("could not count the failures of " + failedInBatch.size() + " records; they are delivered again", e);
+    }
+    settleGivenUp(givenUp, ids, places, settled);
     for (Map.Entry<ConsumerRecord<byte[], byte[]>, String> u : unusable) {
       if (deadLetter(u.getKey(), new MissingIdException(u.getValue()), u.getValue())) {
         settled.add(u.getKey());
       }
     }
     commitAndRewind(c, records, settled);
-    return settled.size() == records.count();
+    // alone: the records after the one run are polled again at once, unless it is to be retried
+    return alone ? settled.containsAll(toRun) && givenUp.keySet().stream().allMatch(settled::contains)
+        : settled.size() == records.count();
+  }
+
+  /**
+   * Sends the records given up on to the dead letters, except those whose effect committed after
+   * all (their id in the inbox: a copy at another offset applied, or the effect committed and the
+   * process died before its offset commit), which are duplicates and acknowledged. Marks both in
+   * the attempts table.
+   */
+  private void settleGivenUp(Map<ConsumerRecord<byte[], byte[]>, Exception> givenUp,
+      Map<ConsumerRecord<byte[], byte[]>, String> ids, Map<ConsumerRecord<byte[], byte[]>, InboxAttempts.Place> places,
+      Set<ConsumerRecord<byte[], byte[]>> settled) {
+    Set<String> committed = Set.of();
+    if (!givenUp.isEmpty()) {
+      try {
+        committed = attempts.committed(givenUp.keySet().stream().map(ids::get).toList());
+      } catch (RuntimeException e) {
+        // Unknown: the records are delivered again, not dead-lettered on a guess.
+        LOG.warn("could not read whether " + givenUp.size() + " records given up on had their effects committed; they are"
+            + " delivered again", e);
+        givenUp.clear();
+      }
+    }
+    List<InboxAttempts.Place> dead = new ArrayList<>();
+    List<InboxAttempts.Place> done = new ArrayList<>();
+    for (Map.Entry<ConsumerRecord<byte[], byte[]>, Exception> g : givenUp.entrySet()) {
+      ConsumerRecord<byte[], byte[]> r = g.getKey();
+      if (committed.contains(ids.get(r))) {
+        LOG.warn("record " + position(r) + " (id " + ids.get(r) + ") was given up on, but its effect had committed: a duplicate,"
+            + " acknowledged and not dead-lettered");
+        done.add(places.get(r));
+        settled.add(r);
+      } else if (deadLetter(r, g.getValue(), "tried " + maxAttempts + " times")) {
+        dead.add(places.get(r));
+        settled.add(r);
+      }
+    }
+    try {
+      attempts.settle(dead, InboxAttempts.State.DEAD_LETTER);
+      attempts.settle(done, InboxAttempts.State.EFFECT_COMMITTED);
+    } catch (RuntimeException e) {
+      // Kept or acknowledged all the same; if these records come again they are checked and kept again.
+      LOG.warn("could not record " + (dead.size() + done.size()) + " records as settled in the attempts table", e);
+    }
   }
 
   /** Puts {@code r} in {@code ids} and returns null, or says why it has no usable id. */
@@ -364,7 +483,6 @@ public final class KafkaInbox implements AutoCloseable {
     Map<TopicPartition, OffsetAndMetadata> commits = new HashMap<>();
     for (TopicPartition tp : records.partitions()) {
       if (!owned.contains(tp)) {
-        attempts.remove(tp);
         continue; // its new owner starts from the last commit; never commit for it
       }
       List<ConsumerRecord<byte[], byte[]>> rs = records.records(tp);
@@ -380,11 +498,6 @@ public final class KafkaInbox implements AutoCloseable {
       }
       if (next <= rs.get(rs.size() - 1).offset()) {
         c.seek(tp, next);
-      }
-      Map<Long, Integer> counted = attempts.get(tp);
-      if (counted != null) {
-        long past = next;
-        counted.keySet().removeIf(offset -> offset < past);
       }
     }
     if (commits.isEmpty()) {
@@ -413,18 +526,15 @@ public final class KafkaInbox implements AutoCloseable {
   private final class Rebalance implements ConsumerRebalanceListener {
     @Override
     public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-      // Every batch commits (or rewinds) before the next poll, so nothing is in progress here;
-      // the attempts counted for these partitions are not this consumer's to keep.
-      attempts.keySet().removeAll(partitions);
+      // Every batch commits (or rewinds) before the next poll, so nothing is in progress here; the
+      // attempts are in the database, where the partitions' next owner finds them.
     }
 
     @Override
     public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
 
     @Override
-    public void onPartitionsLost(Collection<TopicPartition> partitions) {
-      attempts.keySet().removeAll(partitions);
-    }
+    public void onPartitionsLost(Collection<TopicPartition> partitions) {}
   }
 
   /**
@@ -529,7 +639,11 @@ public final class KafkaInbox implements AutoCloseable {
       return this;
     }
 
-    /** Failures of a record's effect in a row, in this consumer, after which it goes to the dead letters; default 5, at most {@value KafkaInbox#MAX_ATTEMPTS}. */
+    /**
+     * Runs of a record's effect (failed, or alone and ended by the process's death), counted in the
+     * database across the group's consumers, after which it goes to the dead letters; default 5, at
+     * most {@value KafkaInbox#MAX_ATTEMPTS}.
+     */
     public Builder maxAttempts(int maxAttempts) {
       this.maxAttempts = maxAttempts;
       return this;

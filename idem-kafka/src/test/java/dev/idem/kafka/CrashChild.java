@@ -24,10 +24,16 @@ import javax.sql.DataSource;
  *   <li>{@code consumer JDBC BOOTSTRAP GROUP TOPIC}: consumes through a {@link KafkaInbox}; once its
  *       first batch's transaction committed, prints {@code COMMITTED} and hangs before the offsets are
  *       committed.
+ *   <li>{@code poison JDBC BOOTSTRAP GROUP TOPIC}: consumes through a {@link KafkaInbox} with at most 2
+ *       attempts; the effect of the record whose value is {@code poison} prints {@code POISON} and
+ *       halts the JVM (as a record that crashes its consumer does), the others apply.
  * </ul>
  */
 public final class CrashChild {
   public static void main(String[] args) throws Exception {
+    if (args[0].equals("poison")) {
+      System.setProperty("org.slf4j.simpleLogger.log.dev.idem.kafka", "info"); // before any logger is made
+    }
     HikariDataSource pool = new HikariDataSource();
     pool.setJdbcUrl(args[1]);
     pool.setMaximumPoolSize(3);
@@ -50,6 +56,22 @@ public final class CrashChild {
         }
       };
       idem.relay(hangsAfterAck).batchSize(100).build().runOnce();
+    } else if (args[0].equals("poison")) {
+      Idem idem = Idem.builder(pool).build();
+      KafkaInbox consumer = KafkaInbox.builder(idem.inbox("crash").build(), (tx, r) -> {
+            if (new String(r.value(), java.nio.charset.StandardCharsets.UTF_8).equals("poison")) {
+              System.out.println("POISON");
+              System.out.flush();
+              Runtime.getRuntime().halt(1);
+            }
+            KafkaCrashTest.EFFECT.apply(tx, r);
+          })
+          .bootstrapServers(args[2]).groupId(args[3]).topics(args[4]).deadLetterTopic(args[4] + ".dead")
+          .pollTimeout(Duration.ofMillis(100)).maxAttempts(2)
+          .config(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, 2000).config(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, 500)
+          .build();
+      consumer.start();
+      Thread.sleep(120_000);
     } else {
       Idem idem = Idem.builder(hangingAfterCommit(pool)).build();
       KafkaInbox consumer = KafkaInbox.builder(idem.inbox("crash").build(), KafkaCrashTest.EFFECT)

@@ -64,11 +64,15 @@ class KafkaCrashTest {
   }
 
   static Process child(String... args) throws Exception {
+    return command(args).start();
+  }
+
+  static ProcessBuilder command(String... args) {
     String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
     List<String> command = new ArrayList<>(List.of(java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=error",
         "-cp", System.getProperty("java.class.path"), CrashChild.class.getName()));
     command.addAll(List.of(args));
-    return new ProcessBuilder(command).redirectErrorStream(true).start();
+    return new ProcessBuilder(command).redirectErrorStream(true);
   }
 
   /** Reads the child's output until a line starting with {@code prefix}; that line. */
@@ -157,6 +161,83 @@ class KafkaCrashTest {
     }
     assertThat(shipments()).isEqualTo(30);
     assertThat(idsShippedMoreThanOnce()).isZero();
+  }
+
+  /**
+   * A record whose effect halts the JVM: each consumer process that meets it dies, and its delivery
+   * and (run alone) its attempt, counted in the database before the effect ran, stay. After
+   * maxAttempts (2) deaths alone the next process sends it to the dead-letter topic without running it; a consumer started after that,
+   * and one whose group's offsets went back before it, acknowledge it without running it or
+   * dead-lettering it again.
+   */
+  @Test
+  void aPoisonRecordThatKillsItsConsumerIsDeadLetteredAfterMaxAttemptsAcrossRestartsAndStaysSo() throws Exception {
+    kafka.createTopic("crash-poison", 1);
+    enqueue("crash-poison", 3);
+    UUID poison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
+        NewMessage.of("crash-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+    enqueue("crash-poison", 2);
+    try (KafkaPublisher kafkaPublisher = KafkaPublisher.builder(kafka.bootstrapServers()).build()) {
+      assertThat(idem.relay(kafkaPublisher).batchSize(100).build().runOnce()).isEqualTo(6);
+    }
+    String attempts = "SELECT attempts FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison' AND message_id = ?";
+    // The first death is in a batch of six, where it is blamed on none; then the records run alone,
+    // and the poison's two attempts alone kill two more.
+    for (int death = 1; death <= 3; death++) {
+      Process child = child("poison", db.jdbcUrl(), kafka.bootstrapServers(), "crash-poison", "crash-poison");
+      awaitLine(child, "POISON");
+      assertThat(child.waitFor(30, TimeUnit.SECONDS)).isTrue();
+      assertThat(child.exitValue()).isEqualTo(1);
+      assertThat(db.count(attempts, poison.toString())).as("attempts after death %d", death).isEqualTo(death - 1);
+    }
+    assertThat(kafka.records("crash-poison.dead")).isEmpty();
+
+    File said = File.createTempFile("crash-poison", ".log");
+    said.deleteOnExit();
+    Process last = command("poison", db.jdbcUrl(), kafka.bootstrapServers(), "crash-poison", "crash-poison")
+        .redirectOutput(said).start();
+    try {
+      // a JVM to start and a group to join on a loaded machine: a longer bound than Poll's
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+      while (!Offsets.committedToEnd(kafka, "crash-poison", "crash-poison")) {
+        assertThat(last.isAlive()).as("the fourth consumer process runs").isTrue();
+        assertThat(System.nanoTime()).as("the group past every record within 90 s").isLessThan(deadline);
+        Thread.sleep(200);
+      }
+    } finally {
+      kill(last);
+      System.out.println("the fourth consumer process said:\n" + java.nio.file.Files.readString(said.toPath()));
+    }
+    assertThat(last.exitValue()).as("the fourth process did not run the poison's effect").isNotEqualTo(1);
+    List<ConsumerRecord<byte[], byte[]>> dead = kafka.records("crash-poison.dead");
+    assertThat(dead).hasSize(1);
+    assertThat(KafkaPublisherTest.header(dead.get(0), "id")).isEqualTo(poison.toString());
+    assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ERROR_HEADER)).contains("started 2 times alone without an outcome");
+    assertThat(db.count(attempts, poison.toString())).isEqualTo(3);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison' AND state = 'D'")).isEqualTo(1);
+    assertThat(shipments()).isEqualTo(5);
+    assertThat(db.count("SELECT count(*) FROM shipments WHERE message_id = ?", poison.toString())).isZero();
+
+    // The group's offsets back to the start (an offset commit lost, a reset): the dead letter is
+    // recognised, neither run nor dead-lettered again, and the others are duplicates.
+    Offsets.rewind(kafka, "crash-poison", "crash-poison");
+    AtomicBoolean ranPoison = new AtomicBoolean();
+    try (KafkaInbox consumer = KafkaInbox.builder(idem.inbox("crash").build(), (tx, r) -> {
+          if (new String(r.value(), StandardCharsets.UTF_8).equals("poison")) {
+            ranPoison.set(true);
+            throw new IllegalStateException("poison");
+          }
+          EFFECT.apply(tx, r);
+        }).bootstrapServers(kafka.bootstrapServers()).groupId("crash-poison").topics("crash-poison")
+        .deadLetterTopic("crash-poison.dead").maxAttempts(2).pollTimeout(Duration.ofMillis(100)).build()) {
+      consumer.start();
+      Poll.until("the group past every record again", () -> Offsets.committedToEnd(kafka, "crash-poison", "crash-poison"));
+    }
+    assertThat(ranPoison).isFalse();
+    assertThat(kafka.records("crash-poison.dead")).hasSize(1);
+    assertThat(db.count(attempts, poison.toString())).isEqualTo(3);
+    assertThat(shipments()).isEqualTo(5);
+    assertThat(db.count("SELECT count(*) FROM shipments WHERE message_id = ?", poison.toString())).isZero();
   }
 
   @Test

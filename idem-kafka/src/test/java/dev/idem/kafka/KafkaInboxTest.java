@@ -93,6 +93,11 @@ class KafkaInboxTest {
     return idem.inTransaction(tx -> idem.outbox().enqueueAll(tx.connection(), messages));
   }
 
+  /** One message whose value is {@code poison}, its id. */
+  UUID enqueuePoison(String topic) {
+    return idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(), NewMessage.of(topic, "poison".getBytes(StandardCharsets.UTF_8))));
+  }
+
   void relayAll(int n) {
     Relay relay = idem.relay(publisher).batchSize(500).build();
     int sent = 0;
@@ -136,8 +141,7 @@ class KafkaInboxTest {
   void aPoisonMessageGoesToTheDeadLetterTopicAfterMaxAttemptsAndTheOthersApplyOnce() throws Exception {
     kafka.createTopic("in-poison", 1);
     enqueue("in-poison", 5, "fine ");
-    UUID poison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
-        NewMessage.of("in-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+    UUID poison = enqueuePoison("in-poison");
     enqueue("in-poison", 5, "after ");
     relayAll(11);
     AtomicInteger poisonRuns = new AtomicInteger();
@@ -155,8 +159,7 @@ class KafkaInboxTest {
       assertThat(poisonRuns).hasValue(3);
       c.close();
       // started again, it still keeps dead letters (its dead-letter producer is made per start)
-      secondPoison = idem.inTransaction(tx -> idem.outbox().enqueue(tx.connection(),
-          NewMessage.of("in-poison", "poison".getBytes(StandardCharsets.UTF_8))));
+      secondPoison = enqueuePoison("in-poison");
       relayAll(1);
       c.start();
       Poll.until("the second dead letter", () -> committedToEnd("poison", "in-poison"));
@@ -171,6 +174,87 @@ class KafkaInboxTest {
     assertThat(KafkaPublisherTest.header(dead.get(0), "id")).isEqualTo(poison.toString());
     assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ERROR_HEADER)).contains("cannot ship poison");
     assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ORIGIN_HEADER)).isEqualTo("in-poison-0@5");
+  }
+
+  /**
+   * A failing record's attempts are in the database: a new consumer of the group (a restart)
+   * continues from the first one's count instead of from zero, so the effect runs maxAttempts (3)
+   * times in all before the dead letter, and a third consumer neither runs it nor dead-letters it
+   * again.
+   */
+  @Test
+  void aFailingRecordsAttemptsSurviveANewConsumerOfTheGroupAndItStaysDeadLettered() throws Exception {
+    kafka.createTopic("in-restart", 1);
+    enqueue("in-restart", 2, "fine ");
+    UUID poison = enqueuePoison("in-restart");
+    relayAll(3);
+    AtomicInteger poisonRuns = new AtomicInteger();
+    BatchEffect<ConsumerRecord<byte[], byte[]>> effect = (tx, r) -> {
+      if (new String(r.value(), StandardCharsets.UTF_8).equals("poison")) {
+        poisonRuns.incrementAndGet();
+        throw new IllegalStateException("cannot ship poison");
+      }
+      RECORD.apply(tx, r);
+    };
+    String row = "SELECT attempts FROM idem_inbox_attempts WHERE consumer_group = 'restart' AND message_id = ?";
+    String attemptedOnce = "SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'restart' AND message_id = ? AND attempts = 1";
+    // The first consumer fails once and waits its (long) back-off: then it is stopped.
+    try (KafkaInbox c = consumer(idem.inbox("restart").build(), effect, "restart", "in-restart").maxAttempts(3)
+        .retryBackoff(KafkaInbox.MAX_POLL_TIMEOUT).build()) {
+      c.start();
+      Poll.until("the first failure counted", () -> db.count(attemptedOnce, poison.toString()) == 1);
+    }
+    assertThat(poisonRuns).hasValue(1);
+    try (KafkaInbox c = consumer(idem.inbox("restart").build(), effect, "restart", "in-restart").maxAttempts(3).build()) {
+      c.start();
+      Poll.until("the dead letter and the offsets at the end", () -> committedToEnd("restart", "in-restart"));
+    }
+    assertThat(poisonRuns).as("3 runs in all, not 3 per consumer").hasValue(3);
+    assertThat(db.count(row, poison.toString())).isEqualTo(3);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'restart' AND state = 'D'")).isEqualTo(1);
+    assertThat(kafka.records("in-restart.dead")).hasSize(1);
+    assertThat(db.count("SELECT count(*) FROM effects WHERE message_id = ?", poison.toString())).isZero();
+    assertThat(effects()).isEqualTo(2);
+
+    // Offsets back to the start: the dead letter is recognised, not run or dead-lettered again.
+    Offsets.rewind(kafka, "restart", "in-restart");
+    try (KafkaInbox c = consumer(idem.inbox("restart").build(), effect, "restart", "in-restart").maxAttempts(3).build()) {
+      c.start();
+      Poll.until("the offsets at the end again", () -> committedToEnd("restart", "in-restart"));
+    }
+    assertThat(poisonRuns).hasValue(3);
+    assertThat(kafka.records("in-restart.dead")).hasSize(1);
+    assertThat(effects()).isEqualTo(2);
+  }
+
+  /**
+   * A record given up on (planted: its delivery counted and its one attempt used, as by a consumer
+   * that died in it) whose effect had committed (its id in the inbox) is acknowledged as a
+   * duplicate: no dead letter, no second effect, and its row says so ({@code E}).
+   */
+  @Test
+  void aRecordGivenUpOnWhoseEffectCommittedIsAcknowledgedAndNotDeadLettered() throws Exception {
+    kafka.createTopic("in-committed", 1);
+    String id = UUID.randomUUID().toString();
+    Inbox inbox = idem.inbox("committed").build();
+    inbox.receive(id, tx -> {
+      try (PreparedStatement ps = tx.connection().prepareStatement("INSERT INTO effects VALUES (?, 'applied', 'planted')")) {
+        ps.setString(1, id);
+        ps.executeUpdate();
+      }
+    });
+    producer.send(new ProducerRecord<byte[], byte[]>("in-committed", null, null, "again".getBytes(StandardCharsets.UTF_8),
+        List.of(new org.apache.kafka.common.header.internals.RecordHeader("id", id.getBytes(StandardCharsets.UTF_8))))).get();
+    db.execute("INSERT INTO idem_inbox_attempts (consumer_group, topic, record_partition, record_offset, message_id, deliveries,"
+        + " attempts, state, last_attempt_at) VALUES ('committed', 'in-committed', 0, 0, '" + id + "', 1, 1, 'A', CURRENT_TIMESTAMP)");
+    try (KafkaInbox c = consumer(inbox, RECORD, "committed", "in-committed").maxAttempts(1).build()) {
+      c.start();
+      Poll.until("the offsets at the end", () -> committedToEnd("committed", "in-committed"));
+    }
+    assertThat(kafka.records("in-committed.dead")).isEmpty();
+    assertThat(db.count("SELECT count(*) FROM effects WHERE message_id = ?", id)).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'committed' AND message_id = ? AND state = 'E'", id))
+        .isEqualTo(1);
   }
 
   @Test

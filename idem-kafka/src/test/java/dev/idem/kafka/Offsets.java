@@ -34,4 +34,24 @@ final class Offsets {
       return false; // the broker restarting: not yet
     }
   }
+
+  /**
+   * Sets {@code group}'s offset of partition 0 of {@code topic} back to 0, once the group has no
+   * member left (a killed member stays until its session times out: tried again until then).
+   */
+  static void rewind(TestKafka kafka, String group, String topic) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (true) {
+      try (Admin admin = kafka.admin()) {
+        admin.alterConsumerGroupOffsets(group, Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(0)))
+            .all().get(30, TimeUnit.SECONDS);
+        return;
+      } catch (java.util.concurrent.ExecutionException e) {
+        if (System.nanoTime() > deadline) {
+          throw e;
+        }
+        Thread.sleep(500); // the group still has a member
+      }
+    }
+  }
 }

@@ -9,6 +9,7 @@ import dev.idem.jdbc.internal.claim.ClaimTable;
 import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Factories;
+import dev.idem.jdbc.internal.InboxAttempts;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.key.IdempotencyKey;
@@ -71,6 +72,8 @@ public final class Inbox {
 
   static {
     Factories.register(Inbox.class, String.class, Builder.class, Builder::new);
+    // KafkaInbox keeps its attempts next to this inbox and reads its ids: it needs the context and name.
+    InboxAttempts.register(inbox -> new InboxAttempts.Source(inbox.context, inbox.consumer));
   }
 
   /** How long a message id is remembered. */
