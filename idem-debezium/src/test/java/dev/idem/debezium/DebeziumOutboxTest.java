@@ -305,6 +305,10 @@ class DebeziumOutboxTest {
     // Debezium names a table with its schema
     assertThat(p).containsEntry("table.include.list", "idem.idem_outbox_events")
         .containsEntry("transforms.outbox.route.topic.replacement", "${routedByValue}")
-        .containsAllEntriesOf(DebeziumOutbox.eventRouter());
+        .containsAllEntriesOf(DebeziumOutbox.eventRouter())
+        // the key as plain UTF-8 text (as idem-kafka writes it), never Kafka Connect's JSON envelope
+        .containsEntry("key.converter", "org.apache.kafka.connect.storage.StringConverter")
+        .containsEntry("header.converter", "org.apache.kafka.connect.storage.SimpleHeaderConverter");
+    assertThat(p.get("transforms.outbox.table.fields.additional.placement")).contains("intent:header:idem-intent");
   }
 }
