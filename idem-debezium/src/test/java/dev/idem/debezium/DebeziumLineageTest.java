@@ -40,8 +40,8 @@ import org.junit.jupiter.api.io.TempDir;
  * The Debezium layout end to end with the converters {@link DebeziumOutbox} sets (the embedded
  * engine's {@link ClientProvided} format applies them, as Kafka Connect would): the record key is
  * the aggregate id's plain UTF-8 bytes, the intent arrives as the {@code idem-intent} header and
- * an inbox records it; the slot lag gauge is non-zero while the connector is stopped with messages
- * written and returns to 0 once it caught up. Read from the database and the records' bytes.
+ * an inbox records it; the slot lag gauge grows while the connector is stopped with messages
+ * written and falls back to the few hundred bytes a caught-up connector leaves unconfirmed. Read from the database and the records' bytes.
  */
 @IdemTest(logicalReplication = true, poolSize = 6,
     vendors = TestDatabase.Vendor.POSTGRESQL, vendorsReason = "the Debezium layout and Debezium's PostgreSQL connector (logical"
@@ -50,6 +50,8 @@ import org.junit.jupiter.api.io.TempDir;
 class DebeziumLineageTest {
   private static final Pattern URL = Pattern.compile("jdbc:postgresql://([^:/]+):(\\d+)/([^?]+)(\\?.*)?");
   private static final String SLOT = "idem_lineage_test";
+  /** The slot's lag once the connector confirmed its last message: at most this many bytes. */
+  private static final double CAUGHT_UP = 1024;
 
   @TempDir
   static Path offsets;
@@ -103,22 +105,6 @@ class DebeziumLineageTest {
         }).build();
   }
 
-  void awaitStreaming() throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (db.count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + SLOT + "' AND active") == 0) {
-      assertThat(System.nanoTime()).as("the engine's slot became active").isLessThan(deadline);
-      Thread.sleep(50);
-    }
-  }
-
-  static void awaitSize(List<?> list, int size) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (list.size() < size) {
-      assertThat(System.nanoTime()).as("%d records, got %d", size, list.size()).isLessThan(deadline);
-      Thread.sleep(50);
-    }
-  }
-
   /** The slot lag gauge's value after a refresh. */
   static double lag(IdemGauges gauges, SimpleMeterRegistry registry) {
     assertThat(gauges.refresh()).as("the slot lag refreshed").isTrue();
@@ -131,7 +117,7 @@ class DebeziumLineageTest {
     List<Delivered> delivered = new CopyOnWriteArrayList<>();
     DebeziumEngine<ChangeEvent<Object, Object>> first = engine(delivered);
     runner.execute(first);
-    awaitStreaming();
+    DebeziumOutboxTest.awaitStreaming(db, SLOT);
 
     IdempotencyKey order = IdempotencyKey.of("shop", "order-5");
     UUID[] withIntent = new UUID[1];
@@ -141,7 +127,7 @@ class DebeziumLineageTest {
       return "placed";
     });
     UUID without = idem.inTransaction(tx -> idem.outbox().enqueue(NewMessage.of("audit", "x".getBytes(StandardCharsets.UTF_8))));
-    awaitSize(delivered, 2);
+    DebeziumOutboxTest.awaitSize(delivered, 2);
 
     Delivered placed = delivered.stream().filter(d -> d.topic().equals("orders")).findFirst().orElseThrow();
     assertThat(placed.key()).as("the aggregate id's plain UTF-8 bytes, no JSON envelope").isEqualTo("order-5".getBytes(StandardCharsets.UTF_8));
@@ -153,18 +139,13 @@ class DebeziumLineageTest {
     assertThat(audit.key()).isNull();
     assertThat(audit.header(DebeziumOutbox.INTENT_HEADER)).as("no intent: none made up").isNull();
 
-    // the inbox records the intent each record carries
-    shipping.receiveAll(List.copyOf(delivered), d -> d.header("id"), d -> d.header(DebeziumOutbox.INTENT_HEADER),
-        (tx, d) -> tx.dsl().execute("INSERT INTO shipments VALUES (?)", d.header("id")));
-    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'shipping' AND message_id = ? AND intent = 'shop:order-5'",
-        withIntent[0].toString())).isEqualTo(1);
-    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'shipping' AND intent IS NULL")).isEqualTo(1);
-
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     try (IdemGauges gauges = IdemGauges.startForDebezium(idem.operations(), registry, Duration.ofHours(1), SLOT)) {
       assertThat(registry.find(IdemGauges.PENDING).gauge()).as("no polled backlog in this layout").isNull();
-      // caught up: the connector confirmed everything
-      awaitLag(gauges, registry, 0);
+      // caught up: the connector confirmed its last message. What it leaves unconfirmed is the WAL
+      // after that position (the commit record, the server's own records): a few hundred bytes
+      // (344 measured here), never 0 exactly, since Debezium confirms an event's position
+      double residue = awaitLag(gauges, registry, CAUGHT_UP);
       first.close();
       // stopped with messages written: the backlog is the slot's
       for (int i = 0; i < 20; i++) {
@@ -172,27 +153,36 @@ class DebeziumLineageTest {
         idem.inTransaction(tx -> idem.outbox().enqueue(NewMessage.of("orders", ("late " + n).getBytes(StandardCharsets.UTF_8))));
       }
       double behind = lag(gauges, registry);
-      assertThat(behind).as("the slot's lag while the connector is stopped").isGreaterThan(0);
+      assertThat(behind).as("the slot's lag while the connector is stopped").isGreaterThan(CAUGHT_UP).isGreaterThan(residue);
       assertThat(idem.operations().replicationSlotLag(SLOT)).isGreaterThanOrEqualTo((long) behind);
 
       List<Delivered> again = new CopyOnWriteArrayList<>();
       DebeziumEngine<ChangeEvent<Object, Object>> second = engine(again);
       runner.execute(second);
-      awaitSize(again, 20);
-      awaitLag(gauges, registry, 0);
+      DebeziumOutboxTest.awaitSize(again, 20);
+      awaitLag(gauges, registry, CAUGHT_UP);
       second.close();
     }
     runner.shutdown();
     assertThat(runner.awaitTermination(30, TimeUnit.SECONDS)).isTrue();
+
+    // after the lag checks: the inbox's writes are WAL the connector has no message to confirm past
+    // the inbox records the intent each record carries
+    shipping.receiveAll(List.copyOf(delivered), d -> d.header("id"), d -> d.header(DebeziumOutbox.INTENT_HEADER),
+        (tx, d) -> tx.dsl().execute("INSERT INTO shipments VALUES (?)", d.header("id")));
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'shipping' AND message_id = ? AND intent = 'shop:order-5'",
+        withIntent[0].toString())).isEqualTo(1);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'shipping' AND intent IS NULL")).isEqualTo(1);
   }
 
-  /** Refreshes the gauge until it reads {@code expected}, for up to 60 s. */
-  static void awaitLag(IdemGauges gauges, SimpleMeterRegistry registry, double expected) throws InterruptedException {
+  /** Refreshes the gauge until it reads at most {@code bytes}, for up to 60 s; returns what it read. */
+  static double awaitLag(IdemGauges gauges, SimpleMeterRegistry registry, double bytes) throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
     double seen;
-    while ((seen = lag(gauges, registry)) != expected) {
-      assertThat(System.nanoTime()).as("the slot lag %s, still %s bytes", expected, seen).isLessThan(deadline);
+    while ((seen = lag(gauges, registry)) > bytes) {
+      assertThat(System.nanoTime()).as("the slot lag at most %s bytes, still %s", bytes, seen).isLessThan(deadline);
       Thread.sleep(100);
     }
+    return seen;
   }
 }

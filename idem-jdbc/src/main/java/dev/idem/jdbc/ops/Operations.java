@@ -312,9 +312,11 @@ public final class Operations {
    * The backlog of the {@code DEBEZIUM} outbox layout, whose messages no relay of idem's holds: how
    * many bytes of write-ahead log the replication slot {@code slot} (the connector's, {@code
    * DebeziumOutbox.Builder.slot}) has not yet confirmed, {@code pg_wal_lsn_diff(pg_current_wal_lsn(),
-   * confirmed_flush_lsn)}; one statement. 0 when the connector has confirmed everything written;
-   * it grows while the connector is stopped or behind, with everything the server writes (not only
-   * the outbox's messages), and so does the WAL PostgreSQL must keep for the slot.
+   * confirmed_flush_lsn)}; one statement. Near 0 when the connector has relayed everything (a
+   * few hundred bytes: it confirms its last event's position, not the end of the log); it grows while the connector is stopped or behind, with everything the server writes (not only
+   * the outbox's messages), and so does the WAL PostgreSQL must keep for the slot. The connector
+   * confirms a position when it relays a message: while the outbox is quiet, writes to other
+   * tables count until the next message is relayed.
    *
    * <p>PostgreSQL only, as the layout is.
    *
