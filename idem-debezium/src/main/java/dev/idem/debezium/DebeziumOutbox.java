@@ -2,6 +2,7 @@ package dev.idem.debezium;
 
 import dev.idem.internal.base.Require;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.OutboxLayout;
 import java.sql.SQLException;
 import java.util.Collections;
@@ -13,7 +14,8 @@ import java.util.Properties;
  * The settings of a Debezium PostgreSQL connector with the Outbox Event Router that relays idem's
  * outbox written in the {@link OutboxLayout#DEBEZIUM} layout: give them to Kafka Connect (as the
  * connector's configuration), Debezium Server or the embedded engine, with your own additions
- * (offset storage, converters of the key).
+ * (offset storage). The converters are set: the key as plain text, the value as bytes, headers as
+ * text.
  *
  * <pre>{@code
  * Idem idem = Idem.builder(dataSource).outboxLayout(OutboxLayout.DEBEZIUM).build();   // enqueue code unchanged
@@ -23,10 +25,13 @@ import java.util.Properties;
  * }</pre>
  *
  * <p>What a consumer then gets, per message enqueued and committed: a record on the message's topic
- * ({@code aggregatetype}, the topic name as is), keyed by its aggregate key ({@code aggregateid};
- * no key without one), whose value is the payload's bytes, with the headers {@code id} (the id
- * minted at enqueue: what an inbox deduplicates by), {@code type} (the message's "type" header, ''
- * without one) and {@code idem-headers} (every header of the message, as one JSON object).
+ * ({@code aggregatetype}, the topic name as is), keyed by its aggregate key ({@code aggregateid},
+ * written as its plain UTF-8 bytes by {@link #STRING}, as idem-kafka's publisher writes it; no key
+ * without one), whose value is the payload's bytes, with the headers {@code id} (the id minted at
+ * enqueue: what an inbox deduplicates by), {@code type} (the message's "type" header, '' without
+ * one), {@code idem-headers} (every header of the message, as one JSON object) and {@code
+ * idem-intent} (the key of the intent that produced it, null when it carries none; what an inbox
+ * records for lineage). Each header's value is its UTF-8 text ({@link #SIMPLE_HEADERS}).
  *
  * <p>Guarantees: nothing idem writes is an update or a snapshot read; the connector reads the
  * events table only, inserts only (updates, deletes and truncates are skipped before the router).
@@ -49,8 +54,22 @@ public final class DebeziumOutbox {
   public static final String EVENT_ROUTER = "io.debezium.transforms.outbox.EventRouter";
   /** Kafka Connect's converter that passes the payload's bytes through untouched. */
   public static final String BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter";
+  /**
+   * Kafka Connect's converter that writes a string as its UTF-8 bytes: the record key, so that it
+   * is the plain aggregate id, as idem-kafka's publisher writes it (Kafka Connect's usual {@code
+   * JsonConverter} would wrap it in a JSON envelope).
+   */
+  public static final String STRING = "org.apache.kafka.connect.storage.StringConverter";
+  /** Kafka Connect's header converter that writes a string header as its UTF-8 bytes (its default, said). */
+  public static final String SIMPLE_HEADERS = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
   /** The header that carries every header of the message, as a JSON object. */
   public static final String HEADERS_HEADER = "idem-headers";
+  /**
+   * The header that carries the key of the intent that produced the message (its {@value
+   * NewMessage#INTENT_HEADER} header, as idem-kafka's publisher writes it), for an inbox to record;
+   * absent (null) when the message carries none.
+   */
+  public static final String INTENT_HEADER = NewMessage.INTENT_HEADER;
   /** The events table, in idem's schema. */
   public static final String TABLE = "idem_outbox_events";
 
@@ -96,7 +115,8 @@ public final class DebeziumOutbox {
     p.put("transforms.outbox.route.by.field", "aggregatetype");
     // the topic is the message's topic as enqueued, not Debezium's default "outbox.event.<topic>"
     p.put("transforms.outbox.route.topic.replacement", "${routedByValue}");
-    p.put("transforms.outbox.table.fields.additional.placement", "type:header:type,headers:header:" + HEADERS_HEADER);
+    p.put("transforms.outbox.table.fields.additional.placement",
+        "type:header:type,headers:header:" + HEADERS_HEADER + ",intent:header:" + INTENT_HEADER);
     // idem never updates a row: one that did (an operator's mistake) is skipped and logged as an error
     p.put("transforms.outbox.table.op.invalid.behavior", "error");
     return Collections.unmodifiableMap(p);
@@ -200,14 +220,25 @@ public final class DebeziumOutbox {
       // the payload column is bytea: its bytes go through as the record's value
       p.put("binary.handling.mode", "bytes");
       p.put("value.converter", BYTES);
+      // the key is the aggregate id's UTF-8 bytes, never a JSON envelope, and the headers strings
+      p.put("key.converter", STRING);
+      p.put("header.converter", SIMPLE_HEADERS);
       p.putAll(eventRouter());
       return Collections.unmodifiableMap(p);
     }
 
-    /** {@link #build()} as {@link Properties}, the form the embedded engine takes. */
+    /**
+     * {@link #build()} as {@link Properties}, the form the embedded engine takes; with each converter
+     * also as {@code <converter>.class}, where the engine's {@code ClientProvided} format reads it
+     * (Kafka Connect's form, {@code key.converter}, is what {@link #build()} gives).
+     */
     public Properties properties() {
       Properties p = new Properties();
-      p.putAll(build());
+      Map<String, String> settings = build();
+      p.putAll(settings);
+      for (String converter : new String[] {"key.converter", "value.converter", "header.converter"}) {
+        p.setProperty(converter + ".class", settings.get(converter));
+      }
       return p;
     }
 

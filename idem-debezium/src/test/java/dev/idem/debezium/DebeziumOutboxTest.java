@@ -156,8 +156,13 @@ class DebeziumOutboxTest {
 
   /** Waits until the engine's replication slot streams: what is committed from then on reaches it. */
   void awaitStreaming() throws InterruptedException {
+    awaitStreaming(db, "idem_outbox_test");
+  }
+
+  /** Waits until replication slot {@code slot} is active (its engine streams). */
+  static void awaitStreaming(TestDatabase db, String slot) throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (db.count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'idem_outbox_test' AND active") == 0) {
+    while (db.count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = ? AND active", slot) == 0) {
       assertThat(System.nanoTime()).as("the engine's slot became active").isLessThan(deadline);
       Thread.sleep(50);
     }
@@ -305,6 +310,10 @@ class DebeziumOutboxTest {
     // Debezium names a table with its schema
     assertThat(p).containsEntry("table.include.list", "idem.idem_outbox_events")
         .containsEntry("transforms.outbox.route.topic.replacement", "${routedByValue}")
-        .containsAllEntriesOf(DebeziumOutbox.eventRouter());
+        .containsAllEntriesOf(DebeziumOutbox.eventRouter())
+        // the key as plain UTF-8 text (as idem-kafka writes it), never Kafka Connect's JSON envelope
+        .containsEntry("key.converter", "org.apache.kafka.connect.storage.StringConverter")
+        .containsEntry("header.converter", "org.apache.kafka.connect.storage.SimpleHeaderConverter");
+    assertThat(p.get("transforms.outbox.table.fields.additional.placement")).contains("intent:header:idem-intent");
   }
 }

@@ -17,6 +17,7 @@ import dev.idem.jdbc.outbox.Outbox;
 import dev.idem.jdbc.outbox.OutboxLayout;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.reconcile.IntentLineage;
 import dev.idem.jdbc.reconcile.Reconciliation;
 import dev.idem.jdbc.sequence.EntitySequences;
 import dev.idem.jdbc.transition.Transitions;
@@ -231,6 +232,14 @@ public final class Idem {
    */
   public Reconciliation reconciliation() {
     return Factories.make(Reconciliation.class, Void.class, Reconciliation.class, context, null);
+  }
+
+  /**
+   * The detector of two message ids for one intent (a duplicate born upstream), read from the
+   * intents the inbox recorded and the outbox's messages carry; and a record of what it found.
+   */
+  public IntentLineage lineage() {
+    return Factories.make(IntentLineage.class, Void.class, IntentLineage.class, context, null);
   }
 
   /**

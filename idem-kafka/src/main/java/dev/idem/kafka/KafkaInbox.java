@@ -7,6 +7,7 @@ import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.inbox.Received;
 import dev.idem.jdbc.internal.InboxAttempts;
+import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.key.IdempotencyKey;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -42,6 +43,8 @@ import org.slf4j.LoggerFactory;
  * Consumes Kafka topics through an {@link Inbox}: polls a batch, applies it with {@link
  * Inbox#receiveAll} keyed by the message id each record carries in a header (the outbox id {@link
  * KafkaPublisher} writes), and commits the offsets only after the database transaction committed.
+ * The intent key a record carries ({@value NewMessage#INTENT_HEADER}) is recorded with its id, and
+ * a message the effect enqueues carries it on (docs/outbox.md#lineage).
  *
  * <pre>{@code
  * Inbox billing = idem.inbox("billing").build();
@@ -344,7 +347,7 @@ public final class KafkaInbox implements AutoCloseable {
     }
     Received<ConsumerRecord<byte[], byte[]>> received;
     try {
-      received = inbox.receiveAll(toRun, ids::get, effect);
+      received = inbox.receiveAll(toRun, ids::get, KafkaInbox::intentOf, effect);
     } catch (RuntimeException e) {
       // The batch's transaction failed as a whole (a lost database): nothing of it committed, so
       // every record comes again, and an attempt counted is taken back where the database answers.
@@ -438,6 +441,30 @@ public final class KafkaInbox implements AutoCloseable {
       LOG.warn("could not record " + (dead.size() + done.size()) + " records as settled in the attempts table", e);
     }
   }
+
+  /**
+   * The key of the intent that produced {@code r}, from its {@value NewMessage#INTENT_HEADER}
+   * header (as {@link KafkaPublisher} and the Debezium layout write it), for the inbox to record
+   * and to pass on to what the effect enqueues; null without one. A value no intent key can be
+   * (empty, over 511 characters, not visible ASCII: a foreign producer's) is taken as none and
+   * logged, never a reason to refuse the record.
+   */
+  private static String intentOf(ConsumerRecord<byte[], byte[]> r) {
+    Header h = r.headers().lastHeader(NewMessage.INTENT_HEADER);
+    if (h == null || h.value() == null) {
+      return null;
+    }
+    String intent = new String(h.value(), StandardCharsets.UTF_8);
+    if (intent.isEmpty() || intent.length() > MAX_INTENT_LENGTH || !intent.chars().allMatch(c -> c >= '!' && c <= '~')) {
+      LOG.warn("record {} has an '{}' header that is no intent key ({} characters); its intent is not recorded",
+          position(r), NewMessage.INTENT_HEADER, intent.length());
+      return null;
+    }
+    return intent;
+  }
+
+  /** The longest intent key an inbox records: a key's scope and value (255 characters each) and ':'. */
+  private static final int MAX_INTENT_LENGTH = 511;
 
   /** Puts {@code r} in {@code ids} and returns null, or says why it has no usable id. */
   private String idOf(ConsumerRecord<byte[], byte[]> r, Map<ConsumerRecord<byte[], byte[]>, String> ids) {

@@ -8,6 +8,10 @@ import dev.idem.jdbc.inbox.BatchEffect;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.Relay;
+import dev.idem.jdbc.reconcile.TwoIdsForOneIntent;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
@@ -135,6 +139,36 @@ class KafkaInboxTest {
     // every effect's id is one the outbox minted (an IN list of their text: no arrays on MariaDB)
     assertThat(db.count("SELECT count(DISTINCT message_id) FROM effects WHERE message_id IN ("
         + String.join(", ", Collections.nCopies(ids.size(), "?")) + ")", ids.stream().map(UUID::toString).toArray())).isEqualTo(300);
+  }
+
+  @Test
+  void theIntentTravelsAsAHeader_theInboxRecordsIt_andARepublishWithANewIdIsReported() throws Exception {
+    kafka.createTopic("in-lineage", 1);
+    IdempotencyKey order = IdempotencyKey.of("shop", "order-77");
+    idem.executor().build().execute(order, Fingerprint.of("77"), Codec.utf8(), tx -> {
+      idem.outbox().enqueue(NewMessage.of("in-lineage", "placed".getBytes(StandardCharsets.UTF_8)));
+      return "placed";
+    });
+    relayAll(1);
+    ConsumerRecord<byte[], byte[]> sent = kafka.records("in-lineage").get(0);
+    assertThat(new String(sent.headers().lastHeader(NewMessage.INTENT_HEADER).value(), StandardCharsets.UTF_8))
+        .isEqualTo("shop:order-77");
+    // upstream, a republish that minted a new id for the same intent
+    var copy = new org.apache.kafka.common.header.internals.RecordHeaders(sent.headers().toArray());
+    copy.remove("id");
+    copy.add("id", UUID.randomUUID().toString().getBytes(StandardCharsets.UTF_8));
+    producer.send(new ProducerRecord<>("in-lineage", null, sent.key(), sent.value(), copy)).get();
+
+    try (KafkaInbox c = consumer(idem.inbox("lineage").build(), RECORD, "lineage", "in-lineage").build()) {
+      c.start();
+      Poll.until("2 effects and the group's offsets at the end", () -> effects() == 2 && committedToEnd("lineage", "in-lineage"));
+    }
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'lineage' AND intent = 'shop:order-77'")).isEqualTo(2);
+    List<TwoIdsForOneIntent> found = idem.lineage().check(Duration.ofMinutes(10)).stream()
+        .filter(f -> f.at().equals("lineage")).toList();
+    assertThat(found).hasSize(1);
+    assertThat(found.get(0).intent()).isEqualTo("shop:order-77");
+    assertThat(found.get(0).messageIds()).hasSize(2);
   }
 
   @Test

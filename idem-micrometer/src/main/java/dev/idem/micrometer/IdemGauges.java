@@ -17,7 +17,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * What needs an operator, as gauges: the outbox's backlog ({@value #PENDING}, {@value #PARKED},
- * {@value #OLDEST_PENDING}) and the external calls whose outcome is unknown ({@value
+ * {@value #OLDEST_PENDING}; in the Debezium layout {@value #SLOT_LAG}, see {@link #startForDebezium}) and the external calls whose outcome is unknown ({@value
  * #UNKNOWN_OUTCOMES}, {@value #OLDEST_UNKNOWN_OUTCOME}: calls whose lease ran out before a result
  * was recorded, waiting for a repeat with a resolver, or an operator).
  *
@@ -44,6 +44,13 @@ public final class IdemGauges implements AutoCloseable {
   public static final String OLDEST_PENDING = "idem.outbox.oldest.pending";
   /** Gauge of external calls whose outcome is unknown. */
   public static final String UNKNOWN_OUTCOMES = "idem.unknown.outcomes";
+  /**
+   * Gauge, in bytes, of the {@code DEBEZIUM} outbox layout's backlog: the write-ahead log its
+   * connector's replication slot has not confirmed ({@link Operations#replicationSlotLag}); shown by
+   * {@link #startForDebezium} in place of the polled layout's {@value #PENDING}, {@value #PARKED} and
+   * {@value #OLDEST_PENDING}, which read 0 there (no relay of idem's holds those messages).
+   */
+  public static final String SLOT_LAG = "idem.outbox.slot.lag";
   /** Time gauge: how long the oldest unknown outcome has been unknown (0 when none). */
   public static final String OLDEST_UNKNOWN_OUTCOME = "idem.unknown.outcomes.oldest";
   /** The refresh interval of {@link #start(Operations, MeterRegistry)}: 30 seconds. */
@@ -55,18 +62,22 @@ public final class IdemGauges implements AutoCloseable {
 
   private final Operations operations;
   private final MeterRegistry registry;
+  /** The Debezium connector's replication slot, or null for the polled layout. */
+  private final String slot;
   private final List<Gauge> gauges = new CopyOnWriteArrayList<>();
   private final ScheduledExecutorService scheduler;
   // Written by the refresh thread (or a caller of refresh()), read by scrapes.
   private volatile double pending = Double.NaN;
   private volatile double parked = Double.NaN;
   private volatile double oldestPendingSeconds = Double.NaN;
+  private volatile double slotLagBytes = Double.NaN;
   private volatile double unknown = Double.NaN;
   private volatile double oldestUnknownSeconds = Double.NaN;
 
-  private IdemGauges(Operations operations, MeterRegistry registry) {
+  private IdemGauges(Operations operations, MeterRegistry registry, String slot) {
     this.operations = operations;
     this.registry = registry;
+    this.slot = slot;
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "idem-gauges");
       t.setDaemon(true);
@@ -75,10 +86,16 @@ public final class IdemGauges implements AutoCloseable {
   }
 
   private void begin(Duration interval) {
-    gauges.add(Gauge.builder(PENDING, this, g -> g.pending).description("Outbox messages committed and not yet sent").register(registry));
-    gauges.add(Gauge.builder(PARKED, this, g -> g.parked).description("Outbox messages parked until a redrive").register(registry));
-    gauges.add(TimeGauge.builder(OLDEST_PENDING, this, TimeUnit.SECONDS, g -> g.oldestPendingSeconds)
-        .description("Age of the oldest pending outbox message").register(registry));
+    if (slot == null) {
+      gauges.add(Gauge.builder(PENDING, this, g -> g.pending).description("Outbox messages committed and not yet sent").register(registry));
+      gauges.add(Gauge.builder(PARKED, this, g -> g.parked).description("Outbox messages parked until a redrive").register(registry));
+      gauges.add(TimeGauge.builder(OLDEST_PENDING, this, TimeUnit.SECONDS, g -> g.oldestPendingSeconds)
+          .description("Age of the oldest pending outbox message").register(registry));
+    } else {
+      // the slot's name is no tag: one connector per Idem, and a tag would be one series per slot ever used
+      gauges.add(Gauge.builder(SLOT_LAG, this, g -> g.slotLagBytes).baseUnit("bytes")
+          .description("Write-ahead log the Debezium connector's replication slot has not confirmed").register(registry));
+    }
     gauges.add(Gauge.builder(UNKNOWN_OUTCOMES, this, g -> g.unknown)
         .description("External calls whose lease ran out before a result was recorded").register(registry));
     gauges.add(TimeGauge.builder(OLDEST_UNKNOWN_OUTCOME, this, TimeUnit.SECONDS, g -> g.oldestUnknownSeconds)
@@ -101,15 +118,42 @@ public final class IdemGauges implements AutoCloseable {
    *     longer than {@link #MAX_INTERVAL}
    */
   public static IdemGauges start(Operations operations, MeterRegistry registry, Duration interval) {
+    check(operations, registry, interval);
+    IdemGauges gauges = new IdemGauges(operations, registry, null);
+    gauges.begin(interval);
+    return gauges;
+  }
+
+  /**
+   * The gauges of an {@code Idem} built with the {@code DEBEZIUM} outbox layout (PostgreSQL only):
+   * the backlog is the connector's, so {@value #SLOT_LAG} (its replication slot's lag, in bytes)
+   * replaces the polled layout's pending, parked and oldest-pending gauges; the unknown outcomes
+   * are the same. Otherwise as {@link #start(Operations, MeterRegistry, Duration)}: a refresh that
+   * fails (the slot missing: the connector never ran, or it was dropped) is logged and keeps NaN or
+   * the last value, never a made-up 0.
+   *
+   * @param slot the connector's replication slot ({@code DebeziumOutbox.Builder.slot}, default {@code idem_outbox})
+   * @throws IllegalArgumentException as {@link #start(Operations, MeterRegistry, Duration)}, or if
+   *     {@code slot} is not a slot name (1 to 63 lower-case letters, digits, underscores)
+   */
+  public static IdemGauges startForDebezium(Operations operations, MeterRegistry registry, Duration interval, String slot) {
+    check(operations, registry, interval);
+    if (slot == null || !slot.matches("[a-z0-9_]{1,63}")) {
+      throw new IllegalArgumentException("slot must be 1 to 63 lower-case letters, digits or underscores, was "
+          + (slot == null ? "null" : "'" + slot + "'"));
+    }
+    IdemGauges gauges = new IdemGauges(operations, registry, slot);
+    gauges.begin(interval);
+    return gauges;
+  }
+
+  private static void check(Operations operations, MeterRegistry registry, Duration interval) {
     if (operations == null || registry == null || interval == null) {
       throw new IllegalArgumentException("operations, registry and interval must not be null");
     }
     if (interval.isNegative() || interval.isZero() || interval.compareTo(MAX_INTERVAL) > 0) {
       throw new IllegalArgumentException("interval must be positive and at most " + MAX_INTERVAL + ", got " + interval);
     }
-    IdemGauges gauges = new IdemGauges(operations, registry);
-    gauges.begin(interval);
-    return gauges;
   }
 
   /**
@@ -121,11 +165,15 @@ public final class IdemGauges implements AutoCloseable {
    */
   public boolean refresh() {
     try {
-      OutboxStats outbox = operations.outboxStats();
+      if (slot == null) {
+        OutboxStats outbox = operations.outboxStats();
+        pending = outbox.pending();
+        parked = outbox.parked();
+        oldestPendingSeconds = seconds(outbox.oldestPending());
+      } else {
+        slotLagBytes = operations.replicationSlotLag(slot);
+      }
       UnknownOutcomes outcomes = operations.unknownOutcomes();
-      pending = outbox.pending();
-      parked = outbox.parked();
-      oldestPendingSeconds = seconds(outbox.oldestPending());
       unknown = outcomes.count();
       oldestUnknownSeconds = seconds(outcomes.oldest());
       return true;

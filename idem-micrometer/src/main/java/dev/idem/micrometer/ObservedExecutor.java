@@ -15,10 +15,13 @@ import io.micrometer.observation.ObservationRegistry;
  * so traces show each guarded call and how it was answered: {@code ObservedExecutor.of(payments,
  * "payments", observationRegistry).execute(key, fingerprint, codec, effect)}.
  *
- * <p>Key values: low cardinality {@code executor} (the name given), {@code kind} ({@code local} or
- * {@code external}) and {@code outcome} ({@code applied}, {@code replayed}, {@code in_flight}; an
- * exception is recorded as the observation's error); high cardinality {@code key.scope} (spans
- * only). The key's value is never recorded.
+ * <p>Key values: low cardinality {@code executor} (the name given), {@code hop} ({@value #HOP}),
+ * {@code kind} ({@code local} or {@code external}) and {@code outcome} ({@code applied}, {@code
+ * replayed}, {@code in_flight}, {@code error}; an exception is recorded as the observation's
+ * error); high cardinality {@code key.scope} and {@value #INTENT} (the whole key, {@code
+ * "scope:value"}, as the {@code idem-intent} header of the messages its effect enqueues carries it:
+ * a trace of one intent joins its hops by it). High cardinality values go on spans only, never on
+ * a meter's tags: a metrics handler sees the low ones alone.
  *
  * <p>Guarantees: each call goes to the executor exactly once, on the calling thread, inside the
  * observation (so a tracing handler's span is current while the effect runs, and the effect's own
@@ -29,6 +32,13 @@ public final class ObservedExecutor {
 
   /** The observation's name. */
   public static final String NAME = "idem.execution";
+  /**
+   * The high cardinality key value carrying the intent key, on this observation and on {@link
+   * ObservedPublisher}'s (spans only, never a meter tag).
+   */
+  public static final String INTENT = "idem.intent";
+  /** This observation's {@code hop} key value: the guarded call at the service that received the intent. */
+  public static final String HOP = "execute";
 
   private final IdempotentExecutor executor;
   private final String name;
@@ -73,8 +83,10 @@ public final class ObservedExecutor {
     Observation observation = Observation.createNotStarted(NAME, registry)
         .contextualName(name + " " + kind)
         .lowCardinalityKeyValue("executor", name)
+        .lowCardinalityKeyValue("hop", HOP)
         .lowCardinalityKeyValue("kind", kind)
         .highCardinalityKeyValue("key.scope", key == null ? "null" : key.scope())
+        .highCardinalityKeyValue(INTENT, key == null ? "null" : key.toString())
         .start();
     try (Observation.Scope ignored = observation.openScope()) {
       Execution<T> outcome = call.run();

@@ -1,5 +1,6 @@
 package dev.idem.micrometer;
 
+import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.jdbc.outbox.OutboxMessage;
 import dev.idem.jdbc.outbox.Publisher;
 import io.micrometer.observation.Observation;
@@ -15,8 +16,11 @@ import java.util.List;
  * idem.relay(ObservedPublisher.wrap(publisher, observationRegistry))}.
  *
  * <p>Key values: low cardinality {@code topic} (the message's topic; it becomes a tag of the
- * handler's timer, so keep topics few); high cardinality {@code message.id} and {@code attempt}
- * (spans only, never tags). Contextual name (the span's name): {@code "publish <topic>"}.
+ * handler's timer, so keep topics few), {@code hop} ({@value #HOP}) and {@code outcome} ({@code
+ * published} or {@code error}); high cardinality {@code message.id}, {@code attempt} and {@value
+ * ObservedExecutor#INTENT} (the key of the intent that produced the message, its {@code
+ * idem-intent} header; absent without one), on spans only, never tags. Contextual name (the span's
+ * name): {@code "publish <topic>"}.
  *
  * <p>A relay hands each batch to {@link #publishAll}: the delegate's {@code publishAll} is called
  * once for it, so wrapping a batching publisher (Kafka's) keeps it batching.
@@ -35,6 +39,8 @@ public final class ObservedPublisher implements Publisher {
 
   /** The observation's name, one per message. */
   public static final String NAME = "idem.relay.publish";
+  /** The observations' {@code hop} key value: the relay handing a message on. */
+  public static final String HOP = "publish";
 
   /** The name of the observation around a relay's batch ({@link #publishAll}), the messages' parent. */
   public static final String BATCH_NAME = "idem.relay.batch";
@@ -61,7 +67,16 @@ public final class ObservedPublisher implements Publisher {
 
   @Override
   public void publish(OutboxMessage message) throws Exception {
-    observation(message).observeChecked(() -> delegate.publish(message));
+    Observation o = observation(message);
+    o.observeChecked(() -> {
+      try {
+        delegate.publish(message);
+      } catch (Exception | Error e) {
+        o.lowCardinalityKeyValue("outcome", "error");
+        throw e;
+      }
+      o.lowCardinalityKeyValue("outcome", "published");
+    });
   }
 
   /**
@@ -85,7 +100,7 @@ public final class ObservedPublisher implements Publisher {
       try {
         outcomes = delegate.publishAll(batch);
       } catch (Exception | Error e) {
-        each.forEach(o -> o.error(e).stop());
+        each.forEach(o -> o.lowCardinalityKeyValue("outcome", "error").error(e).stop());
         throw e;
       }
       // the relay counts a list of another size as the whole batch failed: so do the spans
@@ -97,7 +112,7 @@ public final class ObservedPublisher implements Publisher {
         if (error != null) {
           each.get(i).error(error);
         }
-        each.get(i).stop();
+        each.get(i).lowCardinalityKeyValue("outcome", error == null ? "published" : "error").stop();
       }
       return outcomes;
     });
@@ -105,10 +120,13 @@ public final class ObservedPublisher implements Publisher {
 
   private Observation observation(OutboxMessage message) {
     String topic = message.topic() == null ? "unknown" : message.topic();
-    return Observation.createNotStarted(NAME, registry)
+    Observation o = Observation.createNotStarted(NAME, registry)
         .contextualName("publish " + topic)
         .lowCardinalityKeyValue("topic", topic)
+        .lowCardinalityKeyValue("hop", HOP)
         .highCardinalityKeyValue("message.id", String.valueOf(message.id()))
         .highCardinalityKeyValue("attempt", Integer.toString(message.attempt()));
+    String intent = message.headers() == null ? null : message.headers().get(NewMessage.INTENT_HEADER);
+    return intent == null ? o : o.highCardinalityKeyValue(ObservedExecutor.INTENT, intent);
   }
 }

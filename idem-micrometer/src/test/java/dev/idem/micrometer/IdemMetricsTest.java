@@ -270,6 +270,47 @@ class IdemMetricsTest {
   }
 
   @Test
+  void theIntentKeyHopAndOutcomeAreOnTheSpans_andTheKeyOnNoMeter() throws Exception {
+    List<io.micrometer.observation.Observation.Context> stopped = new CopyOnWriteArrayList<>();
+    ObservationRegistry observations = ObservationRegistry.create();
+    observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
+    observations.observationConfig().observationHandler(new io.micrometer.observation.ObservationHandler<>() {
+      @Override
+      public boolean supportsContext(io.micrometer.observation.Observation.Context context) {
+        return true;
+      }
+
+      @Override
+      public void onStop(io.micrometer.observation.Observation.Context context) {
+        stopped.add(context);
+      }
+    });
+    ObservedExecutor orders = ObservedExecutor.of(idem.executor().build(), "orders", observations);
+    IdempotencyKey key = IdempotencyKey.of("shop", "order-9");
+    orders.execute(key, Fingerprint.of("9"), Codec.utf8(), tx -> {
+      idem.outbox().enqueue(NewMessage.of("orders", "placed".getBytes(StandardCharsets.UTF_8)));
+      return "placed";
+    });
+    try (Relay relay = idem.relay(ObservedPublisher.wrap(m -> { }, observations)).build()) {
+      relay.runOnce();
+    }
+    assertThat(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'S'")).isEqualTo(1);
+    var execute = stopped.stream().filter(c -> c.getName().equals(ObservedExecutor.NAME)).findFirst().orElseThrow();
+    var publish = stopped.stream().filter(c -> c.getName().equals(ObservedPublisher.NAME)).findFirst().orElseThrow();
+    for (var span : List.of(execute, publish)) {
+      assertThat(span.getHighCardinalityKeyValue(ObservedExecutor.INTENT).getValue()).isEqualTo("shop:order-9");
+      assertThat(span.getLowCardinalityKeyValues().stream().map(kv -> kv.getKey())).doesNotContain(ObservedExecutor.INTENT);
+    }
+    assertThat(execute.getLowCardinalityKeyValue("hop").getValue()).isEqualTo(ObservedExecutor.HOP);
+    assertThat(execute.getLowCardinalityKeyValue("outcome").getValue()).isEqualTo("applied");
+    assertThat(publish.getLowCardinalityKeyValue("hop").getValue()).isEqualTo(ObservedPublisher.HOP);
+    assertThat(publish.getLowCardinalityKeyValue("outcome").getValue()).isEqualTo("published");
+    // low cardinality: the key is on no meter, as a tag's key or value
+    assertThat(registry.getMeters()).isNotEmpty().allSatisfy(m -> assertThat(m.getId().getTags())
+        .noneMatch(t -> t.getKey().equals(ObservedExecutor.INTENT) || t.getValue().contains("order-9")));
+  }
+
+  @Test
   void anObservedBatchingPublisherStillGetsTheWholeBatchOnceAndEachMessageItsSpan() throws Exception {
     Outbox outbox = idem.outbox();
     idem.inTransaction(tx -> {

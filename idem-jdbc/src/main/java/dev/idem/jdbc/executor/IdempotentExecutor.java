@@ -13,6 +13,7 @@ import dev.idem.jdbc.internal.claim.RunningKeys;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.DbTime;
+import dev.idem.jdbc.internal.Lineage;
 import dev.idem.jdbc.internal.Pipelined;
 import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.key.Fingerprint;
@@ -117,7 +118,7 @@ public final class IdempotentExecutor {
   public <T, X extends Exception> Execution<T> execute(
       IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect) throws X {
     checkArguments(key, fingerprint, codec, effect, "effect");
-    return claims.execute(null, new Binds(key, fingerprint), codec, effect, null);
+    return claims.execute(null, new Binds(key, fingerprint), codec, traced(key, effect), null);
   }
 
   /**
@@ -143,7 +144,7 @@ public final class IdempotentExecutor {
       Connection callerTx, IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, TxCallback<T, X> effect)
       throws X {
     checkArguments(key, fingerprint, codec, effect, "effect");
-    return claims.execute(context.joined(callerTx, "key " + key), new Binds(key, fingerprint), codec, effect, null);
+    return claims.execute(context.joined(callerTx, "key " + key), new Binds(key, fingerprint), codec, traced(key, effect), null);
   }
 
   /**
@@ -290,7 +291,9 @@ public final class IdempotentExecutor {
         throw new IllegalStateException("resolver returned null for " + attempt.key() + "; return Optional.empty()"
             + " when the provider has no record of the call");
       }
-      value = known.isPresent() ? known.get() : call.call(attempt);
+      // the call runs with the key as this thread's intent, as a local effect does: a message a
+      // transaction inside it enqueues carries the key
+      value = known.isPresent() ? known.get() : Lineage.run(context, attempt.key(), unused -> call.call(attempt), null);
       bytes = codec.storesNothing() ? null
           : Claims.encode(attempt.key(), codec, value, "the call's lease was ended so that a repeat takes over");
     } catch (Throwable t) {
@@ -348,6 +351,14 @@ public final class IdempotentExecutor {
   /** The window keys of this executor are remembered for. */
   public DedupeWindow window() {
     return settings.window();
+  }
+
+  /**
+   * {@code effect} run with {@code key} as this thread's intent: an outbox message it enqueues
+   * carries the key (its {@code idem-intent} header), so the next hop knows which intent produced it.
+   */
+  private <T, X extends Exception> TxCallback<T, X> traced(IdempotencyKey key, TxCallback<T, X> effect) {
+    return tx -> Lineage.run(context, key, effect, tx);
   }
 
   private static void checkArguments(IdempotencyKey key, Fingerprint fingerprint, Codec<?> codec, Object work, String workName) {

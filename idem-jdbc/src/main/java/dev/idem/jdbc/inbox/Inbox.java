@@ -10,7 +10,11 @@ import dev.idem.jdbc.internal.claim.Claims;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Factories;
 import dev.idem.jdbc.internal.InboxAttempts;
+import dev.idem.jdbc.internal.Lineage;
 import dev.idem.jdbc.internal.Pipelined;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.jdbc.tx.TxCallback;
 import dev.idem.jdbc.tx.TxConsumer;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.result.Codec;
@@ -18,13 +22,18 @@ import dev.idem.result.Execution;
 import dev.idem.window.DedupeWindow;
 import dev.idem.window.RepeatSource;
 import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
+import org.jooq.DSLContext;
 import org.jooq.Query;
+import org.jooq.Table;
+import org.jooq.impl.DSL;
 import org.jooq.exception.DataAccessException;
 
 /**
@@ -60,6 +69,8 @@ public final class Inbox {
   private final String consumer;
   private final ClaimSettings settings;
   private final Claims claims;
+  /** Writes the intent a message carried on its id's row, claimed in the same transaction. */
+  private final String recordIntent;
 
   private Inbox(Builder b, ClaimSettings settings) {
     this.context = b.context;
@@ -68,6 +79,11 @@ public final class Inbox {
     ClaimTable table = new ClaimTable(context, ClaimTable.Layout.INBOX, settings.window().length(), settings.inFlightWait(), null);
     this.claims = new Claims(context, table, Events.to(context.listener(), settings.name()), settings.window(),
         settings.retryAfter(), "inbox " + consumer);
+    DSLContext d = context.dsl();
+    Table<?> inbox = DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_inbox"));
+    this.recordIntent = d.render(d.update(inbox).set(DSL.field(DSL.name("intent"), String.class), DSL.val((String) null))
+        .where(DSL.field(DSL.name("consumer"), String.class).eq(DSL.val((String) null)))
+        .and(DSL.field(DSL.name("message_id"), String.class).eq(DSL.val((String) null))));
   }
 
   static {
@@ -99,6 +115,63 @@ public final class Inbox {
   public <X extends Exception> Execution<Void> receive(String messageId, TxConsumer<X> effect) throws X {
     Require.notNull(effect, "effect");
     return claims.execute(null, binds(messageId), Codec.none(), Claims.callback(effect), null);
+  }
+
+  /**
+   * {@link #receive(String, TxConsumer)} for a message that carries the key of the intent that
+   * produced it (its {@value NewMessage#INTENT_HEADER} header): the inbox records it with the id,
+   * in the claim's transaction, so that {@link dev.idem.jdbc.reconcile.IntentLineage} finds two ids
+   * received for one intent; and the effect runs with it as this thread's intent, so a message it
+   * enqueues carries it on to the next hop. Costs one statement more, in the claim's transaction.
+   *
+   * @param intent the intent key as the message carries it ({@code "scope:value"}), or null when it
+   *     carries none (then this is {@link #receive(String, TxConsumer)}, and a message the effect
+   *     enqueues carries no intent either)
+   * @throws IllegalArgumentException also if {@code intent} is empty, longer than 511 characters or
+   *     not visible ASCII; nothing is written
+   */
+  public <X extends Exception> Execution<Void> receive(String messageId, String intent, TxConsumer<X> effect) throws X {
+    Require.notNull(effect, "effect");
+    Binds binds = binds(messageId);
+    return claims.execute(null, binds, Codec.none(), traced(binds, Lineage.check("intent", intent), effect), null);
+  }
+
+  /**
+   * {@link #receive(String, String, TxConsumer)} inside the caller's transaction on {@code callerTx},
+   * as {@link #receive(Connection, String, TxConsumer)}.
+   */
+  public <X extends Exception> Execution<Void> receive(Connection callerTx, String messageId, String intent,
+      TxConsumer<X> effect) throws X {
+    Require.notNull(effect, "effect");
+    Binds binds = binds(messageId);
+    TxCallback<Void, X> traced = traced(binds, Lineage.check("intent", intent), effect);
+    return claims.execute(context.joined(callerTx, "message " + messageId), binds, Codec.none(), traced, null);
+  }
+
+  /**
+   * The effect, run with {@code intent} as this thread's intent, after recording it on the id's
+   * row (just claimed in this transaction, so no other transaction waits on it).
+   */
+  private <X extends Exception> TxCallback<Void, X> traced(Binds binds, String intent, TxConsumer<X> effect) {
+    TxCallback<Void, X> callback = Claims.callback(effect);
+    return tx -> {
+      if (intent != null) {
+        recordIntent(tx, binds.key().value(), intent);
+      }
+      return Lineage.run(context, intent, callback, tx);
+    };
+  }
+
+  private void recordIntent(Tx tx, String messageId, String intent) {
+    try (PreparedStatement ps = tx.connection().prepareStatement(recordIntent)) {
+      ps.setString(1, intent);
+      ps.setString(2, consumer);
+      ps.setString(3, messageId);
+      ps.executeUpdate();
+    } catch (SQLException e) {
+      throw new DataAccessException("inbox " + consumer + ": could not record the intent of message " + messageId + ": "
+          + e.getMessage(), e);
+    }
   }
 
   /**
@@ -198,6 +271,22 @@ public final class Inbox {
    * @throws IllegalStateException if called from the effect of one of the batch's ids on this thread
    */
   public <M> Received<M> receiveAll(List<M> messages, Function<? super M, String> messageId, BatchEffect<? super M> effect) {
+    return receiveAll(messages, messageId, null, effect);
+  }
+
+  /**
+   * {@link #receiveAll(List, Function, BatchEffect)} for messages that carry the key of the intent
+   * that produced them, as {@link #receive(String, String, TxConsumer)} records it: each new
+   * message's intent is written on its id's row before its effect runs (one statement more per
+   * message that carries one), and its effect runs with it as this thread's intent.
+   *
+   * @param intent the intent each message carries, or null for one that carries none; null (the
+   *     function) is {@link #receiveAll(List, Function, BatchEffect)}
+   * @throws IllegalArgumentException also if a message's intent is empty, longer than 511
+   *     characters or not visible ASCII (naming its position); nothing is written
+   */
+  public <M> Received<M> receiveAll(List<M> messages, Function<? super M, String> messageId,
+      Function<? super M, String> intent, BatchEffect<? super M> effect) {
     Require.notNull(messages, "messages");
     Require.notNull(messageId, "messageId");
     Require.notNull(effect, "effect");
@@ -223,7 +312,21 @@ public final class Inbox {
       slot[i] = seen == null ? first.size() - 1 : seen;
     }
     String[] keys = distinct.keySet().toArray(new String[0]);
-    BatchClaims.Outcome[] outcomes = claims.batches().execute(consumer, keys, (tx, k) -> effect.apply(tx, batch.get(first.get(k))));
+    String[] intents = new String[keys.length];
+    if (intent != null) {
+      for (int k = 0; k < keys.length; k++) {
+        intents[k] = Lineage.check("intent of messages[" + first.get(k) + "]", intent.apply(batch.get(first.get(k))));
+      }
+    }
+    BatchClaims.Outcome[] outcomes = claims.batches().execute(consumer, keys, (tx, k) -> {
+      if (intents[k] != null) {
+        recordIntent(tx, keys[k], intents[k]);
+      }
+      Lineage.run(context, intents[k], t -> {
+        effect.apply(t, batch.get(first.get(k)));
+        return null;
+      }, tx);
+    });
     List<M> applied = new ArrayList<>();
     List<M> duplicates = new ArrayList<>();
     List<Received.Failure<M>> failed = new ArrayList<>();

@@ -317,6 +317,55 @@ public final class Operations {
   }
 
   /**
+   * The backlog of the {@code DEBEZIUM} outbox layout, whose messages no relay of idem's holds: how
+   * many bytes of write-ahead log the replication slot {@code slot} (the connector's, {@code
+   * DebeziumOutbox.Builder.slot}) has not yet confirmed, {@code pg_wal_lsn_diff(pg_current_wal_lsn(),
+   * confirmed_flush_lsn)}; one statement. Near 0 when the connector has relayed everything (a
+   * few hundred bytes: it confirms its last event's position, not the end of the log); it grows while the connector is stopped or behind, with everything the server writes (not only
+   * the outbox's messages), and so does the WAL PostgreSQL must keep for the slot. The connector
+   * confirms a position when it relays a message: while the outbox is quiet, writes to other
+   * tables count until the next message is relayed.
+   *
+   * <p>PostgreSQL only, as the layout is.
+   *
+   * @return the lag in bytes, at least 0
+   * @throws IllegalArgumentException if {@code slot} is null or not a slot name (1 to 63 lower-case
+   *     letters, digits, underscores)
+   * @throws IllegalStateException on MariaDB; or if this database has no logical slot named {@code
+   *     slot}, or it has confirmed nothing yet: messages written while no slot exists are never relayed
+   */
+  public long replicationSlotLag(String slot) {
+    if (slot == null || !slot.matches("[a-z0-9_]{1,63}")) {
+      throw new IllegalArgumentException("slot must be 1 to 63 lower-case letters, digits or underscores, was "
+          + (slot == null ? "null" : "'" + slot + "'"));
+    }
+    if (maria) {
+      throw new IllegalStateException("replicationSlotLag is PostgreSQL only (the DEBEZIUM outbox layout and its"
+          + " replication slot); on MariaDB the outbox is polled: read outboxStats()");
+    }
+    Long lag = read("read the lag of replication slot " + slot, c -> {
+      try (PreparedStatement ps = c.prepareStatement("select greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(),"
+          + " confirmed_flush_lsn))::bigint from pg_replication_slots where slot_name = ? and database = current_database()"
+          + " and slot_type = 'logical'")) {
+        ps.setString(1, slot);
+        try (ResultSet rs = ps.executeQuery()) {
+          if (!rs.next()) {
+            return null;
+          }
+          long bytes = rs.getLong(1);
+          return rs.wasNull() ? null : bytes;
+        }
+      }
+    });
+    if (lag == null) {
+      throw new IllegalStateException("this database has no logical replication slot '" + slot + "' that has confirmed"
+          + " a position: the Debezium connector has not created it (or it was dropped), and messages written meanwhile"
+          + " are never relayed");
+    }
+    return lag;
+  }
+
+  /**
    * Pending and parked messages, the parked ones whose effect already committed, and the age of
    * the oldest pending one; one statement.
    */

@@ -1,6 +1,7 @@
 package dev.idem.jdbc.outbox;
 
 import dev.idem.internal.base.Require;
+import dev.idem.key.IdempotencyKey;
 import java.nio.charset.StandardCharsets;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -22,6 +23,16 @@ public final class NewMessage {
    * and with it the caller's transaction, fail).
    */
   public static final int MAX_AGGREGATE_KEY_BYTES = 2000;
+
+  /**
+   * The header that carries the key of the intent that produced the message ({@code
+   * "scope:value"}, as {@link IdempotencyKey#toString()} writes it): set by {@link #withIntent}, or
+   * by the outbox when the message is enqueued inside an executor's effect (its key) or an inbox's
+   * effect (the intent the received message carried). idem-kafka's publisher sends it as a record
+   * header of this name, the Debezium layout as one too, and an inbox records it, so that two
+   * message ids for one intent can be found (docs/outbox.md#lineage).
+   */
+  public static final String INTENT_HEADER = "idem-intent";
 
   private final String topic;
   private final byte[] payload;
@@ -83,6 +94,20 @@ public final class NewMessage {
     Map<String, String> copy = new LinkedHashMap<>(headers);
     copy.put(name, value);
     return new NewMessage(topic, payload, aggregateKey, Collections.unmodifiableMap(copy));
+  }
+
+  /**
+   * The same message carrying {@code intent} as the key of the intent that produced it (the {@value
+   * #INTENT_HEADER} header), instead of the one the outbox would find running on this thread: for
+   * a message enqueued outside an executor's effect, or one of several an effect sends to one
+   * consumer, each under a key of its own ({@code Keys.child(key, "email")}), so that they are not
+   * taken for two ids of one intent.
+   *
+   * @throws IllegalArgumentException if {@code intent} is null
+   */
+  public NewMessage withIntent(IdempotencyKey intent) {
+    Require.notNull(intent, "intent");
+    return withHeader(INTENT_HEADER, intent.toString());
   }
 
   /**

@@ -6,12 +6,14 @@ import dev.idem.internal.base.Require;
 import dev.idem.internal.base.Sha256;
 import dev.idem.jdbc.internal.Context;
 import dev.idem.jdbc.internal.Factories;
+import dev.idem.jdbc.internal.Lineage;
 import dev.idem.jdbc.tx.Tx;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Savepoint;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -120,9 +122,9 @@ public final class Outbox {
   private static String renderInsertThenDelete(DSLContext d, int rows) {
     String table = d.render(EVENTS);
     String row = "(?::uuid, ?::text, ?::text, ?::bytea, ?::text[], ?::text[])";
-    return "insert into " + table + " (id, aggregatetype, aggregateid, type, payload, headers)"
+    return "insert into " + table + " (id, aggregatetype, aggregateid, type, payload, headers, intent)"
         + " select m.id, m.topic, m.key, coalesce(m.vals[array_position(m.names, 'type')], ''), m.payload,"
-        + " jsonb_object(m.names, m.vals) from (values " + String.join(", ", Collections.nCopies(rows, row))
+        + " jsonb_object(m.names, m.vals), m.vals[array_position(m.names, '" + Lineage.HEADER + "')] from (values " + String.join(", ", Collections.nCopies(rows, row))
         + ") as m (id, topic, key, payload, names, vals);\n"
         + "delete from " + table + " where id = any(?::uuid[])";
   }
@@ -364,7 +366,7 @@ public final class Outbox {
 
   /** Binds one row from parameter {@code p}; returns the index of the next row's first parameter. */
   private int bind(Connection c, PreparedStatement ps, int p, UUID id, NewMessage message) throws SQLException {
-    Map<String, String> headers = message.headers();
+    Map<String, String> headers = withIntent(message.headers());
     boolean maria = idem.mariadb();
     setId(ps, p, id, maria);
     ps.setString(p + 1, message.topic());
@@ -378,6 +380,21 @@ public final class Outbox {
       ps.setArray(p + 5, c.createArrayOf("text", headers.values().toArray(new String[0])));
     }
     return p + 6;
+  }
+
+  /**
+   * {@code headers} with the {@value NewMessage#INTENT_HEADER} header of the intent whose effect runs
+   * on this thread (an executor's local effect or external call, an inbox's effect), unless the
+   * message names its intent itself or none runs.
+   */
+  private Map<String, String> withIntent(Map<String, String> headers) {
+    String intent = Lineage.current(idem);
+    if (intent == null || headers.containsKey(Lineage.HEADER)) {
+      return headers;
+    }
+    Map<String, String> copy = new LinkedHashMap<>(headers);
+    copy.put(Lineage.HEADER, intent);
+    return copy;
   }
 
   /**

@@ -1,6 +1,7 @@
 package dev.idem.spring.boot;
 
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.outbox.OutboxLayout;
 import dev.idem.micrometer.IdemMetrics;
 import dev.idem.micrometer.IdemGauges;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -42,6 +43,12 @@ public class IdemMetricsAutoConfiguration {
   /** How often the gauges query: a duration ({@code 30s}, {@code 1m}); default 30 s. */
   static final String GAUGES_REFRESH = "idem.metrics.gauges-refresh";
 
+  /**
+   * With {@code idem.outbox-layout=debezium}: the Debezium connector's replication slot, whose lag
+   * is the outbox's backlog gauge; default {@code idem_outbox}, {@code DebeziumOutbox}'s default.
+   */
+  static final String DEBEZIUM_SLOT = "idem.metrics.debezium-slot";
+
   /** Counters, timers and distributions of idem's events. */
   @Bean
   @ConditionalOnMissingBean
@@ -56,7 +63,13 @@ public class IdemMetricsAutoConfiguration {
   public IdemGauges idemGauges(Idem idem, MeterRegistry registry, Environment environment) {
     // Bound with Boot's Binder, not @Value: "30s" becomes a Duration only through Boot's conversion
     // service, which a context not started by SpringApplication (a test's context runner) lacks.
-    Duration refresh = Binder.get(environment).bind(GAUGES_REFRESH, Duration.class).orElse(IdemGauges.DEFAULT_INTERVAL);
+    Binder binder = Binder.get(environment);
+    Duration refresh = binder.bind(GAUGES_REFRESH, Duration.class).orElse(IdemGauges.DEFAULT_INTERVAL);
+    if (binder.bind("idem.outbox-layout", OutboxLayout.class).orElse(OutboxLayout.POLLED) == OutboxLayout.DEBEZIUM) {
+      // the backlog is the connector's replication slot's, not idem_outbox's (which stays empty)
+      return IdemGauges.startForDebezium(idem.operations(), registry, refresh,
+          binder.bind(DEBEZIUM_SLOT, String.class).orElse("idem_outbox"));
+    }
     return IdemGauges.start(idem.operations(), registry, refresh);
   }
 

@@ -63,6 +63,19 @@ class IdemMetricsAutoConfigurationTest {
   }
 
   @Test
+  void inTheDebeziumLayoutTheBacklogGaugeIsTheSlotLag() {
+    runner().withPropertyValues("idem.metrics.gauges-refresh=1h", "idem.outbox-layout=debezium",
+        "idem.metrics.debezium-slot=no_such_slot").run(ctx -> {
+      assertThat(ctx).hasNotFailed().hasSingleBean(IdemGauges.class);
+      MeterRegistry registry = ctx.getBean(MeterRegistry.class);
+      assertThat(registry.find(IdemGauges.PENDING).gauge()).isNull();
+      // this server has no such slot: the refresh fails and says so, the gauge shows NaN, never 0
+      assertThat(ctx.getBean(IdemGauges.class).refresh()).isFalse();
+      assertThat(registry.get(IdemGauges.SLOT_LAG).gauge().value()).isNaN();
+    });
+  }
+
+  @Test
   void withoutIdemMicrometerNothingIsAdded() {
     runner().withClassLoader(new FilteredClassLoader("dev.idem.micrometer")).run(ctx -> {
       assertThat(ctx).hasNotFailed().hasSingleBean(Idem.class).doesNotHaveBean("idemMetrics").doesNotHaveBean("idemIdemGauges");
