@@ -6,6 +6,7 @@ import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.Publisher;
 import dev.idem.jdbc.outbox.Relay;
 import dev.idem.jdbc.reconcile.Findings;
+import dev.idem.jdbc.reconcile.TwoIdsForOneIntent;
 import dev.idem.micrometer.IdemMetrics;
 import dev.idem.testing.TestDatabase;
 import io.micrometer.core.instrument.Counter;
@@ -19,6 +20,7 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Comparator;
+import java.util.List;
 import java.util.SortedMap;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
@@ -109,7 +111,7 @@ public final class Lab {
           relay.close();
         }
         RunResult result = result(scenario, setup, sql, serviceDb, provider, tally, listener, moved(meters),
-            idem.reconciliation().check(sql.paymentsByOrder(), provider, PROVIDER_RANGE));
+            idem.reconciliation().check(sql.paymentsByOrder(), provider, PROVIDER_RANGE), idem.lineage().check(PROVIDER_RANGE));
         afterRun.read(serviceDb, sql);
         return result;
       }
@@ -192,14 +194,15 @@ public final class Lab {
 
   /** The counts: the service's payment rows and receipt emails, and the charges in the provider's own tables. */
   private static RunResult result(String scenario, Setup setup, LabSql sql, DataSource ds, PaymentProvider provider,
-      Tally tally, LabListener listener, SortedMap<String, Long> meters, Findings findings) throws SQLException {
+      Tally tally, LabListener listener, SortedMap<String, Long> meters, Findings findings,
+      List<TwoIdsForOneIntent> lineage) throws SQLException {
     try (Connection c = ds.getConnection()) {
       Record counts = DSL.using(c, sql.dialect()).fetchOne("SELECT"
           + " (SELECT count(*) FROM " + sql.shop("payments") + "),"
           + " (SELECT count(*) FROM " + sql.shop("receipt_emails") + ")");
       return new RunResult(scenario, setup,
           counts.get(0, Integer.class), provider.charges(), counts.get(1, Integer.class),
-          tally.firedByHop(), tally.caughtByHop(), listener.snapshot(), meters, findings, tally.trace());
+          tally.firedByHop(), tally.caughtByHop(), listener.snapshot(), meters, findings, lineage, tally.trace());
     }
   }
 }

@@ -2,6 +2,7 @@ package dev.idem.examples;
 
 import dev.idem.jdbc.reconcile.Findings;
 import dev.idem.jdbc.reconcile.ProviderFindings;
+import dev.idem.jdbc.reconcile.TwoIdsForOneIntent;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -27,6 +28,7 @@ public record RunResult(
     Map<String, Integer> listenerEvents,
     SortedMap<String, Long> meters,
     Findings findings,
+    List<TwoIdsForOneIntent> lineage,
     List<String> trace) {
 
   public RunResult {
@@ -34,6 +36,7 @@ public record RunResult(
     caught = Map.copyOf(caught);
     listenerEvents = Map.copyOf(listenerEvents);
     meters = Collections.unmodifiableSortedMap(new TreeMap<>(meters));
+    lineage = List.copyOf(lineage);
     trace = List.copyOf(trace);
   }
 
@@ -54,7 +57,8 @@ public record RunResult(
    */
   public String breaksLine() {
     return "breaks scenario=" + scenario + " duplicate_intents=" + findings.duplicates().size()
-        + " effects_without_key=" + findings.effectsWithoutKey() + " unknown_outcomes=" + findings.unknownOutcomes().count();
+        + " effects_without_key=" + findings.effectsWithoutKey() + " unknown_outcomes=" + findings.unknownOutcomes().count()
+        + " two_ids_for_one_intent=" + lineage.size();
   }
 
   /** The findings for people: each duplicate intent with its count of payments, and the other checks. */
@@ -62,7 +66,8 @@ public record RunResult(
     String duplicates = findings.duplicates().stream().map(d -> d.key() + "=" + d.effects()).collect(Collectors.joining(" "));
     return "duplicate intents " + findings.duplicates().size() + (duplicates.isEmpty() ? "" : " (" + duplicates + " payments)")
         + ", effects with no key " + findings.effectsWithoutKey()
-        + ", keys with no effect not checked, unknown outcomes " + findings.unknownOutcomes().count();
+        + ", keys with no effect not checked, unknown outcomes " + findings.unknownOutcomes().count()
+        + ", intents with two message ids " + lineage.size();
   }
 
   /**

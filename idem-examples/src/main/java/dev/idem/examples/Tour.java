@@ -229,7 +229,7 @@ public final class Tour {
           .append(String.format("    %-9s guard %-14s %s%n", "", h.guardName(), h.guard()));
     }
     out.append("\nEach run ends with two lines for scripts: scenario=<name> payment_rows=<n> charges=<n> receipts=<n>\n")
-        .append("and breaks scenario=<name> duplicate_intents=<n> effects_without_key=<n> unknown_outcomes=<n>\n");
+        .append("and breaks scenario=<name> duplicate_intents=<n> effects_without_key=<n> unknown_outcomes=<n> two_ids_for_one_intent=<n>\n");
     return out.toString();
   }
 

@@ -3,6 +3,7 @@ package dev.idem.examples;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.outbox.NewMessage;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.Keys;
 import dev.idem.result.Execution;
@@ -77,7 +78,9 @@ final class Worker {
     String paymentId = new String(d.payload(), StandardCharsets.UTF_8);
     int amount = Integer.parseInt(d.headers().getOrDefault("amount_cents", "0"));
     if (tally.setup().guarded(Hop.QUEUE)) {
-      Execution<Void> outcome = inbox.receive(d.messageId(), tx -> charge(tx, paymentId, amount));
+      // the intent the payment was made for travels with the message: recorded, so a republish under a new id shows
+      Execution<Void> outcome = inbox.receive(d.messageId(), d.headers().get(NewMessage.INTENT_HEADER),
+          tx -> charge(tx, paymentId, amount));
       if (outcome.replayed()) {
         tally.caught(Hop.QUEUE, "inbox acknowledges message " + short8(d.messageId()) + " (delivery " + d.delivery() + "): already done");
       }

@@ -41,12 +41,15 @@ class ApiSurfaceTest {
   }
 
   /**
-   * What users can call stays small: at most 258 public and protected methods and constructors in
-   * the public types of the packages outside {@code internal} (issue 33; 8 more in issue 36 for the completer of unknown outcomes; as {@code javap -protected}
-   * counts them, bridges included). Raising the bound is a deliberate change, seen in review.
+   * What users can call stays small: at most 321 public and protected methods and constructors in
+   * the public types of the packages outside {@code internal} (issue 33: 250; issue 36: 71 more,
+   * for the completer of unknown outcomes, the provider's side of reconciliation (its SPI and
+   * findings are records, each with accessors, equals, hashCode and toString), lineage and the
+   * dead letters' flags; as {@code javap -protected} counts them, bridges included).
+   * Raising the bound is a deliberate change, seen in review.
    */
   @Test
-  void theApiHasAtMost258MethodsAndConstructors() throws Exception {
+  void theApiHasAtMost321MethodsAndConstructors() throws Exception {
     int count = 0;
     for (Class<?> type : publicTypesOutsideInternal()) {
       List<Executable> callable = new ArrayList<>(List.of(type.getDeclaredMethods()));
@@ -57,7 +60,7 @@ class ApiSurfaceTest {
         }
       }
     }
-    assertThat(count).as("public and protected methods and constructors outside internal").isLessThanOrEqualTo(258);
+    assertThat(count).as("public and protected methods and constructors outside internal").isLessThanOrEqualTo(321);
   }
 
   private static List<Class<?>> publicTypesOutsideInternal() throws Exception {

@@ -40,6 +40,12 @@ public final class IdemGauges implements AutoCloseable {
   public static final String PENDING = "idem.outbox.pending";
   /** Gauge of parked outbox messages. */
   public static final String PARKED = "idem.outbox.parked";
+  /**
+   * Gauge of parked outbox messages whose effect already committed (an inbox holds their id): a
+   * redrive would only be recognised as a repeat, and dropping them loses nothing. Counted within
+   * {@value #PARKED} too.
+   */
+  public static final String PARKED_EFFECT_COMMITTED = "idem.outbox.parked.effect.committed";
   /** Time gauge: age of the oldest pending outbox message (0 when none). */
   public static final String OLDEST_PENDING = "idem.outbox.oldest.pending";
   /** Gauge of external calls whose outcome is unknown. */
@@ -69,6 +75,7 @@ public final class IdemGauges implements AutoCloseable {
   // Written by the refresh thread (or a caller of refresh()), read by scrapes.
   private volatile double pending = Double.NaN;
   private volatile double parked = Double.NaN;
+  private volatile double parkedEffectCommitted = Double.NaN;
   private volatile double oldestPendingSeconds = Double.NaN;
   private volatile double slotLagBytes = Double.NaN;
   private volatile double unknown = Double.NaN;
@@ -89,6 +96,8 @@ public final class IdemGauges implements AutoCloseable {
     if (slot == null) {
       gauges.add(Gauge.builder(PENDING, this, g -> g.pending).description("Outbox messages committed and not yet sent").register(registry));
       gauges.add(Gauge.builder(PARKED, this, g -> g.parked).description("Outbox messages parked until a redrive").register(registry));
+      gauges.add(Gauge.builder(PARKED_EFFECT_COMMITTED, this, g -> g.parkedEffectCommitted)
+          .description("Parked outbox messages whose effect an inbox already committed").register(registry));
       gauges.add(TimeGauge.builder(OLDEST_PENDING, this, TimeUnit.SECONDS, g -> g.oldestPendingSeconds)
           .description("Age of the oldest pending outbox message").register(registry));
     } else {
@@ -169,6 +178,7 @@ public final class IdemGauges implements AutoCloseable {
         OutboxStats outbox = operations.outboxStats();
         pending = outbox.pending();
         parked = outbox.parked();
+        parkedEffectCommitted = outbox.parkedEffectCommitted();
         oldestPendingSeconds = seconds(outbox.oldestPending());
       } else {
         slotLagBytes = operations.replicationSlotLag(slot);

@@ -241,10 +241,28 @@ class IdemMetricsTest {
       assertThat(gauge(IdemGauges.PENDING)).isEqualTo(5); // a scrape never queries: still the last refresh
       assertThat(gauges.refresh()).isTrue();
       assertThat(gauge(IdemGauges.PARKED)).isEqualTo(parked);
+      assertThat(gauge(IdemGauges.PARKED_EFFECT_COMMITTED)).isZero();
+      // a consumer that got one of them anyway (the broker took it before it refused): its effect committed
+      idem.inbox("metrics-consumer").build().receive(firstParkedId(), tx -> { });
+      assertThat(gauges.refresh()).isTrue();
+      assertThat(gauge(IdemGauges.PARKED_EFFECT_COMMITTED)).isEqualTo(1)
+          .isEqualTo(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'metrics-consumer'"));
+      assertThat(gauge(IdemGauges.PARKED)).isEqualTo(parked); // still parked: counted in both
       assertThat(gauge(IdemGauges.PENDING)).isEqualTo(db.count("SELECT count(*) FROM idem_outbox WHERE status = 'P'")).isZero();
       assertThat(gauge(IdemGauges.OLDEST_PENDING)).isZero();
     }
     assertThat(registry.find(IdemGauges.PENDING).gauge()).isNull(); // close() removed them
+  }
+
+  /** The id of a parked message, as text (as the relay puts it in the message's id header). */
+  String firstParkedId() {
+    try (java.sql.Connection c = ds.getConnection(); java.sql.Statement st = c.createStatement();
+        java.sql.ResultSet rs = st.executeQuery("SELECT id FROM idem_outbox WHERE status = 'X' ORDER BY id")) {
+      rs.next();
+      return rs.getString(1);
+    } catch (java.sql.SQLException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   double gauge(String name) {

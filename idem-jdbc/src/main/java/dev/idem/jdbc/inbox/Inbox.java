@@ -89,7 +89,10 @@ public final class Inbox {
   static {
     Factories.register(Inbox.class, String.class, Builder.class, Builder::new);
     // KafkaInbox keeps its attempts next to this inbox and reads its ids: it needs the context and name.
-    InboxAttempts.register(inbox -> new InboxAttempts.Source(inbox.context, inbox.consumer));
+    InboxAttempts.register(o -> {
+      Inbox inbox = (Inbox) o;
+      return new InboxAttempts.Source(inbox.context, inbox.consumer);
+    });
   }
 
   /** How long a message id is remembered. */

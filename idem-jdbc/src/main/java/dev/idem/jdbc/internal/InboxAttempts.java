@@ -1,6 +1,5 @@
 package dev.idem.jdbc.internal;
 
-import dev.idem.jdbc.inbox.Inbox;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -19,7 +18,7 @@ import org.jooq.impl.DSL;
 
 /**
  * A queue consumer's attempts at its records, kept in {@code idem_inbox_attempts} next to an
- * {@link Inbox} (migration V2), so they survive a restart and a rebalance: {@code KafkaInbox}
+ * {@code Inbox} (migration V2), so they survive a restart and a rebalance: {@code KafkaInbox}
  * counts an attempt (committed) before the record's effect runs, and reads whether a record given
  * up on had its effect committed after all (its id in the inbox). Each call is its own short
  * auto-commit work on a connection of the inbox's {@code DataSource}; times are the database
@@ -63,10 +62,11 @@ public final class InboxAttempts {
   /** An inbox's context and consumer name, which only its own package can read. */
   public record Source(Context context, String consumer) {}
 
-  private static volatile Function<Inbox, Source> sources;
+  // Typed Object, not Inbox: this package must not depend on the inbox's (no package cycle).
+  private static volatile Function<Object, Source> sources;
 
-  /** Called once, from {@link Inbox}'s static initializer (the JDK's "SharedSecrets" pattern, as {@link Factories}). */
-  public static synchronized void register(Function<Inbox, Source> reader) {
+  /** Called once, from {@code Inbox}'s static initializer (the JDK's "SharedSecrets" pattern, as {@link Factories}). */
+  public static synchronized void register(Function<Object, Source> reader) {
     if (sources != null) {
       throw new IllegalStateException("Inbox has a source reader already: a second registration is refused");
     }
@@ -95,9 +95,9 @@ public final class InboxAttempts {
     }
   }
 
-  /** The attempts of consumer group {@code group} reading through {@code inbox}. */
-  public static InboxAttempts of(Inbox inbox, String group) {
-    Function<Inbox, Source> reader = sources;
+  /** The attempts of consumer group {@code group} reading through {@code inbox} (an {@code Inbox}). */
+  public static InboxAttempts of(Object inbox, String group) {
+    Function<Object, Source> reader = sources;
     if (reader == null) {
       throw new IllegalStateException("Inbox registered no source reader"); // it does in its static initializer, run by now
     }

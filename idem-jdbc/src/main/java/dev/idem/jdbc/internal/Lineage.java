@@ -12,7 +12,7 @@ import java.util.ArrayList;
  */
 public final class Lineage {
   /** The header that carries a message's intent key, in the outbox, Kafka and the Debezium layout. */
-  public static final String HEADER = dev.idem.jdbc.outbox.NewMessage.INTENT_HEADER;
+  public static final String HEADER = "idem-intent";
 
   /**
    * The longest intent accepted, in characters: an {@code IdempotencyKey}'s scope and value (255

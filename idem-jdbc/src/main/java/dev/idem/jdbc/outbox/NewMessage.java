@@ -32,7 +32,7 @@ public final class NewMessage {
    * header of this name, the Debezium layout as one too, and an inbox records it, so that two
    * message ids for one intent can be found (docs/outbox.md#lineage).
    */
-  public static final String INTENT_HEADER = "idem-intent";
+  public static final String INTENT_HEADER = dev.idem.jdbc.internal.Lineage.HEADER;
 
   private final String topic;
   private final byte[] payload;

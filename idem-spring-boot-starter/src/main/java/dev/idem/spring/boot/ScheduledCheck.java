@@ -5,6 +5,8 @@ import dev.idem.jdbc.executor.OutcomeCompleter;
 import dev.idem.jdbc.lease.Lease;
 import dev.idem.jdbc.reconcile.EffectTable;
 import dev.idem.jdbc.reconcile.Findings;
+import dev.idem.jdbc.reconcile.IntentLineage;
+import dev.idem.jdbc.reconcile.TwoIdsForOneIntent;
 import dev.idem.jdbc.reconcile.ProviderFindings;
 import dev.idem.jdbc.reconcile.ProviderRecords;
 import dev.idem.jdbc.reconcile.Reconciliation;
@@ -107,6 +109,23 @@ interface ScheduledCheck {
         examples.put(KEY_WITHOUT_PROVIDER_EFFECT, first(p.keysUnseen().stream().map(k -> (Object) k.callKey()).toList()));
       }
       return new CheckResult(counts, examples);
+    });
+  }
+
+  /** Kind of {@link #lineage}. */
+  String TWO_IDS_FOR_ONE_INTENT = "two_ids_for_one_intent";
+
+  /**
+   * {@link IntentLineage#check} over the last {@code lookBack} (the schedule's interval, so each run
+   * reports the intents whose latest id arrived since the one before), as check {@code lineage}:
+   * intents that reached an inbox or the outbox as two or more message ids.
+   */
+  static ScheduledCheck lineage(IntentLineage lineage, Duration lookBack) {
+    return of("lineage", lease -> {
+      List<TwoIdsForOneIntent> found = lineage.check(lookBack);
+      return new CheckResult(Map.of(TWO_IDS_FOR_ONE_INTENT, (long) found.size()), Map.of(TWO_IDS_FOR_ONE_INTENT,
+          first(found.stream().map(t -> (Object) Map.of("hop", t.hop().name(), "at", t.at(), "intent", t.intent(),
+              "messageIds", t.messageIds())).toList())));
     });
   }
 

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.executor.IdempotentExecutor;
 import dev.idem.jdbc.executor.OutcomeCompleter;
+import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.reconcile.ProviderEffect;
 import dev.idem.jdbc.reconcile.ProviderRecords;
 import dev.idem.key.Fingerprint;
@@ -34,6 +35,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -276,6 +278,15 @@ class IdemChecksTest {
     ConfigurableApplicationContext app = start(WithProvider.class, "idem.checks.enabled=true",
         "idem.checks.lease-resource=checks-provider", "idem.checks.interval=1s",
         "idem.checks.effect-tables.charges.key-column=order_key", "idem.checks.effect-tables.charges.provider=cardProvider");
+    IdemChecks c = checks(app);
+    // each run's count is that run's: add them up, as a counter of finished keys would
+    AtomicLong finished = new AtomicLong();
+    c.onRun(run -> {
+      IdemChecks.CheckRun completer = run.checks().get("complete:paymentsCompleter");
+      if (completer != null) {
+        finished.addAndGet(completer.counts().getOrDefault(ScheduledCheck.FINISHED, 0L));
+      }
+    });
     IdempotencyKey stuck = IdempotencyKey.of(COMPLETER_SCOPE, "pay-1");
     IdempotentExecutor payments = app.getBean(IdempotentExecutor.class);
     assertThatThrownBy(() -> payments.executeExternal(stuck, Fingerprint.EMPTY, Codec.utf8(), attempt -> {
@@ -284,10 +295,15 @@ class IdemChecksTest {
     assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ? AND state = 'I'",
         COMPLETER_SCOPE, "pay-1")).as("in flight, its outcome unknown").isEqualTo(1);
 
-    IdemChecks c = checks(app);
-    Poll.until("a run that finished the stuck key", () -> c.last() != null
-        && c.last().checks().containsKey("complete:paymentsCompleter")
-        && c.count("complete:paymentsCompleter", ScheduledCheck.FINISHED) == 1);
+    // an intent republished under a new message id, received twice by one consumer
+    Inbox orders = app.getBean(Idem.class).inbox("checks-orders").build();
+    orders.receive("msg-1", "shop:order-7", tx -> { });
+    orders.receive("msg-2", "shop:order-7", tx -> { });
+    assertThat(db.count("SELECT count(*) FROM idem_inbox WHERE consumer = 'checks-orders' AND intent = 'shop:order-7'"))
+        .isEqualTo(2);
+
+    Poll.until("a run that saw the republish", () -> c.count("lineage", ScheduledCheck.TWO_IDS_FOR_ONE_INTENT) == 1);
+    Poll.until("a run that finished the stuck key", () -> finished.get() == 1);
     assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = ? AND idem_keys.key = ? AND state = 'C'",
         COMPLETER_SCOPE, "pay-1")).as("completed with the provider's answer").isEqualTo(1);
     assertThat(payments.executeExternal(stuck, Fingerprint.EMPTY, Codec.utf8(), attempt -> "called again"))
