@@ -169,11 +169,13 @@ public final class IdemGauges implements AutoCloseable {
    * Queries now, on the calling thread, and updates the gauges; what the schedule calls. Safe to
    * call at any time, concurrently with the schedule.
    *
-   * @return true if both queries succeeded; false if one failed, which is logged and leaves every
-   *     gauge at its last value
+   * @return true if both queries succeeded; false if one failed, which is logged and leaves that
+   *     query's gauges at their last values (the other's are updated)
    */
   public boolean refresh() {
-    try {
+    // Two reads, each on its own: a backlog that cannot be read (a replication slot the connector
+    // has not created yet) must not freeze the unknown outcomes' gauges, nor the other way round.
+    boolean backlog = read("the outbox's backlog", () -> {
       if (slot == null) {
         OutboxStats outbox = operations.outboxStats();
         pending = outbox.pending();
@@ -183,12 +185,21 @@ public final class IdemGauges implements AutoCloseable {
       } else {
         slotLagBytes = operations.replicationSlotLag(slot);
       }
-      UnknownOutcomes outcomes = operations.unknownOutcomes();
-      unknown = outcomes.count();
-      oldestUnknownSeconds = seconds(outcomes.oldest());
+    });
+    boolean outcomes = read("the unknown outcomes", () -> {
+      UnknownOutcomes unknownOutcomes = operations.unknownOutcomes();
+      unknown = unknownOutcomes.count();
+      oldestUnknownSeconds = seconds(unknownOutcomes.oldest());
+    });
+    return backlog && outcomes;
+  }
+
+  private static boolean read(String what, Runnable query) {
+    try {
+      query.run();
       return true;
     } catch (RuntimeException e) {
-      LOG.warn("could not read the outbox's backlog and the unknown outcomes; the gauges keep their last values: {}", e.toString());
+      LOG.warn("could not read {}; its gauges keep their last values: {}", what, e.toString());
       return false;
     }
   }

@@ -105,7 +105,10 @@ public final class Reconciliation {
    * {@link #check(EffectTable)}, and the provider's side: what {@code provider} lists for the last
    * {@code range} (ending now, by the database clock) compared with idem's external keys and
    * {@code target}. Each provider effect is given its intent: the idem key whose call key it
-   * carried ({@code ExternalAttempt.callKey()}, any scope), else the key of {@code target}'s row
+   * carried ({@code ExternalAttempt.callKey()}; of {@code target}'s {@linkplain EffectTable#withScope
+   * scope} when it has one, else of any scope, so that keys of the same value in two scopes that
+   * call the provider, a charge and a refund of one order, count as one intent: give the table its
+   * scope then), else the key of {@code target}'s row
    * whose {@linkplain EffectTable#withReference reference column} holds the reference it carried.
    * Reported ({@link Findings#provider()}): an intent with more than one provider effect (two
    * charges for one order: the double charge every guard missed), a provider effect that belongs to
@@ -258,6 +261,11 @@ public final class Reconciliation {
           String scope = rs.getString(1);
           String key = rs.getString(2);
           String callKey = rs.getString(3);
+          if (target.scope() != null && !target.scope().equals(scope)) {
+            // another scope's key (a refund of the same order, say) is another intent, though its value
+            // may be the same: with a scope, only that scope's calls are this table's
+            continue;
+          }
           if (callKeys.contains(callKey)) {
             intentByCall.put(callKey, key);
             continue;
@@ -265,7 +273,7 @@ public final class Reconciliation {
           OffsetDateTime created = DbTime.read(rs, 5, maria);
           OffsetDateTime completed = DbTime.read(rs, 6, maria);
           if (KeyTable.COMPLETED.equals(rs.getString(4)) && completed != null && !created.isBefore(side.from())
-              && completed.isBefore(side.to()) && (target.scope() == null || target.scope().equals(scope))) {
+              && completed.isBefore(side.to())) {
             unseenCount++;
             if (unseen.size() < n) {
               unseen.add(new ProviderFindings.UnseenKey(dev.idem.key.IdempotencyKey.of(scope, key), callKey, completed));

@@ -190,4 +190,26 @@ class ProviderReconciliationTest {
     assertThatThrownBy(() -> new ProviderEffect("", null, null, 1, OffsetDateTime.now()))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("provider's id");
   }
+
+  /**
+   * Keys of the same value in another scope (a refund of the order, through its own executor call)
+   * are another intent: with the table's scope, the refund's provider effect is not counted as a
+   * second charge of the order.
+   */
+  @Test
+  @Order(5)
+  void aKeyOfTheSameValueInAnotherScopeIsAnotherIntent() throws Exception {
+    pay("o5", true);
+    IdempotencyKey refund = IdempotencyKey.of("refunds", "o5");
+    executor.executeExternal(refund, Fingerprint.of("o5"), Codec.utf8(), attempt -> {
+      charge(attempt.callKey().value(), null, -10);
+      return "refunded";
+    });
+    assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.key = 'o5'")).as("one key per scope").isEqualTo(2);
+
+    ProviderFindings p = reconciliation.check(PAYMENTS, PROVIDER, HOUR).provider().orElseThrow();
+    assertThat(p.duplicates()).extracting(ProviderFindings.DoubleEffect::intent).doesNotContain("o5");
+    assertThat(p.effectsWithoutKey()).extracting(ProviderEffect::callKey)
+        .contains(dev.idem.key.Keys.child(refund, "external").value()); // not this table's scope's
+  }
 }

@@ -258,14 +258,16 @@ public class IdemAutoConfiguration {
         effectTable(name, t), provider(name, t, beans), t.getProviderRange())));
     // Two message ids for one intent, at every inbox and the outbox (the intents idem stamped),
     // looking back an hour at least, so a finding stays in the gauge for longer than a short interval.
-    Duration lookBack = p.getInterval().compareTo(LINEAGE_LOOK_BACK) > 0 ? p.getInterval() : LINEAGE_LOOK_BACK;
-    checks.add(ScheduledCheck.lineage(idem.lineage(), lookBack));
+    if (p.isLineage()) {
+      Duration lookBack = p.getInterval().compareTo(LINEAGE_LOOK_BACK) > 0 ? p.getInterval() : LINEAGE_LOOK_BACK;
+      checks.add(ScheduledCheck.lineage(idem.lineage(), lookBack));
+    }
     // Every OutcomeCompleter the application defines (it knows the codec, the Resolver and the scopes).
     beans.getBeansOfType(OutcomeCompleter.class).forEach((name, completer) -> checks.add(ScheduledCheck.complete(name, completer)));
     // Further checks (one ScheduledCheck each) go here: they run in turn under the same lease.
-    if (checks.size() == 1) {
-      LOG.info("idem.checks.enabled is true and only the lineage check runs: no effect table is configured"
-          + " (idem.checks.effect-tables.<name>.key-column) and no OutcomeCompleter bean is defined");
+    if (checks.isEmpty()) {
+      LOG.info("idem.checks.enabled is true and no check is configured (idem.checks.effect-tables.<name>.key-column,"
+          + " idem.checks.lineage, or an OutcomeCompleter bean)");
     }
     List<ScheduledCheck> all = List.copyOf(checks);
     return new IdemChecks(() -> all, idem.leases(), SpringTransactionBinding.unwrap(dataSource), p.getLeaseResource(),

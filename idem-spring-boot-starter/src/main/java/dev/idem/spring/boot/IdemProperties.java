@@ -407,6 +407,14 @@ public class IdemProperties {
     private String leaseResource = "idem-checks";
 
     /**
+     * Whether to check for two message ids for one intent at every inbox and the outbox. Off by
+     * default: it assumes each intent sends at most one message per topic and each consumer
+     * receives at most one per intent; an effect that sends several gives each its own intent
+     * ({@code NewMessage.withIntent(Keys.child(key, step))}) before turning this on.
+     */
+    private boolean lineage = false;
+
+    /**
      * Effect tables reconciled with idem's keys, by name (the meters' {@code check} tag is {@code
      * reconcile:<name>}).
      */
@@ -434,6 +442,14 @@ public class IdemProperties {
 
     public void setLeaseResource(String leaseResource) {
       this.leaseResource = leaseResource;
+    }
+
+    public boolean isLineage() {
+      return lineage;
+    }
+
+    public void setLineage(boolean lineage) {
+      this.lineage = lineage;
     }
 
     public Map<String, EffectTableProperties> getEffectTables() {

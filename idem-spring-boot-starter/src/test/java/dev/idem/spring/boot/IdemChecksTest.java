@@ -276,7 +276,7 @@ class IdemChecksTest {
     db.execute("INSERT INTO card_charges (id, payment_ref, amount) VALUES ('ch_1', 'o-2', 5), ('ch_2', 'o-2', 5),"
         + " ('ch_3', 'o-none', 7)");
     ConfigurableApplicationContext app = start(WithProvider.class, "idem.checks.enabled=true",
-        "idem.checks.lease-resource=checks-provider", "idem.checks.interval=1s",
+        "idem.checks.lease-resource=checks-provider", "idem.checks.interval=1s", "idem.checks.lineage=true",
         "idem.checks.effect-tables.charges.key-column=order_key", "idem.checks.effect-tables.charges.provider=cardProvider");
     IdemChecks c = checks(app);
     // each run's count is that run's: add them up, as a counter of finished keys would
