@@ -334,8 +334,8 @@ public final class Claims {
    * whose row stopped it (having written nothing) is read on the same connection, one auto-commit
    * read, and answered from a completed row within its window, as the read first answers. A wait
    * on another copy's claim past the bound is {@link Busy}. Null if the key must take the
-   * callback's path: its row could not answer, the session has a max_statement_time, or the pool's
-   * connection is not in auto-commit.
+   * callback's path: its row could not answer, the session has a max_statement_time, a statement
+   * is one MariaDB allows in no compound statement, or the pool's connection is not in auto-commit.
    */
   private <T> Execution<T> sentInCompound(Binds binds, Codec<T> codec, Query[] statements, long started) {
     try {
@@ -361,6 +361,9 @@ public final class Claims {
           if (MariaDbClaimSql.TIMED_SESSION.equals(stop)) {
             timedSessions = true;
             return null;
+          }
+          if (e.getErrorCode() == MariaDbClaimSql.NOT_IN_COMPOUND) {
+            return null; // refused as the statement was parsed, before anything ran: as a callback
           }
           throw e; // rolled back whole: the statements' failure, or the connection's
         }

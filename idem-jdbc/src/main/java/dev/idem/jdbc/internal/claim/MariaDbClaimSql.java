@@ -242,6 +242,12 @@ final class MariaDbClaimSql {
   static final String KEY_HAS_ROW = "idem: the key has a row";
   /** {@link #compoundClaim} waited its bound for another copy's claim of the key: in flight. */
   static final String KEY_BUSY = "idem: another copy holds the key";
+  /**
+   * ER_SP_BADSTATEMENT: one of the caller's statements is one MariaDB allows in no stored program
+   * or compound statement ({@code LOCK TABLES}, {@code LOAD DATA}, ...), refused as the statement
+   * is parsed, before anything runs: such a call takes the callback's way.
+   */
+  static final int NOT_IN_COMPOUND = 1314;
   /** {@link #compoundClaim} found a session max_statement_time: see there. */
   static final String TIMED_SESSION = "idem: the session has a max_statement_time";
 
