@@ -331,8 +331,8 @@ public final class Claims {
    * MariaDB's statements form, one round trip for a new key: {@link MariaDbClaimSql#compoundClaim}
    * with the statements and {@code COMMIT} in one compound statement on a connection in
    * auto-commit, which begins its own transaction and rolls it back whole at any failure. A key
-   * whose row stopped it (having written nothing) is read on the same connection, one auto-commit
-   * read, and answered from a completed row within its window, as the read first answers. A wait
+   * that has a row gets it back from the same statement (nothing written, the statements not run),
+   * and is answered from a completed row within its window, as the read first answers. A wait
    * on another copy's claim past the bound is {@link Busy}. Null if the key must take the
    * callback's path: its row could not answer, the session has a max_statement_time, a statement
    * is one MariaDB allows in no compound statement, or the pool's connection is not in auto-commit.
@@ -342,18 +342,22 @@ public final class Claims {
       return context.ownStatement(c -> {
         // rendered and bound before anything is sent: a statement jOOQ refuses sends nothing
         try (Pipelined string = prepared(c, compoundClaim, binds, statements, MariaDbClaimSql.COMPOUND_TAIL)) {
-          string.send();
-          return new Execution.Applied<>(null);
+          java.sql.ResultSet rs = string.sendForFirstResult();
+          if (rs == null || !MariaDbClaimSql.KEY_ROW.equalsIgnoreCase(rs.getMetaData().getColumnLabel(1))) {
+            return new Execution.Applied<>(null); // claimed, the statements ran, committed
+          }
+          // the key has a row: nothing written, the statements not sent
+          ClaimRow seen = ClaimRow.from(rs, started, true);
+          if (seen != null && MariaDbClaimSql.READ_UNCOMMITTED.equals(rs.getString(10))) {
+            seen = ClaimTable.committedRow(c, table.read, binds, started, true); // perhaps another copy's claim, not committed
+          }
+          if (seen != null && seen.completed() && !seen.pastWindow()) {
+            binds.answered(seen, System.nanoTime());
+            return answer(seen, binds, codec);
+          }
+          return null;
         } catch (SQLException e) {
           String stop = MariaDbClaimSql.compoundStop(e);
-          if (MariaDbClaimSql.KEY_HAS_ROW.equals(stop)) {
-            ClaimRow seen = ClaimTable.committedRow(c, table.read, binds, started, true);
-            if (seen != null && seen.completed() && !seen.pastWindow()) {
-              binds.answered(seen, System.nanoTime());
-              return answer(seen, binds, codec);
-            }
-            return null;
-          }
           ended(c, e);
           if (MariaDbClaimSql.KEY_BUSY.equals(stop)) {
             throw new Busy(retryAfter);

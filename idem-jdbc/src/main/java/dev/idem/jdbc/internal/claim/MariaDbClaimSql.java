@@ -53,9 +53,10 @@ final class MariaDbClaimSql {
    * compound statement, {@code BEGIN NOT ATOMIC .. END}, which the caller's statements and {@link
    * #COMPOUND_TAIL} follow, sent in one round trip on a connection in auto-commit. It begins its own
    * transaction, claims the key with the bounded {@code INSERT IGNORE} of {@link #claim}, and, only
-   * if that inserted the row, runs the statements and commits. Whatever fails in it is rolled back
-   * before the error reaches the caller ({@code RESIGNAL} passes the error on as it was). It stops,
-   * having written nothing, with SQLSTATE IDEM1 and one of the messages {@link #KEY_HAS_ROW}, {@link
+   * if that inserted the row, runs the statements and commits; else it rolls back and returns the
+   * key's row as {@link #read} does, its first column labelled {@link #KEY_ROW}. Whatever fails in
+   * it is rolled back before the error reaches the caller ({@code RESIGNAL} passes the error on as
+   * it was). It stops, having written nothing, with SQLSTATE IDEM1 and the message {@link
    * #KEY_BUSY} (the bounded wait for another copy's claim ran out) or {@link #TIMED_SESSION} (the
    * session has a {@code max_statement_time}, which would bound the whole statement, the claim's wait
    * included: the call takes the callback's way, as the guard's calls do from then on).
@@ -145,7 +146,14 @@ final class MariaDbClaimSql {
         + claimInsert + ";\n"
         + "set claimed = row_count();\n"
         + "end;\n"
-        + "if claimed = 0 then " + signal(KEY_HAS_ROW) + "; end if"));
+        + "if claimed = 0 then\n"
+        + "rollback;\n"
+        // the key's row, as committed (the transaction is over: a statement of its own, a new
+        // snapshot), in the read's shape: answered without a second round trip and without an error
+        + "select false as " + KEY_ROW + rowColumns.substring("false".length()) + ", " + stamp + ", " + ISOLATION + " from " + t
+        + " where " + thisKey + ";\n"
+        + "else\n"
+        + "do 0")); // the caller's statements follow, each after a semicolon, then COMPOUND_TAIL
     this.restoreAndRead = Sql.part(statement("select " + rowColumns + ", " + clock + " from " + t + " where " + thisKey
         + " lock in share mode"));
     this.read = Sql.part(statement("select " + rowColumns + ", " + stamp + ", " + ISOLATION + " from " + t
@@ -237,9 +245,12 @@ final class MariaDbClaimSql {
   }
 
   /** What ends {@link #compoundClaim}'s statement: the caller's statements come before it. */
-  static final String COMPOUND_TAIL = "commit;\nend";
-  /** {@link #compoundClaim} found the key's row: the call takes the callback's way, which reads and answers it. */
-  static final String KEY_HAS_ROW = "idem: the key has a row";
+  static final String COMPOUND_TAIL = "commit;\nend if;\nend";
+  /**
+   * The label of the first column of the row {@link #compoundClaim} returns when the key has one
+   * (the caller's statements, which then do not run, may return rows of their own otherwise).
+   */
+  static final String KEY_ROW = "idem_key_row";
   /** {@link #compoundClaim} waited its bound for another copy's claim of the key: in flight. */
   static final String KEY_BUSY = "idem: another copy holds the key";
   /**
@@ -260,7 +271,7 @@ final class MariaDbClaimSql {
     if (!dev.idem.jdbc.internal.SqlStates.REPEAT.equals(e.getSQLState()) || e.getMessage() == null) {
       return null;
     }
-    for (String stop : new String[] {KEY_HAS_ROW, KEY_BUSY, TIMED_SESSION}) {
+    for (String stop : new String[] {KEY_BUSY, TIMED_SESSION}) {
       if (e.getMessage().endsWith(stop)) {
         return stop;
       }
