@@ -394,6 +394,23 @@ public final class Context {
   /** PostgreSQL's undefined_table. */
   private static final String UNDEFINED_TABLE = "42P01";
 
+  /**
+   * Runs {@code work} on a connection from the pool that is in auto-commit with no transaction
+   * open, idem's tables checked: for one statement that begins and ends its own transaction
+   * (MariaDB's compound statement, the statements form's one round trip). Null, and nothing run,
+   * if the connection is not in auto-commit or has a transaction open: the call then takes {@link
+   * #ownedOnce}'s way, which refuses the latter. The work's {@link SQLException} is thrown as it is.
+   */
+  public <R> R ownStatement(AutoCommit.Work<R> work) throws SQLException {
+    try (Connection c = dataSource.getConnection()) {
+      if (!c.getAutoCommit() || Driver.inTransaction(c)) {
+        return null;
+      }
+      requireTables(c);
+      return work.run(c);
+    }
+  }
+
   /** Whether idem's tables were found in {@link #schema}: looked for once, at the first call. */
   private volatile boolean tablesFound;
 

@@ -136,6 +136,14 @@ public final class Pipelined implements AutoCloseable {
     ps.execute();
   }
 
+  /**
+   * {@link #send}, and the string's first result if it is a result set (else null), open until
+   * this is closed.
+   */
+  public java.sql.ResultSet sendForFirstResult() throws SQLException {
+    return ps.execute() ? ps.getResultSet() : null;
+  }
+
   /** Runs {@code statements} on {@code c} in one round trip, each in turn; the first failure ends it. */
   public static void run(Connection c, DSLContext dsl, Query[] statements) throws SQLException {
     if (dsl.family() == org.jooq.SQLDialect.MARIADB || dsl.family() == org.jooq.SQLDialect.MYSQL) {

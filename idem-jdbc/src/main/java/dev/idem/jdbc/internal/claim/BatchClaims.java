@@ -408,7 +408,7 @@ public final class BatchClaims {
         savepointSent |= sql == claimFirst;
         try (ResultSet rs = Sql.resultAt(ps, index)) {
           while (rs.next()) {
-            rows[rs.getInt(10) - 1] = ClaimRow.at(rs, started);
+            rows[rs.getInt(10) - 1] = ClaimRow.at(rs, started, false);
           }
         }
       } catch (SQLException e) {
@@ -464,7 +464,7 @@ public final class BatchClaims {
         if (!seen.isEmpty()) {
           try (PreparedStatement ps = bound(mariadb.readBatch(seen.size()), seen); ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
-              rows[position.get(rs.getString(10))] = ClaimRow.at(rs, started);
+              rows[position.get(rs.getString(10))] = ClaimRow.at(rs, started, true);
             }
           }
         }

@@ -28,11 +28,16 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
    * if the first copy ran past the window.
    */
   static ClaimRow from(ResultSet rs, long startedNanos) throws SQLException {
-    return rs.next() ? at(rs, startedNanos) : null;
+    return from(rs, startedNanos, false);
+  }
+
+  /** {@link #from}; {@code mariadb}: its times may be UTC {@code DATETIME} columns (see {@link #micros(ResultSet, int, boolean)}). */
+  static ClaimRow from(ResultSet rs, long startedNanos, boolean mariadb) throws SQLException {
+    return rs.next() ? at(rs, startedNanos, mariadb) : null;
   }
 
   /** {@link #from}, of the result set's current row: a batch claim's rows are read one by one. */
-  static ClaimRow at(ResultSet rs, long startedNanos) throws SQLException {
+  static ClaimRow at(ResultSet rs, long startedNanos, boolean mariadb) throws SQLException {
     boolean claimed = rs.getBoolean(1);
     if (rs.wasNull()) {
       return null; // a claim's one row, all null: it neither inserted nor saw a row
@@ -40,20 +45,18 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
     long fence = rs.getLong(2);
     if (claimed) {
       // the claim's own time, which its row was written with (the local effect's completion)
-      double stamp = rs.getDouble(6);
-      Instant at = rs.wasNull() ? null : instant(micros(stamp));
+      long stamp = micros(rs, 6, mariadb);
+      Instant at = stamp == NONE ? null : instant(stamp);
       return new ClaimRow(true, fence, null, null, null, at, null, null, false, false, null);
     }
     String state = rs.getString(4);
-    // Epoch seconds, every one from the database clock; null where the column is.
-    double completedSeconds = rs.getDouble(6);
-    boolean isCompleted = !rs.wasNull() && ClaimTable.COMPLETED.equals(state);
-    double leaseSeconds = rs.getDouble(7);
-    boolean hasLease = !rs.wasNull();
-    long completed = micros(completedSeconds);
-    long leaseEnds = micros(leaseSeconds);
-    long expiresAt = micros(rs.getDouble(8));
-    long now = micros(rs.getDouble(9));
+    // Every time from the database clock; NONE where the column is null.
+    long completed = micros(rs, 6, mariadb);
+    boolean isCompleted = completed != NONE && ClaimTable.COMPLETED.equals(state);
+    long leaseEnds = micros(rs, 7, mariadb);
+    boolean hasLease = leaseEnds != NONE;
+    long expiresAt = micros(rs, 8, mariadb);
+    long now = micros(rs, 9, mariadb);
     long waited = Math.max(0, (System.nanoTime() - startedNanos) / 1000);
     boolean pastWindow = expiresAt <= now - waited;
     // the same test as ClaimTable's expirable, on the row's own times
@@ -74,6 +77,26 @@ public record ClaimRow(boolean claimed, long fence, byte[] fingerprint, String s
    */
   static long micros(double epochSeconds) {
     return (long) Math.rint(epochSeconds * 1_000_000.0);
+  }
+
+  /** A null time in {@link #micros(ResultSet, int, boolean)}'s answer. */
+  private static final long NONE = Long.MIN_VALUE;
+
+  /**
+   * Column {@code column} in microseconds since the epoch, or {@link #NONE} if null: float8 epoch
+   * seconds ({@link #micros(double)}), or on MariaDB a {@code DATETIME} holding UTC, read as it is
+   * stored, with no zone (the driver would move an {@code OffsetDateTime} or a {@code Timestamp}
+   * through the session's or the JVM's zone). Every claim table's times on MariaDB come back raw;
+   * a sequence's stand-ins (1e300 for no window) stay numbers.
+   */
+  static long micros(ResultSet rs, int column, boolean mariadb) throws SQLException {
+    if (mariadb && rs.getMetaData().getColumnType(column) == java.sql.Types.TIMESTAMP) {
+      java.time.LocalDateTime utc = rs.getObject(column, java.time.LocalDateTime.class);
+      return utc == null ? NONE
+          : Math.addExact(Math.multiplyExact(utc.toEpochSecond(java.time.ZoneOffset.UTC), 1_000_000L), utc.getNano() / 1000);
+    }
+    double seconds = rs.getDouble(column);
+    return rs.wasNull() ? NONE : micros(seconds);
   }
 
   static Instant instant(long micros) {

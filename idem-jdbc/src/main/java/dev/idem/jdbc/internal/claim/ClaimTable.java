@@ -232,8 +232,8 @@ public final class ClaimTable {
 
     DSLContext dsl = context.dsl();
     if (context.mariadb()) {
-      // The same protocol in MariaDB's SQL; no statements form (claimOrSignal): MariaDB has no
-      // signal that skips the statements after it in one round trip, so statements run as a callback.
+      // The same protocol in MariaDB's SQL; no claimOrSignal: the statements form's one round trip
+      // is a compound statement there (MariaDbClaimSql.compoundClaim, sent by Claims).
       MariaDbClaimSql m = new MariaDbClaimSql(this, dsl, window, inFlightWait, lease);
       this.mariadb = m;
       this.prelude = this.claimOrSignal = this.claimOrSignalPrefaced = null;
@@ -658,7 +658,7 @@ public final class ClaimTable {
 
   /** Runs {@code sql} and reads the row from its {@code index}-th result, or null if it has none. */
   static ClaimRow row(Connection c, Sql sql, int index, Function<String, Object> binds, long startedNanos) throws SQLException {
-    return sql.run(c, binds, index, rs -> ClaimRow.from(rs, startedNanos));
+    return sql.run(c, binds, index, rs -> ClaimRow.from(rs, startedNanos, sql.oneByOne()));
   }
 
   /**
@@ -675,7 +675,7 @@ public final class ClaimTable {
     }
     boolean[] dirty = {false};
     ClaimRow row = read.run(c, binds, 0, rs -> {
-      ClaimRow r = ClaimRow.from(rs, startedNanos);
+      ClaimRow r = ClaimRow.from(rs, startedNanos, true);
       dirty[0] = r != null && MariaDbClaimSql.READ_UNCOMMITTED.equals(rs.getString(10));
       return r;
     });

@@ -83,6 +83,18 @@ public final class Claims {
    * lifts it, so that they wait the full bound (a pool sets its sessions alike).
    */
   private volatile boolean prefaced;
+  /**
+   * MariaDB's statements form: the head of the compound statement that claims, runs the statements
+   * and commits in one round trip ({@link MariaDbClaimSql#compoundClaim}); null on PostgreSQL and
+   * for sequences.
+   */
+  private final Sql compoundClaim;
+  /**
+   * Whether a compound statement met a session with a max_statement_time, which would bound the
+   * claim's wait with the rest of the statement: from then on this guard's statements take the
+   * callback's way, whose claim lifts it for its own statement (a pool sets its sessions alike).
+   */
+  private volatile boolean timedSessions;
   /** [claim]: a callback's claim, one statement (see {@link ClaimTable#claim}). */
   private final Sql claim;
   /** [savepoint, claim]: a joined callback's claim, result at 1. */
@@ -125,6 +137,7 @@ public final class Claims {
     this.claimSignal = table.claimOrSignal == null ? null : new Sql[] {
         table.claimOrSignal, Sql.join(table.prelude, table.claimOrSignalPrefaced),
         Sql.join(savepoint, table.claimOrSignal), Sql.join(savepoint, table.prelude, table.claimOrSignalPrefaced)};
+    this.compoundClaim = table.mariadb == null ? null : table.mariadb.compoundClaim;
     this.claim = table.claim;
     this.claimJoined = Sql.join(savepoint, table.claim);
     this.reclaim = table.reclaim;
@@ -241,9 +254,24 @@ public final class Claims {
     };
     Context.Runs runs = context.runs();
     boolean first = statements != null && claimSignal != null;
+    boolean compound = statements != null && compoundClaim != null && !timedSessions;
     while (true) {
       ran[0] = false;
       try {
+        if (compound) {
+          compound = false;
+          try {
+            Execution<T> outcome = sentInCompound(binds, codec, statements, started);
+            if (outcome != null) {
+              return outcome;
+            }
+          } catch (RuntimeException e) {
+            if (!SqlStates.isRetryable(e)) {
+              throw e;
+            }
+            // rolled back whole: the next run claims in a statement of its own, as on PostgreSQL
+          }
+        }
         if (first) {
           first = false;
           try {
@@ -260,8 +288,8 @@ public final class Claims {
           }
         }
         TxCallback<Execution<T>, X> once = tx -> claimThenApply(tx, binds, codec, work, started, false);
-        // On MariaDB statements always take this path (no claim string to send them with): they
-        // are the caller's, but no code of theirs runs, so no framework is lent the transaction,
+        // On MariaDB statements take this path when the compound statement could not answer:
+        // they are the caller's, but no code of theirs runs, so no framework is lent the transaction,
         // as none is on PostgreSQL's one-trip path.
         return statements != null && claimSignal == null ? context.ownedOnceByIdem(once) : context.ownedOnce(once);
       } catch (ClaimSignal signal) {
@@ -296,6 +324,71 @@ public final class Claims {
           return repeat.completedAt != null ? new Execution.Replayed<>(null, repeat.completedAt, repeat.age) : null;
         }
       }
+    }
+  }
+
+  /**
+   * MariaDB's statements form, one round trip for a new key: {@link MariaDbClaimSql#compoundClaim}
+   * with the statements and {@code COMMIT} in one compound statement on a connection in
+   * auto-commit, which begins its own transaction and rolls it back whole at any failure. A key
+   * that has a row gets it back from the same statement (nothing written, the statements not run),
+   * and is answered from a completed row within its window, as the read first answers. A wait
+   * on another copy's claim past the bound is {@link Busy}. Null if the key must take the
+   * callback's path: its row could not answer, the session has a max_statement_time, a statement
+   * is one MariaDB allows in no compound statement, or the pool's connection is not in auto-commit.
+   */
+  private <T> Execution<T> sentInCompound(Binds binds, Codec<T> codec, Query[] statements, long started) {
+    try {
+      return context.ownStatement(c -> {
+        // rendered and bound before anything is sent: a statement jOOQ refuses sends nothing
+        try (Pipelined string = prepared(c, compoundClaim, binds, statements, MariaDbClaimSql.COMPOUND_TAIL)) {
+          java.sql.ResultSet rs = string.sendForFirstResult();
+          if (rs == null || !MariaDbClaimSql.KEY_ROW.equalsIgnoreCase(rs.getMetaData().getColumnLabel(1))) {
+            return new Execution.Applied<>(null); // claimed, the statements ran, committed
+          }
+          // the key has a row: nothing written, the statements not sent
+          ClaimRow seen = ClaimRow.from(rs, started, true);
+          if (seen != null && MariaDbClaimSql.READ_UNCOMMITTED.equals(rs.getString(10))) {
+            seen = ClaimTable.committedRow(c, table.read, binds, started, true); // perhaps another copy's claim, not committed
+          }
+          if (seen != null && seen.completed() && !seen.pastWindow()) {
+            binds.answered(seen, System.nanoTime());
+            return answer(seen, binds, codec);
+          }
+          return null;
+        } catch (SQLException e) {
+          String stop = MariaDbClaimSql.compoundStop(e);
+          ended(c, e);
+          if (MariaDbClaimSql.KEY_BUSY.equals(stop)) {
+            throw new Busy(retryAfter);
+          }
+          if (MariaDbClaimSql.TIMED_SESSION.equals(stop)) {
+            timedSessions = true;
+            return null;
+          }
+          if (e.getErrorCode() == MariaDbClaimSql.NOT_IN_COMPOUND) {
+            return null; // refused as the statement was parsed, before anything ran: as a callback
+          }
+          throw e; // rolled back whole: the statements' failure, or the connection's
+        }
+      });
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+  }
+
+  /**
+   * After a compound statement that failed (and rolled its transaction back): a {@code ROLLBACK}
+   * of nothing, whose answer tells Connector/J the transaction is over. The driver keeps the status
+   * the server sent while the statement ran, in a transaction, until an answer without an error
+   * (the next user of the connection, idem's own check among them, would see a transaction open).
+   * Its own failure is attached to {@code failure}.
+   */
+  private static void ended(Connection c, SQLException failure) {
+    try (java.sql.Statement st = c.createStatement()) {
+      st.execute("rollback");
+    } catch (SQLException e) {
+      failure.addSuppressed(e);
     }
   }
 

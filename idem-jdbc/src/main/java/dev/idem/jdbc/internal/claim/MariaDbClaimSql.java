@@ -12,7 +12,7 @@ import org.jooq.impl.DSL;
  * The claim engine's statements on MariaDB, the same protocol as {@link ClaimTable}'s PostgreSQL
  * forms, in the SQL MariaDB has: no {@code ON CONFLICT}, no writable common table expressions, no
  * {@code UPDATE .. RETURNING}, no {@code set_config}. Each is a {@link Sql#part} whose statements go
- * one by one:
+ * one by one (but the statements form's {@link #compoundClaim}, one compound statement):
  *
  * <ul>
  *   <li>A claim is {@code INSERT IGNORE .. RETURNING}: a row back only if it inserted one. InnoDB
@@ -48,6 +48,20 @@ final class MariaDbClaimSql {
   final Sql takeOver;
   final Sql complete;
   final Sql endLease;
+  /**
+   * The statements form's claim (the key table and the inbox; null for sequences): the head of one
+   * compound statement, {@code BEGIN NOT ATOMIC .. END}, which the caller's statements and {@link
+   * #COMPOUND_TAIL} follow, sent in one round trip on a connection in auto-commit. It begins its own
+   * transaction, claims the key with the bounded {@code INSERT IGNORE} of {@link #claim}, and, only
+   * if that inserted the row, runs the statements and commits; else it rolls back and returns the
+   * key's row as {@link #read} does, its first column labelled {@link #KEY_ROW}. Whatever fails in
+   * it is rolled back before the error reaches the caller ({@code RESIGNAL} passes the error on as
+   * it was). It stops, having written nothing, with SQLSTATE IDEM1 and the message {@link
+   * #KEY_BUSY} (the bounded wait for another copy's claim ran out) or {@link #TIMED_SESSION} (the
+   * session has a {@code max_statement_time}, which would bound the whole statement, the claim's wait
+   * included: the call takes the callback's way, as the guard's calls do from then on).
+   */
+  final Sql compoundClaim;
 
   private final DSLContext dsl;
   private final String t;
@@ -96,6 +110,7 @@ final class MariaDbClaimSql {
       this.restoreAndRead = this.reclaim = null;
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
       this.batchInsert = this.batchInsertAtOnce = this.batchRead = this.unclaim = null;
+      this.compoundClaim = null;
       return;
     }
 
@@ -103,21 +118,45 @@ final class MariaDbClaimSql {
     boolean keys = layout.keys();
     String scopeName = name(layout.scope());
     String keyName = name(layout.key());
+    // The times of a key's row go back as they are stored, UTC DATETIME(6), and ClaimRow reads
+    // them without a zone (DbTime.read): converting each to epoch seconds in SQL made the read that
+    // answers a cold repeat cost the server about a third of a primary-key read more.
     String rowColumns = keys
-        ? "false, fence, fingerprint, state, result, " + epoch("case when state = 'C' then coalesce(completed_at, created_at) end")
-            + ", " + epoch("lease_expires_at") + ", " + epoch("expires_at")
-        : "false, 0, null, 'C', null, " + epoch(name(layout.created())) + ", null, " + epoch("expires_at");
-    String claimedRow = "true, 1, null, null, null, " + epoch(name(layout.created())) + ", null, null, null";
-
-    this.claim = Sql.part(statement(keys
+        ? "false, fence, fingerprint, state, result, case when state = 'C' then coalesce(completed_at, created_at) end"
+            + ", lease_expires_at, expires_at"
+        : "false, 0, null, 'C', null, " + name(layout.created()) + ", null, expires_at";
+    String claimedRow = "true, 1, null, null, null, " + name(layout.created()) + ", null, null, null";
+    String claimInsert = keys
         ? bounded + "insert ignore into " + t + " (scope, `key`, fingerprint, state, created_at, expires_at)"
-            + " values (:scope, :key, :fingerprint, 'C', " + stamp + ", " + expires + ") returning " + claimedRow
+            + " values (:scope, :key, :fingerprint, 'C', " + stamp + ", " + expires + ")"
         : bounded + "insert ignore into " + t + " (" + name(layout.scope()) + ", " + name(layout.key()) + ", "
-            + name(layout.created()) + ", expires_at) values (:scope, :key, " + stamp + ", " + expires + ") returning "
-            + claimedRow));
-    this.restoreAndRead = Sql.part(statement("select " + rowColumns + ", " + epoch(clock) + " from " + t + " where " + thisKey
+            + name(layout.created()) + ", expires_at) values (:scope, :key, " + stamp + ", " + expires + ")";
+    this.claim = Sql.part(statement(claimInsert + " returning " + claimedRow));
+    // Declarations first (variables, then handlers), as a compound statement requires. The exit
+    // handler rolls back whatever the statement did and passes the error on unchanged; the inner
+    // block's handler tells the claim's lock wait past the bound (1205) from one of the caller's
+    // statements, whose own 1205 is the caller's failure, not another copy in flight.
+    this.compoundClaim = Sql.part(statement("begin not atomic\n"
+        + "declare claimed int default 0;\n"
+        + "declare exit handler for sqlexception begin rollback; resignal; end;\n"
+        + "if @@session.max_statement_time <> 0 then " + signal(TIMED_SESSION) + "; end if;\n"
+        + "start transaction;\n"
+        + "begin\n"
+        + "declare exit handler for 1205 " + signal(KEY_BUSY) + ";\n"
+        + claimInsert + ";\n"
+        + "set claimed = row_count();\n"
+        + "end;\n"
+        + "if claimed = 0 then\n"
+        + "rollback;\n"
+        // the key's row, as committed (the transaction is over: a statement of its own, a new
+        // snapshot), in the read's shape: answered without a second round trip and without an error
+        + "select false as " + KEY_ROW + rowColumns.substring("false".length()) + ", " + stamp + ", " + ISOLATION + " from " + t
+        + " where " + thisKey + ";\n"
+        + "else\n"
+        + "do 0")); // the caller's statements follow, each after a semicolon, then COMPOUND_TAIL
+    this.restoreAndRead = Sql.part(statement("select " + rowColumns + ", " + clock + " from " + t + " where " + thisKey
         + " lock in share mode"));
-    this.read = Sql.part(statement("select " + rowColumns + ", " + epoch(stamp) + ", " + ISOLATION + " from " + t
+    this.read = Sql.part(statement("select " + rowColumns + ", " + stamp + ", " + ISOLATION + " from " + t
         + " where " + thisKey));
     String expirable = keys
         ? "expires_at <= " + clock + " and (state = 'C' or lease_expires_at <= " + clock + ")"
@@ -138,7 +177,7 @@ final class MariaDbClaimSql {
       this.batchInsert = bounded + insert.replace("{rows}", "{" + row + "}");
       this.batchInsertAtOnce = "set statement innodb_lock_wait_timeout = 0, max_statement_time = 0 for "
           + insert.replace("{rows}", "{" + row + "}");
-      this.batchRead = "select " + rowColumns + ", " + epoch(clock) + ", " + keyName + " from " + t + " where " + scopeName
+      this.batchRead = "select " + rowColumns + ", " + clock + ", " + keyName + " from " + t + " where " + scopeName
           + " = ? and " + keyName + " in ({?}) lock in share mode";
       this.unclaim = "delete from " + t + " where " + scopeName + " = ? and " + keyName + " in ({?})";
       return;
@@ -154,8 +193,8 @@ final class MariaDbClaimSql {
         statement("insert ignore into " + t + " (scope, `key`, fingerprint, state, fence, lease_expires_at, call_key,"
             + " created_at, expires_at) select :scope, :key, :fingerprint, 'I', f.floor + 1, " + leaseEnds + ", :call_key, "
             + stamp + ", " + expires + " from " + floor + " f where f.id = 1 lock in share mode returning true, fence,"
-            + " null, null, null, " + epoch("created_at") + ", null, null, null"),
-        statement("select " + rowColumns + ", " + epoch(clock) + " from " + t + " where " + thisKey));
+            + " null, null, null, created_at, null, null, null"),
+        statement("select " + rowColumns + ", " + clock + " from " + t + " where " + thisKey));
     String fenceOfKey = "select fence from " + t + " where " + thisKey;
     this.reclaimExternal = Sql.part(
         statement("update " + t + " set fingerprint = :fingerprint, state = 'I', fence = greatest(coalesce(fence, 0),"
@@ -203,6 +242,41 @@ final class MariaDbClaimSql {
     String unit = template.substring(open + 1, close);
     return template.substring(0, open) + String.join(separator, java.util.Collections.nCopies(n, unit))
         + template.substring(close + 1);
+  }
+
+  /** What ends {@link #compoundClaim}'s statement: the caller's statements come before it. */
+  static final String COMPOUND_TAIL = "commit;\nend if;\nend";
+  /**
+   * The label of the first column of the row {@link #compoundClaim} returns when the key has one
+   * (the caller's statements, which then do not run, may return rows of their own otherwise).
+   */
+  static final String KEY_ROW = "idem_key_row";
+  /** {@link #compoundClaim} waited its bound for another copy's claim of the key: in flight. */
+  static final String KEY_BUSY = "idem: another copy holds the key";
+  /**
+   * ER_SP_BADSTATEMENT: one of the caller's statements is one MariaDB allows in no stored program
+   * or compound statement ({@code LOCK TABLES}, {@code LOAD DATA}, ...), refused as the statement
+   * is parsed, before anything runs: such a call takes the callback's way.
+   */
+  static final int NOT_IN_COMPOUND = 1314;
+  /** {@link #compoundClaim} found a session max_statement_time: see there. */
+  static final String TIMED_SESSION = "idem: the session has a max_statement_time";
+
+  private static String signal(String message) {
+    return "signal sqlstate '" + dev.idem.jdbc.internal.SqlStates.REPEAT + "' set message_text = '" + message + "'";
+  }
+
+  /** Which of {@link #compoundClaim}'s stops {@code e} is, or null if it is none of them. */
+  static String compoundStop(java.sql.SQLException e) {
+    if (!dev.idem.jdbc.internal.SqlStates.REPEAT.equals(e.getSQLState()) || e.getMessage() == null) {
+      return null;
+    }
+    for (String stop : new String[] {KEY_BUSY, TIMED_SESSION}) {
+      if (e.getMessage().endsWith(stop)) {
+        return stop;
+      }
+    }
+    return null;
   }
 
   /** A column name as MariaDB quotes it. */
