@@ -592,11 +592,16 @@ public final class IdempotencyKeyFilter implements Filter {
      * claimed or run.
      */
     public Builder maxBodySize(int bytes) {
+      this.maxBodySize = checkedMaxBodySize(bytes);
+      return this;
+    }
+
+    /** {@code bytes} if a body of that size can be held in one array, else the error naming maxBodySize. */
+    static int checkedMaxBodySize(int bytes) {
       if (bytes < 0 || bytes > Integer.MAX_VALUE - 8) {
         throw new IllegalArgumentException("maxBodySize must be 0 to " + (Integer.MAX_VALUE - 8) + " bytes, was " + bytes);
       }
-      this.maxBodySize = bytes;
-      return this;
+      return bytes;
     }
 
     /** Which statuses are stored and replayed; default {@link StorePolicy#DEFAULT}. */

@@ -271,10 +271,7 @@ public final class WebhookReceiver {
 
     /** The largest body the servlet form reads, in bytes; default 1 MiB; larger: 413. */
     public Builder maxBodySize(int bytes) {
-      if (bytes < 0 || bytes > Integer.MAX_VALUE - 8) {
-        throw new IllegalArgumentException("maxBodySize must be 0 to " + (Integer.MAX_VALUE - 8) + " bytes, was " + bytes);
-      }
-      this.maxBodySize = bytes;
+      this.maxBodySize = IdempotencyKeyFilter.Builder.checkedMaxBodySize(bytes);
       return this;
     }
 
