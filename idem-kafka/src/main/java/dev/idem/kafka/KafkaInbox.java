@@ -72,10 +72,15 @@ import org.slf4j.LoggerFactory;
  * and after {@link Builder#maxAttempts} runs it goes to the {@link DeadLetters} and is committed
  * past. The counts are kept in the database next to the inbox ({@code idem_inbox_attempts},
  * migration V2), per consumer group and record, so they survive a restart and a rebalance: each
- * poll's deliveries are committed before any effect runs, and once a record comes again unsettled
- * its partition's records run one at a time, each attempt committed before its effect, so a record
- * that kills the process is charged with it and dead-lettered after {@code maxAttempts} (a death
- * inside a batch, where no record can be charged, is not counted). Before a record goes to the dead
+ * poll's deliveries are committed before any effect runs. A record delivered before that failed or
+ * had no outcome (the process died) makes its partition suspect: in that poll only the partition's
+ * first unsettled record runs, alone in its own transaction, its attempt committed before its
+ * effect, and the partition's later records are polled again; the other partitions' records run as
+ * one batch, first. So a record that kills the process is charged with it and dead-lettered after
+ * {@code maxAttempts} (a death inside a batch, where no record can be charged, is not counted), and
+ * a failing record slows only its own partition. A delivery that ended without failure but is
+ * polled again (held back, applied after a failed record, in flight elsewhere) is taken back, so it
+ * does not make its partition suspect. Before a record goes to the dead
  * letters its id is looked up in the inbox: if its effect committed, it is acknowledged as a
  * duplicate instead (logged, and kept as a row in state {@code E}). A record kept as a dead letter
  * and delivered again (an offset commit lost) is acknowledged, never run or dead-lettered again. A
@@ -387,8 +392,15 @@ public final class KafkaInbox implements AutoCloseable {
     // The deliveries of records polled again for no fault of theirs (held back, applied after a
     // failed one, in flight elsewhere, not run because the database failed) are taken back: else
     // they would look suspect at the next poll and run one at a time.
+    Map<TopicPartition, Long> rewindTo = new HashMap<>();
+    for (ConsumerRecord<byte[], byte[]> r : records) {
+      if (!settled.contains(r)) {
+        rewindTo.putIfAbsent(new TopicPartition(r.topic(), r.partition()), r.offset());
+      }
+    }
     List<InboxAttempts.Place> notTheirFault = unsettled.stream()
-        .filter(r -> !settled.contains(r) && !charged.contains(r)).map(places::get).toList();
+        .filter(r -> !charged.contains(r) && r.offset() >= rewindTo.getOrDefault(new TopicPartition(r.topic(), r.partition()), Long.MAX_VALUE))
+        .map(places::get).toList();
     try {
       attempts.takeBack(notTheirFault);
     } catch (RuntimeException e) {
