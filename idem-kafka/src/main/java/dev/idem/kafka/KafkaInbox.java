@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -71,10 +72,15 @@ import org.slf4j.LoggerFactory;
  * and after {@link Builder#maxAttempts} runs it goes to the {@link DeadLetters} and is committed
  * past. The counts are kept in the database next to the inbox ({@code idem_inbox_attempts},
  * migration V2), per consumer group and record, so they survive a restart and a rebalance: each
- * poll's deliveries are committed before any effect runs, and once a record comes again unsettled
- * its partition's records run one at a time, each attempt committed before its effect, so a record
- * that kills the process is charged with it and dead-lettered after {@code maxAttempts} (a death
- * inside a batch, where no record can be charged, is not counted). Before a record goes to the dead
+ * poll's deliveries are committed before any effect runs. A record delivered before that failed or
+ * had no outcome (the process died) makes its partition suspect: in that poll only the partition's
+ * first unsettled record runs, alone in its own transaction, its attempt committed before its
+ * effect, and the partition's later records are polled again; the other partitions' records run as
+ * one batch, first. So a record that kills the process is charged with it and dead-lettered after
+ * {@code maxAttempts} (a death inside a batch, where no record can be charged, is not counted), and
+ * a failing record slows only its own partition. A delivery that ended without failure but is
+ * polled again (held back, applied after a failed record, in flight elsewhere) is taken back, so it
+ * does not make its partition suspect. Before a record goes to the dead
  * letters its id is looked up in the inbox: if its effect committed, it is acknowledged as a
  * duplicate instead (logged, and kept as a row in state {@code E}). A record kept as a dead letter
  * and delivered again (an offset commit lost) is acknowledged, never run or dead-lettered again. A
@@ -108,6 +114,9 @@ public final class KafkaInbox implements AutoCloseable {
   /** The most {@linkplain Builder#maxAttempts attempts} and {@linkplain Builder#maxPollRecords records per poll}. */
   public static final int MAX_ATTEMPTS = 1000;
   public static final int MAX_POLL_RECORDS = 10_000;
+
+  /** The longest group id, in characters (Unicode code points, as MariaDB's utf8mb4 counts them). */
+  static final int MAX_GROUP_ID_LENGTH = 255;
 
   /** Consumer settings this loop decides; a {@link Builder#config} of one of them is refused. */
   private static final Set<String> OWN_SETTINGS = Set.of(
@@ -303,63 +312,134 @@ public final class KafkaInbox implements AutoCloseable {
       places.put(r, new InboxAttempts.Place(r.topic(), r.partition(), r.offset(), ids.get(r)));
     }
     Set<ConsumerRecord<byte[], byte[]>> settled = Collections.newSetFromMap(new IdentityHashMap<>());
-    List<ConsumerRecord<byte[], byte[]>> toRun = new ArrayList<>(withId.size());
     // records given up on, with why; checked against the inbox before they go to the dead letters
     Map<ConsumerRecord<byte[], byte[]>, Exception> givenUp = new IdentityHashMap<>();
-    boolean alone;
+    // records whose delivery stays counted: they failed (their attempt counted), or were given up on
+    Set<ConsumerRecord<byte[], byte[]>> charged = Collections.newSetFromMap(new IdentityHashMap<>());
+    List<ConsumerRecord<byte[], byte[]>> batch = new ArrayList<>(withId.size());
+    // per partition with a suspect record, its first unsettled record: run alone, after the batch
+    List<ConsumerRecord<byte[], byte[]>> lone = new ArrayList<>();
+    // the records after a lone one in its partition: not run in this poll, polled again
+    List<ConsumerRecord<byte[], byte[]>> held = new ArrayList<>();
     Map<InboxAttempts.Place, InboxAttempts.Count> counts;
     try {
-      counts = attempts.count(new ArrayList<>(places.values()), false);
-      boolean suspect = false;
-      for (ConsumerRecord<byte[], byte[]> r : withId) {
-        InboxAttempts.Count n = counts.get(places.get(r));
-        if (n != null && n.state() != InboxAttempts.State.ATTEMPTED) {
-          // Settled before by this group (its offset commit was lost): a recognised repeat.
-          LOG.info("record " + position(r) + " (id " + ids.get(r) + ") was settled before ("
-              + (n.state() == InboxAttempts.State.DEAD_LETTER ? "kept as a dead letter" : "its effect had committed") + "); acknowledged");
-          settled.add(r);
-        } else {
-          suspect |= n != null && n.deliveries() > 1;
-          toRun.add(r);
-        }
-      }
-      // An earlier delivery of these records had no outcome (a death is not told apart from a
-      // failure here): one record runs, alone, its attempt counted before its effect, so a record
-      // that kills the process is the one blamed; the others are polled again after it.
-      alone = suspect && !toRun.isEmpty();
-      if (alone) {
-        ConsumerRecord<byte[], byte[]> first = toRun.get(0);
-        toRun = new ArrayList<>(List.of(first));
-        counts = new HashMap<>(counts);
-        counts.putAll(attempts.count(List.of(places.get(first)), true));
-        InboxAttempts.Count n = counts.get(places.get(first));
-        if (n.attempts() > maxAttempts) {
-          toRun.clear();
-          givenUp.put(first, new IllegalStateException("its effect was started " + maxAttempts + " times alone without an"
-              + " outcome (the consumer died or was stopped during it)"));
-        }
-      }
+      counts = new HashMap<>(attempts.count(new ArrayList<>(places.values()), false));
     } catch (RuntimeException e) {
       LOG.warn("could not count the deliveries of a batch of " + records.count() + " records (nothing of it ran); they are"
           + " polled again in " + retryBackoff, e);
       commitAndRewind(c, records, Set.of()); // nothing settled
       return false;
     }
+    List<ConsumerRecord<byte[], byte[]>> unsettled = new ArrayList<>(withId.size());
+    Set<TopicPartition> suspect = new HashSet<>();
+    for (ConsumerRecord<byte[], byte[]> r : withId) {
+      InboxAttempts.Count n = counts.get(places.get(r));
+      if (n != null && n.state() != InboxAttempts.State.ATTEMPTED) {
+        // Settled before by this group (its offset commit was lost): a recognised repeat.
+        LOG.info("record " + position(r) + " (id " + ids.get(r) + ") was settled before ("
+            + (n.state() == InboxAttempts.State.DEAD_LETTER ? "kept as a dead letter" : "its effect had committed") + "); acknowledged");
+        settled.add(r);
+      } else {
+        if (n != null && n.deliveries() > 1) {
+          suspect.add(new TopicPartition(r.topic(), r.partition()));
+        }
+        unsettled.add(r);
+      }
+    }
+    // An earlier delivery of a suspect record had no outcome, or failed (a death is not told apart
+    // from a failure here): in its partition one record runs, alone, its attempt counted before its
+    // effect, so a record that kills the process is the one blamed; the partition's next records
+    // wait for the next poll. Other partitions run as one batch, first, so a death alone leaves
+    // them settled.
+    Set<TopicPartition> started = new HashSet<>();
+    for (ConsumerRecord<byte[], byte[]> r : unsettled) {
+      TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+      if (!suspect.contains(tp)) {
+        batch.add(r);
+      } else if (started.add(tp)) {
+        lone.add(r);
+      } else {
+        held.add(r);
+      }
+    }
+    boolean ranAll = run(batch, false, ids, places, counts, settled, givenUp, charged);
+    for (ConsumerRecord<byte[], byte[]> r : lone) {
+      if (!ranAll) {
+        break; // the database failed: the rest come again
+      }
+      InboxAttempts.Place place = places.get(r);
+      try {
+        counts.putAll(attempts.count(List.of(place), true));
+      } catch (RuntimeException e) {
+        LOG.warn("could not count the attempt of record " + position(r) + " (it did not run); polled again in " + retryBackoff, e);
+        ranAll = false;
+        break;
+      }
+      if (counts.get(place).attempts() > maxAttempts) {
+        givenUp.put(r, new IllegalStateException("its effect was started " + maxAttempts + " times alone without an"
+            + " outcome (the consumer died or was stopped during it)"));
+        charged.add(r);
+      } else {
+        ranAll = run(List.of(r), true, ids, places, counts, settled, givenUp, charged);
+      }
+    }
+    settleGivenUp(givenUp, ids, places, settled);
+    for (Map.Entry<ConsumerRecord<byte[], byte[]>, String> u : unusable) {
+      if (deadLetter(u.getKey(), new MissingIdException(u.getValue()), u.getValue())) {
+        settled.add(u.getKey());
+      }
+    }
+    // The deliveries of records polled again for no fault of theirs (held back, applied after a
+    // failed one, in flight elsewhere, not run because the database failed) are taken back: else
+    // they would look suspect at the next poll and run one at a time.
+    Map<TopicPartition, Long> rewindTo = new HashMap<>();
+    for (ConsumerRecord<byte[], byte[]> r : records) {
+      if (!settled.contains(r)) {
+        rewindTo.putIfAbsent(new TopicPartition(r.topic(), r.partition()), r.offset());
+      }
+    }
+    List<InboxAttempts.Place> notTheirFault = unsettled.stream()
+        .filter(r -> !charged.contains(r) && r.offset() >= rewindTo.getOrDefault(new TopicPartition(r.topic(), r.partition()), Long.MAX_VALUE))
+        .map(places::get).toList();
+    try {
+      attempts.takeBack(notTheirFault);
+    } catch (RuntimeException e) {
+      LOG.warn("could not take back the deliveries of " + notTheirFault.size() + " records polled again; they may run one at a"
+          + " time", e);
+    }
+    commitAndRewind(c, records, settled);
+    // the held records are polled again at once; a pause only if one run is to be retried
+    return ranAll && settled.size() + held.size() == records.count();
+  }
+
+  /**
+   * Runs {@code toRun} through the inbox in one transaction, {@code alone} (one record whose
+   * attempt is counted already) or as a batch, and sorts the outcomes: settled, failed (charged;
+   * given up on after {@link #maxAttempts}).
+   *
+   * @return false if the transaction failed as a whole (nothing of it committed)
+   */
+  private boolean run(List<ConsumerRecord<byte[], byte[]>> toRun, boolean alone,
+      Map<ConsumerRecord<byte[], byte[]>, String> ids, Map<ConsumerRecord<byte[], byte[]>, InboxAttempts.Place> places,
+      Map<InboxAttempts.Place, InboxAttempts.Count> counts, Set<ConsumerRecord<byte[], byte[]>> settled,
+      Map<ConsumerRecord<byte[], byte[]>, Exception> givenUp, Set<ConsumerRecord<byte[], byte[]>> charged) {
+    if (toRun.isEmpty()) {
+      return true;
+    }
     Received<ConsumerRecord<byte[], byte[]>> received;
     try {
       received = inbox.receiveAll(toRun, ids::get, KafkaInbox::intentOf, effect);
     } catch (RuntimeException e) {
-      // The batch's transaction failed as a whole (a lost database): nothing of it committed, so
-      // every record comes again, and an attempt counted is taken back where the database answers.
-      LOG.warn("the inbox could not apply a batch of " + records.count() + " records; they are polled again in " + retryBackoff, e);
+      // The transaction failed as a whole (a lost database): nothing of it committed, so its
+      // records come again, and an attempt counted is taken back where the database answers.
+      LOG.warn("the inbox could not apply " + toRun.size() + " records; they are polled again in " + retryBackoff, e);
       if (alone) {
         try {
           attempts.adjust(toRun.stream().map(places::get).toList(), -1);
         } catch (RuntimeException again) {
-          LOG.debug("could not take back the attempt of the failed batch; it stays counted", again);
+          LOG.debug("could not take back the attempt of the failed run; it stays counted", again);
         }
       }
-      commitAndRewind(c, records, Set.of()); // nothing settled
       return false;
     }
     settled.addAll(received.applied());
@@ -367,6 +447,7 @@ public final class KafkaInbox implements AutoCloseable {
     List<InboxAttempts.Place> failedInBatch = new ArrayList<>();
     for (Received.Failure<ConsumerRecord<byte[], byte[]>> f : received.failed()) {
       ConsumerRecord<byte[], byte[]> r = f.message();
+      charged.add(r);
       InboxAttempts.Count count = counts.get(places.get(r));
       int n = (count == null ? 0 : count.attempts()) + (alone ? 0 : 1); // alone, counted before the effect
       if (!alone) {
@@ -387,16 +468,7 @@ public final class KafkaInbox implements AutoCloseable {
     } catch (RuntimeException e) {
       LOG.warn("could not count the failures of " + failedInBatch.size() + " records; they are delivered again", e);
     }
-    settleGivenUp(givenUp, ids, places, settled);
-    for (Map.Entry<ConsumerRecord<byte[], byte[]>, String> u : unusable) {
-      if (deadLetter(u.getKey(), new MissingIdException(u.getValue()), u.getValue())) {
-        settled.add(u.getKey());
-      }
-    }
-    commitAndRewind(c, records, settled);
-    // alone: the records after the one run are polled again at once, unless it is to be retried
-    return alone ? settled.containsAll(toRun) && givenUp.keySet().stream().allMatch(settled::contains)
-        : settled.size() == records.count();
+    return true;
   }
 
   /**
@@ -637,9 +709,22 @@ public final class KafkaInbox implements AutoCloseable {
       return this;
     }
 
-    /** The consumer group, whose members share the topics' partitions; required. */
+    /**
+     * The consumer group, whose members share the topics' partitions; required, at most 255
+     * characters (the attempts table's key holds it, on either database).
+     *
+     * @throws IllegalArgumentException if blank or longer than 255 characters
+     */
     public Builder groupId(String groupId) {
-      this.groupId = Require.notBlank(groupId, "groupId");
+      Require.notBlank(groupId, "groupId");
+      int length = groupId.codePointCount(0, groupId.length());
+      if (length > MAX_GROUP_ID_LENGTH) {
+        // MariaDB's consumer_group is VARCHAR(255): longer would fail every count (strict mode) or
+        // be cut, merging groups; refused on PostgreSQL too, so a group works on both.
+        throw new IllegalArgumentException("groupId must be at most " + MAX_GROUP_ID_LENGTH + " characters (the"
+            + " consumer_group column of idem_inbox_attempts), was " + length);
+      }
+      this.groupId = groupId;
       return this;
     }
 

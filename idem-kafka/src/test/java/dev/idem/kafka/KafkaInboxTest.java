@@ -30,6 +30,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -211,6 +212,76 @@ class KafkaInboxTest {
   }
 
   /**
+   * A record that fails in one partition slows only its own partition: the other partition's records
+   * keep going in batches (counted as the inbox transactions that applied them: a few, not one per
+   * record), are never charged an attempt nor counted as delivered twice, and the failing record is
+   * dead-lettered after maxAttempts runs.
+   */
+  @Test
+  void aFailingRecordInOnePartitionLeavesTheOtherPartitionsBatchesAlone() throws Exception {
+    kafka.createTopic("in-split", 2);
+    String poison = UUID.randomUUID().toString();
+    send("in-split", 0, poison, "poison");
+    for (int i = 0; i < 5; i++) {
+      send("in-split", 0, UUID.randomUUID().toString(), "after the poison " + i); // applied, then polled again
+    }
+    int good = 300;
+    for (int i = 0; i < good; i++) {
+      send("in-split", 1, UUID.randomUUID().toString(), "good " + i);
+    }
+    AtomicInteger poisonRuns = new AtomicInteger();
+    // the transactions (one per inbox batch) that applied good records; the loop's thread only
+    java.util.Set<Object> goodBatches = Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    AtomicInteger goodRunAlone = new AtomicInteger();
+    BatchEffect<ConsumerRecord<byte[], byte[]>> effect = (tx, r) -> {
+      if (new String(r.value(), StandardCharsets.UTF_8).equals("poison")) {
+        poisonRuns.incrementAndGet();
+        throw new IllegalStateException("cannot ship poison");
+      }
+      RECORD.apply(tx, r);
+      if (r.partition() == 1) {
+        goodBatches.add(tx);
+        // an attempt counted before the effect: this record was run alone (slowed by the poison)
+        try (PreparedStatement ps = tx.connection().prepareStatement("SELECT count(*) FROM idem_inbox_attempts"
+            + " WHERE consumer_group = 'split' AND record_partition = 1 AND record_offset = ? AND attempts > 0")) {
+          ps.setLong(1, r.offset());
+          try (var rs = ps.executeQuery()) {
+            rs.next();
+            goodRunAlone.addAndGet(rs.getInt(1));
+          }
+        }
+      }
+    };
+    try (KafkaInbox c = consumer(idem.inbox("split").build(), effect, "split", "in-split").maxAttempts(3).maxPollRecords(20)
+        // small fetches, so that polls mix both partitions' records
+        .config(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, 1024).build()) {
+      c.start();
+      Poll.until("the dead letter, the good records applied and the offsets at the end",
+          () -> effects() == good + 5 && committedToEnd("split", "in-split"));
+    }
+    assertThat(effects()).isEqualTo(good + 5);
+    assertThat(idsAppliedMoreThanOnce()).isZero();
+    assertThat(db.count("SELECT count(*) FROM effects WHERE message_id = ?", poison)).isZero();
+    assertThat(poisonRuns).hasValue(3);
+    assertThat(db.count("SELECT attempts FROM idem_inbox_attempts WHERE consumer_group = 'split' AND message_id = ? AND state = 'D'",
+        poison)).isEqualTo(3);
+    assertThat(kafka.records("in-split.dead")).hasSize(1);
+    assertThat(goodRunAlone).as("records of the good partition run alone").hasValue(0);
+    // 300 records at most 20 a poll: 15 batches at least; one record a poll would be 300
+    assertThat(goodBatches.size()).as("inbox batches that applied the good partition's records").isBetween(15, 60);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'split' AND record_partition = 1"
+        + " AND (attempts > 0 OR deliveries > 1 OR state <> 'A')")).isZero();
+    // the records applied after the poison were never charged: only the poison has attempts
+    assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'split' AND attempts > 0")).isEqualTo(1);
+  }
+
+  /** Writes one record with id {@code id} to {@code partition} of {@code topic}. */
+  void send(String topic, int partition, String id, String value) throws Exception {
+    producer.send(new ProducerRecord<byte[], byte[]>(topic, partition, (byte[]) null, value.getBytes(StandardCharsets.UTF_8),
+        List.of(new RecordHeader("id", id.getBytes(StandardCharsets.UTF_8))))).get();
+  }
+
+  /**
    * A failing record's attempts are in the database: a new consumer of the group (a restart)
    * continues from the first one's count instead of from zero, so the effect runs maxAttempts (3)
    * times in all before the dead letter, and a third consumer neither runs it nor dead-letters it
@@ -369,6 +440,11 @@ class KafkaInboxTest {
     ok.pollTimeout(Duration.ofMillis(10));
     assertThatThrownBy(() -> ok.closeTimeout(Duration.ofHours(1)).build()).hasMessageContaining("closeTimeout");
     ok.closeTimeout(Duration.ofSeconds(1));
+    // the attempts table's consumer_group holds 255 characters (VARCHAR(255) on MariaDB)
+    ok.groupId("g".repeat(255));
+    assertThatThrownBy(() -> ok.groupId("g".repeat(256))).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("groupId").hasMessageContaining("255").hasMessageContaining("256");
+    assertThat(ok.build()).isNotNull(); // the refused group id changed nothing
     assertThatThrownBy(() -> ok.retryBackoff(null).build()).hasMessageContaining("retryBackoff");
   }
 

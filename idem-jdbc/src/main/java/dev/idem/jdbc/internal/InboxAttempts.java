@@ -228,6 +228,16 @@ public final class InboxAttempts {
     update("UPDATE %s SET attempts = attempts + " + delta, records);
   }
 
+  /**
+   * Takes back a delivery of each of {@code records} (still unsettled): polled, but not run, or run
+   * with an outcome that is no failure (applied, a duplicate, in flight elsewhere) and delivered
+   * again only because the consumer seeks back. Only a delivery without an outcome (a death) or a
+   * failure stays counted, so "delivered before" keeps meaning "suspect".
+   */
+  public void takeBack(Collection<Place> records) {
+    update("UPDATE %s SET deliveries = GREATEST(deliveries - 1, 0)", records);
+  }
+
   private void update(String set, Collection<Place> records) {
     if (records.isEmpty()) {
       return;
