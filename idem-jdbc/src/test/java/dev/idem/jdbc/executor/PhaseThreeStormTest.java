@@ -152,7 +152,16 @@ class PhaseThreeStormTest {
    */
   private static IdempotencyKey stormThroughPhaseThree(Codec<String> codec, AtomicInteger calls, String[] charge,
       boolean returnNull) throws Exception {
-    try (HikariDataSource pool = f.db.dataSource(4)) {
+    return stormThroughPhaseThree(codec, calls, charge, returnNull, null, null);
+  }
+
+  /**
+   * As above, on a pool at {@code isolation} (null: the driver's), the storm ended by {@code
+   * calming} (null: at once), given the storm and the key.
+   */
+  private static IdempotencyKey stormThroughPhaseThree(Codec<String> codec, AtomicInteger calls, String[] charge,
+      boolean returnNull, String isolation, Calming calming) throws Exception {
+    try (HikariDataSource pool = isolation == null ? f.db.dataSource(4) : f.db.dataSource(4, isolation)) {
       Storm storm = new Storm(pool, VendorSql.maria(f.db));
       IdempotentExecutor executor = Idem.builder(storm).build().executor().lease(Duration.ofSeconds(30)).build();
       IdempotencyKey key = IdempotencyKey.of("storm", UUID.randomUUID().toString());
@@ -169,7 +178,15 @@ class PhaseThreeStormTest {
           Thread.currentThread().interrupt();
         }
         stormEnds[0] = System.nanoTime();
-        storm.blowing = false; // the database answers again
+        if (calming == null) {
+          storm.blowing = false; // the database answers again
+        } else {
+          try {
+            calming.calm(storm, key);
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        }
       });
       calm.setDaemon(true);
 
@@ -208,6 +225,44 @@ class PhaseThreeStormTest {
       assertThat(f.count("SELECT calls FROM provider_charges WHERE call_key = ?", callKey)).as("one provider call").isEqualTo(1);
       return key;
     }
+  }
+
+  /** How a test ends the storm. */
+  interface Calming {
+    void calm(Storm storm, IdempotencyKey key) throws Exception;
+  }
+
+  /**
+   * At REPEATABLE READ the background's record, its first try after the outage, waits on a row
+   * lock of a write that changes nothing and then commits: PostgreSQL refuses the record with 40001
+   * (the row changed under its snapshot), with the row still in flight under the attempt's token.
+   * The background looks at the row again and records it, rather than reading the refusal as "the
+   * row moved on" and dropping the record (MariaDB's InnoDB answers such a write without 40001: the
+   * test runs there as a plain storm).
+   */
+  @Test
+  void aSerializationFailureInTheBackgroundDoesNotDropTheRecord() throws Exception {
+    String[] charge = new String[1];
+    AtomicInteger calls = new AtomicInteger();
+    boolean maria = VendorSql.maria(f.db);
+    IdempotencyKey key = stormThroughPhaseThree(Codec.utf8(), calls, charge, false, "TRANSACTION_REPEATABLE_READ",
+        (storm, k) -> {
+          try (Connection blocker = f.ds.getConnection()) {
+            blocker.setAutoCommit(false);
+            try (PreparedStatement lock = blocker.prepareStatement(
+                "UPDATE idem_keys SET fence = fence WHERE scope = ? AND idem_keys.key = ?")) {
+              lock.setString(1, k.scope());
+              lock.setString(2, k.value());
+              assertThat(lock.executeUpdate()).isEqualTo(1);
+            }
+            storm.blowing = false; // the database answers again, and the record waits on the lock
+            Poll.until("the background's record waiting on the row lock", Duration.ofSeconds(5),
+                () -> f.count(maria ? "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
+                    : "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") >= 1);
+            blocker.commit();
+          }
+        });
+    assertThat(f.column(key, f.resultText())).isEqualTo(charge[0]);
   }
 
   /**
