@@ -238,7 +238,7 @@ class PhaseThreeStormTest {
    * (the row changed under its snapshot), with the row still in flight under the attempt's token.
    * The background looks at the row again and records it, rather than reading the refusal as "the
    * row moved on" and dropping the record (MariaDB's InnoDB answers such a write without 40001: the
-   * test runs there as a plain storm).
+   * test runs there as a plain storm, which proves nothing about 40001).
    */
   @Test
   void aSerializationFailureInTheBackgroundDoesNotDropTheRecord() throws Exception {
@@ -247,6 +247,10 @@ class PhaseThreeStormTest {
     boolean maria = VendorSql.maria(f.db);
     IdempotencyKey key = stormThroughPhaseThree(Codec.utf8(), calls, charge, false, "TRANSACTION_REPEATABLE_READ",
         (storm, k) -> {
+          if (maria) {
+            storm.blowing = false; // no 40001 to provoke there (and no lock wait seen in time): a plain storm
+            return;
+          }
           try (Connection blocker = f.ds.getConnection()) {
             blocker.setAutoCommit(false);
             try (PreparedStatement lock = blocker.prepareStatement(
@@ -257,8 +261,7 @@ class PhaseThreeStormTest {
             }
             storm.blowing = false; // the database answers again, and the record waits on the lock
             Poll.until("the background's record waiting on the row lock", Duration.ofSeconds(5),
-                () -> f.count(maria ? "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
-                    : "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") >= 1);
+                () -> f.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") >= 1);
             blocker.commit();
           }
         });
