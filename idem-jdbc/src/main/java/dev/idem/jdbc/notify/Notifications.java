@@ -159,11 +159,13 @@ public final class Notifications {
   /** A claim held under {@code token}: the cap, then record and send in this type's order. */
   private <X extends Exception> SendResult attempt(Outgoing out, Binds binds, long token, Sender<X> sender) throws X {
     if (cap != null && !places.take(out.notification().recipient())) {
-      record(binds, token, CAPPED);
+      record(binds, token, CAPPED, true);
       return new SendResultValue.CappedValue(out.notification().recipient(), cap);
     }
     if (delivery == Delivery.AT_MOST_ONCE_MAY_LOSE) {
-      if (!record(binds, token, SENT)) {
+      // recorded before the send: if this record fails, nothing is sent, so it must not be made
+      // later in the background (a redelivery would be answered Duplicate): the lease is ended
+      if (!record(binds, token, SENT, false)) {
         // The lease ended before the record and another sender took over: it sends, not this one,
         // under a lease of its own, at most this type's lease long.
         return new SendResultValue.InFlightValue(external.inFlight(binds.key(), null).retryAfter());
@@ -179,7 +181,7 @@ public final class Notifications {
     }
     // A false here means the lease ended during the send and another sender took over (and may
     // send too): the message went out either way, which is what at least once allows.
-    record(binds, token, SENT);
+    record(binds, token, SENT, true);
     return sent(out, binds);
   }
 
@@ -199,12 +201,13 @@ public final class Notifications {
 
   /**
    * Completes the claim with {@code outcome}, fenced by the token, retried as the engine retries a
-   * record; false if another sender holds it now. A record that fails for good is thrown, and made
-   * in the background once the database answers (or, if the database refused it, the lease is
-   * ended so a redelivery sends at once).
+   * record; false if another sender holds it now. A record that fails for good is thrown; if
+   * {@code final} (the outcome is settled: sent, or capped) it is made in the background once the
+   * database answers, else (or if the database refused it) the lease is ended so a redelivery sends
+   * at once.
    */
-  private boolean record(Binds binds, long token, String outcome) {
-    return external.record(binds.result(outcome.getBytes(StandardCharsets.UTF_8)), token) != null;
+  private boolean record(Binds binds, long token, String outcome, boolean settled) {
+    return external.record(binds.result(outcome.getBytes(StandardCharsets.UTF_8)), token, settled) != null;
   }
 
   /**

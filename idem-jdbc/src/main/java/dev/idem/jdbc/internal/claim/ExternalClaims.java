@@ -161,16 +161,26 @@ public final class ExternalClaims {
    * the lease would have ended; a failure that is not the connection's ends the lease instead.
    */
   public Long record(Binds binds, long token) {
+    return record(binds, token, true);
+  }
+
+  /**
+   * {@link #record(Binds, long)}, for a record made after the effect ({@code effectDone}) or
+   * before it (a notification recorded sent before the send). A record made before the effect that
+   * fails for good is never made in the background: the caller is told it failed and does not make
+   * the effect, so recording it later would answer every redelivery with an effect that never
+   * happened. Its lease is ended instead (in the background if the database does not answer).
+   */
+  public Long record(Binds binds, long token, boolean effectDone) {
     try {
       return recordTries(binds, token);
     } catch (RuntimeException e) {
       // The outcome happened and could not be recorded. Recording it later is better than ending
       // the lease: the key completes with the true outcome and nobody calls the provider again.
-      boolean connection = SqlStates.isConnectionFailure(e);
-      if (!connection) {
-        endLease(binds, token, e);
+      if (effectDone && SqlStates.isConnectionFailure(e)) {
+        settleLater(binds, token, true, binds.result, e);
       } else {
-        settleLater(binds, token, binds.result, e);
+        endLease(binds, token, e);
       }
       throw e;
     }
@@ -217,7 +227,7 @@ public final class ExternalClaims {
       endLeaseOnce(binds, token);
     } catch (RuntimeException e) {
       failure.addSuppressed(e); // the call's failure matters more
-      settleLater(binds, token, null, failure);
+      settleLater(binds, token, false, null, failure);
     }
   }
 
@@ -265,12 +275,13 @@ public final class ExternalClaims {
   private volatile ThreadPoolExecutor settler;
 
   /**
-   * Hands phase 3 to the background: records {@code result} under {@code token} (or, if null,
-   * ends the lease), trying again with a bounded back-off until a try gets an answer from the
+   * Hands phase 3 to the background: records {@code result} under {@code token} if {@code record}
+   * (a null result is a record too: a codec that stores nothing, a call that returned null), else
+   * ends the lease, trying again with a bounded back-off until a try gets an answer from the
    * database or the lease would have ended anyway (then the key is an unknown outcome, for a
    * resolver or an operator). Fenced as the caller's own try: a row that moved on is left alone.
    */
-  private void settleLater(Binds binds, long token, byte[] result, Throwable failure) {
+  private void settleLater(Binds binds, long token, boolean record, byte[] result, Throwable failure) {
     if (table.lease == null || binds.claimedAt == 0) {
       return; // not an external claim of this guard's: nothing to finish
     }
@@ -278,11 +289,11 @@ public final class ExternalClaims {
     mine.callKey = binds.callKey;
     mine.claimedAt = binds.claimedAt;
     long deadline = binds.claimedAt + table.lease.toNanos();
-    String what = (result != null ? "the record of key " : "the lease end of key ") + binds.key + " under fence " + token;
+    String what = (record ? "the record of key " : "the lease end of key ") + binds.key + " under fence " + token;
     LOG.warn("{} failed ({}); trying again in the background until the database answers, at most until the lease ends",
         what, failure.getMessage());
     try {
-      settler().execute(() -> settle(mine, token, result, deadline, what));
+      settler().execute(() -> settle(mine, token, record, result, deadline, what));
     } catch (RejectedExecutionException e) {
       failure.addSuppressed(e); // shut down: the lease ends on its own
     }
@@ -307,37 +318,46 @@ public final class ExternalClaims {
     return s;
   }
 
-  private void settle(Binds binds, long token, byte[] result, long deadline, String what) {
+  private void settle(Binds binds, long token, boolean record, byte[] result, long deadline, String what) {
     Duration wait = SETTLE_FIRST;
-    byte[] recording = result;
+    boolean recording = record;
     for (int tries = 1; ; tries++) {
+      RuntimeException failed = null;
       try {
-        if (recording != null) {
-          binds.result(recording).fence(token);
+        if (recording) {
+          binds.result(result).fence(token);
           Long recorded = write(c -> ClaimTable.single(c, table.complete, 0, binds));
-          if (recorded == null) {
+          if (recorded != null) {
+            LOG.info("{} recorded in the background (try {})", what, tries);
+            return;
+          }
+          // Zero rows, or 40001 (the row changed under a snapshot at REPEATABLE READ or
+          // SERIALIZABLE, or only its index pages did): look at the row before giving up, as
+          // recordTries does, or a serialization failure would drop the record.
+          ClaimRow row = claims.read(binds, System.nanoTime());
+          if (row == null || row.completed() || row.fence() != token) {
             // Completed by an earlier try whose answer was lost, taken over, or released: either
             // way the row is no longer this attempt's to write.
             LOG.info("{}: the row moved on (try {}); nothing written", what, tries);
             return;
           }
-          LOG.info("{} recorded in the background (try {})", what, tries);
         } else {
           endLeaseOnce(binds, token);
           LOG.info("{} done in the background (try {})", what, tries);
+          return;
         }
-        return;
       } catch (RuntimeException e) {
-        if (recording != null && !SqlStates.isConnectionFailure(e) && !SqlStates.isRetryable(e)) {
-          recording = null; // the database answered and refused the record: end the lease instead
+        if (recording && !SqlStates.isConnectionFailure(e) && !SqlStates.isRetryable(e)) {
+          recording = false; // the database answered and refused the record: end the lease instead
           what = "the lease end of key " + binds.key + " under fence " + token;
           continue;
         }
-        if (System.nanoTime() - deadline >= 0) {
-          LOG.warn("{} given up after {} tries, the lease being over: the key is an unknown outcome ({})", what, tries,
-              e.getMessage());
-          return;
-        }
+        failed = e;
+      }
+      if (System.nanoTime() - deadline >= 0) {
+        LOG.warn("{} given up after {} tries, the lease being over: the key is an unknown outcome ({})", what, tries,
+            failed == null ? "the row still in flight under this token" : failed.getMessage());
+        return;
       }
       try {
         Thread.sleep(Math.max(1, ThreadLocalRandom.current().nextLong(wait.toMillis() / 2, wait.toMillis() + 1)));
