@@ -319,8 +319,9 @@ public final class Operations {
   /**
    * The backlog of the {@code DEBEZIUM} outbox layout, whose messages no relay of idem's holds: how
    * many bytes of write-ahead log the replication slot {@code slot} (the connector's, {@code
-   * DebeziumOutbox.Builder.slot}) has not yet confirmed, {@code pg_wal_lsn_diff(pg_current_wal_lsn(),
-   * confirmed_flush_lsn)}; one statement. Near 0 when the connector has relayed everything (a
+   * DebeziumOutbox.Builder.slot}) has not yet confirmed, {@code pg_wal_lsn_diff(pg_current_wal_insert_lsn(),
+   * confirmed_flush_lsn)}, from where the server inserts WAL (its write position trails that by up
+   * to the WAL writer's delay when commits do not wait for it); one statement. Near 0 when the connector has relayed everything (a
    * few hundred bytes: it confirms its last event's position, not the end of the log); it grows while the connector is stopped or behind, with everything the server writes (not only
    * the outbox's messages), and so does the WAL PostgreSQL must keep for the slot. The connector
    * confirms a position when it relays a message: while the outbox is quiet, writes to other
@@ -344,7 +345,7 @@ public final class Operations {
           + " replication slot); on MariaDB the outbox is polled: read outboxStats()");
     }
     Long lag = read("read the lag of replication slot " + slot, c -> {
-      try (PreparedStatement ps = c.prepareStatement("select greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(),"
+      try (PreparedStatement ps = c.prepareStatement("select greatest(0, pg_wal_lsn_diff(pg_current_wal_insert_lsn(),"
           + " confirmed_flush_lsn))::bigint from pg_replication_slots where slot_name = ? and database = current_database()"
           + " and slot_type = 'logical'")) {
         ps.setString(1, slot);
