@@ -22,6 +22,7 @@ import dev.idem.testing.TestKafka;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.time.Duration;
+import java.util.List;
 import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -89,9 +90,14 @@ class RepeatsOverKafkaTest {
       System.out.println(report);
 
       report.assertOneEffectPerIntent();
-      assertThat(report.trials()).extracting(t -> t.delivery() + " " + t.variant()).containsExactly(
-          "CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT a clean delivery, nothing killed",
-          "KILLED_BEFORE_COMMIT writing commit 1 of 1", "KILLED_AFTER_COMMIT writing commit 1 of 1");
+      // every writing commit of a delivery killed before and after: the attempts counted before the
+      // effect runs (idem_inbox_attempts), the batch's own, and the clean-up of the attempts behind it
+      List<String> trials = report.trials().stream().map(t -> t.delivery() + " " + t.variant()).toList();
+      assertThat(trials).startsWith("CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT a clean delivery, nothing killed");
+      List<String> kills = trials.subList(3, trials.size());
+      assertThat(kills).isNotEmpty().allMatch(v -> v.matches("KILLED_(BEFORE|AFTER)_COMMIT writing commit \\d+ of \\d+"));
+      assertThat(kills.stream().filter(v -> v.startsWith("KILLED_BEFORE_COMMIT")).count())
+          .isEqualTo(kills.stream().filter(v -> v.startsWith("KILLED_AFTER_COMMIT")).count()).isGreaterThan(1);
       assertThat(report.trials()).allSatisfy(t -> {
         assertThat(shipmentRows(t)).isEqualTo(1);
         assertThat(t.steps()).allSatisfy(s -> assertThat(s.outcome()).contains("group kit-shipments committed past it"));
@@ -111,15 +117,18 @@ class RepeatsOverKafkaTest {
       RepeatReport report = shipments("kit-shipments-own").deliver().run();
       System.out.println(report);
 
-      RepeatReport.Trial shipmentKilledAfter = report.trials().stream()
-          .filter(t -> t.delivery() == KILLED_AFTER_COMMIT && t.variant().equals("writing commit 1 of 2")).findFirst().orElseThrow();
+      // the shipment's own commit, killed after it committed: the one trial with two shipments (the
+      // delivery comes again, and the insert on its own connection is not undone with the batch)
+      List<RepeatReport.Trial> twice = report.trials().stream()
+          .filter(t -> t.delivery() == KILLED_AFTER_COMMIT && shipmentRows(t) == 2).toList();
+      assertThat(twice).hasSize(1);
+      RepeatReport.Trial shipmentKilledAfter = twice.get(0);
       assertThat(report.failures()).contains(shipmentKilledAfter);
-      assertThat(shipmentRows(shipmentKilledAfter)).isEqualTo(2);
       for (RepeatReport.Trial t : report.trials()) {
         assertThat(shipmentRows(t)).as(t.delivery() + " " + t.variant()).isEqualTo(t.effects());
       }
       assertThatThrownBy(report::assertOneEffectPerIntent)
-          .hasMessageContaining("FAIL KILLED_AFTER_COMMIT (writing commit 1 of 2), intent " + shipmentKilledAfter.intent()
+          .hasMessageContaining("FAIL KILLED_AFTER_COMMIT (" + shipmentKilledAfter.variant() + "), intent " + shipmentKilledAfter.intent()
               + ": 2 effects, want 1");
     }
   }
