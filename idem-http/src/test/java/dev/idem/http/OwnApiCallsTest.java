@@ -178,15 +178,44 @@ class OwnApiCallsTest extends AbstractHttpTest {
 
   @Test
   void aClientProcessKilledAfterSendingRetriesWithTheSameKeyWhenStartedAgain() throws Exception {
-    String order = HttpFixture.unique("killed");
-    String intent = order + "/payment";
+    String intent = HttpFixture.unique("killed") + "/payment";
+    killedAndStartedAgain(intent, "database", () -> storedKey(intent));
+    assertThat(intentRows(intent)).as("released by the restarted process").isZero();
+  }
+
+  @Test
+  void withItsKeysInFilesTooAKilledClientProcessRetriesWithTheSameKey() throws Exception {
+    Path dir = Files.createTempDirectory("idem-intent-keys");
+    killedAndStartedAgain(HttpFixture.unique("killed-file") + "/payment", dir.toString(), () -> {
+      try (var files = Files.list(dir)) {
+        List<Path> keys = files.filter(p -> p.toString().endsWith(".key")).toList();
+        return keys.isEmpty() ? null : Files.readString(keys.get(0)).strip();
+      }
+    });
+    try (var files = Files.list(dir)) {
+      assertThat(files).as("released, and no temporary file left").isEmpty();
+    }
+  }
+
+  /** What the store holds for the test's one intent (null when released). */
+  interface Stored {
+    String key() throws Exception;
+  }
+
+  /**
+   * A child process sends for {@code intent} (the handler holds it), is killed once the server has
+   * seen the send, the first request completes, the child starts again, and gets the replay.
+   */
+  private void killedAndStartedAgain(String intent, String store, Stored stored) throws Exception {
+    String order = intent.substring(0, intent.indexOf('/'));
     CountDownLatch gate = f.gate(order);
-    Process child = start(intent, order);
-    String stored;
+    Process child = start(intent, order, store);
+    String key;
     try {
       assertThat(f.entered.get(order).await(60, TimeUnit.SECONDS)).as("the server saw the child's send").isTrue();
-      stored = storedKey(intent);
-      assertThat(f.keysSeen.get(order)).containsExactly(stored);
+      key = stored.key();
+      assertThat(key).as("stored before the send").isNotNull();
+      assertThat(f.keysSeen.get(order)).containsExactly(key);
       child.destroyForcibly(); // SIGKILL: the reply is never read
       assertThat(child.waitFor(10, TimeUnit.SECONDS)).isTrue();
     } finally {
@@ -194,9 +223,9 @@ class OwnApiCallsTest extends AbstractHttpTest {
     }
     assertThat(child.exitValue()).isEqualTo(137);
     gate.countDown(); // the first request completes on the server, its reply lost
-    assertThat(storedKey(intent)).as("the key outlived its process").isEqualTo(stored);
+    assertThat(stored.key()).as("the key outlived its process").isEqualTo(key);
 
-    Process again = start(intent, order);
+    Process again = start(intent, order, store);
     String line;
     try (BufferedReader out = new BufferedReader(new InputStreamReader(again.getInputStream(), StandardCharsets.UTF_8))) {
       line = out.readLine();
@@ -206,17 +235,17 @@ class OwnApiCallsTest extends AbstractHttpTest {
     }
     assertThat(line).isEqualTo("STATUS 201 replayed=true");
     assertThat(f.runs.get(order).get()).as("the handler ran once").isEqualTo(1);
-    assertThat(f.keysSeen.get(order)).as("requests that reached the handler").containsExactly(stored);
+    assertThat(f.keysSeen.get(order)).as("requests that reached the handler").containsExactly(key);
     assertThat(f.payments(order)).isEqualTo(1);
-    assertThat(f.keyRows(stored)).isEqualTo(1);
-    assertThat(intentRows(intent)).as("released by the restarted process").isZero();
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(stored.key()).as("released by the restarted process").isNull();
   }
 
-  private Process start(String intent, String order) throws Exception {
+  private Process start(String intent, String order, String store) throws Exception {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     return new ProcessBuilder(java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.jooq.no-logo=true",
         "-Dorg.jooq.no-tips=true", "-cp", System.getProperty("java.class.path"), OwnApiChild.class.getName(),
-        f.db.jdbcUrl(), payments.toString(), intent, order, "block")
+        f.db.jdbcUrl(), payments.toString(), intent, order, "block", store)
         .redirectError(ProcessBuilder.Redirect.INHERIT)
         .start();
   }
