@@ -19,6 +19,7 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
@@ -29,6 +30,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -141,7 +143,8 @@ class IdemClientJsTest {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     while (true) {
       try {
-        if (browser.evaluate("typeof IdemClient === 'object'").asBoolean()) {
+        // The old document has the marker: until it is gone, the reload has not happened yet.
+        if (browser.evaluate("typeof window.beforeReload === 'undefined' && typeof IdemClient === 'object'").asBoolean()) {
           return;
         }
       } catch (IllegalStateException e) {
@@ -185,7 +188,7 @@ class IdemClientJsTest {
     String key = stored(order);
     assertThat(keysSeen.get(order)).as("the key was stored before the send").containsExactly(key);
 
-    browser.evaluate("location.reload(); true"); // the page starts again, the reply lost
+    browser.evaluate("window.beforeReload = true; location.reload(); true"); // the page starts again, the reply lost
     awaitClientLoaded();
     assertThat(stored(order)).as("the key survived the reload").isEqualTo(key);
     JsonNode r = browser.evaluate(sendScript(order)
@@ -238,5 +241,30 @@ class IdemClientJsTest {
     assertThat(r.get(1).asText()).startsWith("init.headers already carries Idempotency-Key");
     assertThat(keysSeen).doesNotContainKeys("bad-1", "bad-2");
     assertThat(stored("bad-2")).isNull();
+  }
+  @Test
+  void inNodeWithAStoreOfItsOwnTheSameRulesHold() throws Exception {
+    Optional<Path> node = Stream.of(System.getenv().getOrDefault("PATH", "").split(java.io.File.pathSeparator))
+        .map(dir -> Path.of(dir, "node")).filter(Files::isExecutable).findFirst();
+    Assumptions.assumeTrue(node.isPresent(), "no node on the PATH: the module is not tested in Node");
+    Path dir = Files.createTempDirectory("idem-client-node");
+    try (InputStream js = getClass().getClassLoader().getResourceAsStream("META-INF/resources/idem/idem-client.js")) {
+      Files.write(dir.resolve("idem-client.js"), js.readAllBytes());
+    }
+    String order = "flaky-node-" + System.nanoTime();
+    Files.writeString(dir.resolve("send.js"), "const IdemClient = require('./idem-client.js');\n"
+        + "IdemClient.send('" + order + "/pay', 'http://127.0.0.1:" + server.getAddress().getPort() + "/payments/" + order + "',"
+        + " {method: 'POST', body: '{}'}, {keys: IdemClient.memoryKeys()})"
+        + ".then(r => console.log('STATUS ' + r.status), e => { console.log('FAILED ' + e); process.exit(1); });\n");
+    Process p = new ProcessBuilder(node.get().toString(), "send.js").directory(dir.toFile()).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+    assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+
+    assertThat(out).isEqualTo("STATUS 201");
+    List<String> keys = keysSeen.get(order);
+    assertThat(keys).hasSize(2);
+    assertThat(keys.get(1)).isEqualTo(keys.get(0));
+    assertThat(rows(order)).isEqualTo(1);
+    assertThat(keyRows(keys.get(0))).isEqualTo(1);
   }
 }
