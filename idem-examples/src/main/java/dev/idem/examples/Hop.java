@@ -16,7 +16,7 @@ import java.util.stream.Collectors;
 public enum Hop {
   APP("the app",
       "lost-reply", "the reply is lost; the app retries",
-      "same-key", "the same key on every retry"),
+      "same-key", "the same key on every retry (idem's client keeps it per intent)"),
   BALANCER("the load balancer",
       "lb-retry", "the upstream reply is lost; the balancer retries the POST",
       "no-post-retry", "never retry a POST (answer 504)"),

@@ -1,6 +1,7 @@
 package dev.idem.examples;
 
 import dev.idem.flyway.IdemFlyway;
+import dev.idem.http.client.IntentKeys;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.outbox.Publisher;
@@ -104,7 +105,7 @@ public final class Lab {
             .backoff(Duration.ofMillis(10), Duration.ofMillis(50)).build();
         try {
           Worker worker = new Worker(idem, sql, queue, provider.chargesUri(), tally);
-          new App(balancer.paymentsUri(), tally).pay(ORDER, AMOUNT_CENTS);
+          new App(balancer.paymentsUri(), tally, IntentKeys.database(idem)).pay(ORDER, AMOUNT_CENTS);
           drain(idem, relay, queue, worker);
           provider.awaitWebhooks(DRAIN_TIMEOUT);
         } finally {

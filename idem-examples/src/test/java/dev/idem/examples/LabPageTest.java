@@ -133,7 +133,7 @@ class LabPageTest {
     assertThat(shown()).isEqualTo(commandLine(Setup.of("lost-reply", "same-key,key-table"))).containsExactly(1, 1, 1);
     assertThat(browser.evaluate("document.getElementById('hop-service').textContent").asText()).contains("Caught 1 repeat");
     assertThat(browser.evaluate("document.getElementById('trace').textContent").asText())
-        .contains("retries with the same key");
+        .contains("retries with the same key").contains("stored in idem_intent_keys before the first send");
   }
 
   @Test

@@ -27,6 +27,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -68,6 +69,10 @@ final class HttpFixture implements AutoCloseable {
   final Map<String, CountDownLatch> entered = new ConcurrentHashMap<>();
   /** How many times the handler ran, per order (every attempt, rolled back or not). */
   final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+  /** The Idempotency-Key of every request that reached the handler, per order, in order of arrival. */
+  final Map<String, List<String>> keysSeen = new ConcurrentHashMap<>();
+  /** When each of those arrived, by {@link System#nanoTime()}. */
+  final Map<String, List<Long>> arrivals = new ConcurrentHashMap<>();
   /**
    * Slow clients: a request with {@code X-Slow-Client: <order>} gets its answer written only once
    * that order's latch here opens (standing for a client that does not read); {@link #answering}
@@ -242,7 +247,8 @@ final class HttpFixture implements AutoCloseable {
    * with a JSON body and a Location; "declined" 402; "status-NNN" that status; "error-NNN"
    * sendError(NNN); "throw" an exception; "block" waits on the order's gate, then 201;
    * "serialization" fails the first run with SQLSTATE 40001 after writing part of its answer;
-   * "block1-503" and "block1-throw" hold the first run on the gate, then answer 503 or throw.
+   * "block1-503" and "block1-throw" hold the first run on the gate, then answer 503 or throw;
+   * "first-NNN" answers NNN with Retry-After: 1 to the first run only.
    */
   final class PaymentServlet extends HttpServlet {
     private static final long serialVersionUID = 1L;
@@ -260,6 +266,9 @@ final class HttpFixture implements AutoCloseable {
       int amount = body.get("amount").asInt();
       String card = body.get("card").asText();
       int run = runs.computeIfAbsent(order, o -> new AtomicInteger()).incrementAndGet();
+      arrivals.computeIfAbsent(order, o -> new CopyOnWriteArrayList<>()).add(System.nanoTime());
+      keysSeen.computeIfAbsent(order, o -> new CopyOnWriteArrayList<>())
+          .add(String.valueOf(req.getHeader("Idempotency-Key")));
       String outcome = card.equals("declined") ? "declined" : "captured";
       // Joins the transaction the filter's executor opened for the key: commits with it, or not at all.
       long id = idem.inTransaction(tx -> tx.dsl().resultQuery(
@@ -283,6 +292,13 @@ final class HttpFixture implements AutoCloseable {
         }
         resp.setStatus(503);
         resp.getWriter().write("the first run failed");
+        return;
+      }
+      if (card.startsWith("first-") && run == 1) {
+        // "first-NNN": the first run answers NNN with Retry-After: 1 (not stored: its payment row
+        // rolls back), later runs as "ok".
+        resp.setStatus(Integer.parseInt(card.substring("first-".length())));
+        resp.setHeader("Retry-After", "1");
         return;
       }
       if (card.equals("block")) {

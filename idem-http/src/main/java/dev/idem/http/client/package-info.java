@@ -10,5 +10,9 @@
  * their first attempts. The key to send is {@code ExternalAttempt.callKey()} of {@code
  * IdempotentExecutor.executeExternal}: the same for every attempt and every takeover, so a
  * provider that dedupes by it performs the effect once.
+ *
+ * <p>{@link dev.idem.http.client.OwnApiCalls} is the client of a service's own API: the key is
+ * the intent's, minted once and kept in {@link dev.idem.http.client.IntentKeys} from before the
+ * first send until the intent is done, and retried with the same mechanism.
  */
 package dev.idem.http.client;
