@@ -195,7 +195,12 @@ public final class LongOperations {
     }
   }
 
-  String statusPath() {
+  /**
+   * Where the status resources live, as given to the builder (e.g. {@code "/operations/"}): a
+   * {@code GET} of this path and a key, within the context path, is a status resource, for a
+   * framework that routes requests to the filter.
+   */
+  public String statusPath() {
     return statusPath;
   }
 
