@@ -87,6 +87,10 @@ import org.slf4j.LoggerFactory;
  * executor runs again within its {@code RetryBudget} (a servlet container then starts the rest of
  * the chain again; filters after this one are not re-run by Tomcat, so map this filter last).
  *
+ * <p>With {@link Builder#longOperations}, a guarded handler may answer {@code 202 Accepted} for
+ * work that finishes later ({@link LongOperations#accept}), and the filter answers the {@code GET}s
+ * of their status resources, for the key's caller only; see {@link LongOperations}.
+ *
  * <p>Only requests of {@link DispatcherType#REQUEST} dispatches that the {@link Builder#guarded}
  * predicate selects are guarded; everything else passes through untouched. A guarded handler may
  * not go asynchronous ({@code startAsync} throws {@link IllegalStateException}) nor read multipart
@@ -690,6 +694,10 @@ public final class IdempotencyKeyFilter implements Filter {
      *     if the {@link #longOperations} keep final responses for less than this filter's window
      */
     public IdempotencyKeyFilter build() {
+      if (operations != null && !operations.idem().schema().equals(idem.schema())) {
+        throw new IllegalArgumentException("longOperations: they keep final responses in schema " + operations.idem().schema()
+            + ", and this filter its keys in " + idem.schema() + ": build both on the same Idem");
+      }
       if (operations != null && operations.window().length().compareTo(window.length()) < 0) {
         throw new IllegalArgumentException("longOperations: their window (" + operations.window().length() + ") is"
             + " shorter than this filter's window (" + window.length() + "): a status resource would answer 202 after"
