@@ -691,9 +691,15 @@ public final class IdempotencyKeyFilter implements Filter {
      *
      * @throws IllegalArgumentException naming the setting, if the executor refuses it (a name that
      *     is not a valid key part, a negative or too long inFlightWait, a retryAfter not positive), or
-     *     if the {@link #longOperations} keep final responses for less than this filter's window
+     *     if the {@link #longOperations} keep final responses for less than this filter's window, in
+     *     another schema, or the {@link #storePolicy} does not store 202
      */
     public IdempotencyKeyFilter build() {
+      if (operations != null && !storePolicy.stores(202)) {
+        // an accepted 202 not stored would roll back with the work's start, and promise a result that never comes
+        throw new IllegalArgumentException("longOperations: the storePolicy does not store 202, the answer of an accepted"
+            + " long operation; store it (StorePolicy.DEFAULT does)");
+      }
       if (operations != null && !operations.idem().schema().equals(idem.schema())) {
         throw new IllegalArgumentException("longOperations: they keep final responses in schema " + operations.idem().schema()
             + ", and this filter its keys in " + idem.schema() + ": build both on the same Idem");

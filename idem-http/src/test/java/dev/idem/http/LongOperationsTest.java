@@ -307,6 +307,9 @@ class LongOperationsTest extends AbstractHttpTest {
     LongOperations shortLived = LongOperations.builder(f.idem, "/operations/").window(DedupeWindow.of(Duration.ofHours(1))).build();
     assertThatThrownBy(() -> IdempotencyKeyFilter.builder(f.idem).longOperations(shortLived).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("longOperations");
+    assertThatThrownBy(() -> IdempotencyKeyFilter.builder(f.idem).longOperations(operations)
+        .storePolicy(StorePolicy.DEFAULT.notStoring(202)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("202");
     assertThatThrownBy(() -> LongOperations.builder(f.idem, "operations"))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("statusPath");
     assertThatThrownBy(() -> LongOperations.builder(f.idem, "/operations/").maxWait(Duration.ofSeconds(-1)))
