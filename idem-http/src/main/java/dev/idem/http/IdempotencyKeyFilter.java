@@ -24,11 +24,8 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Enumeration;
-import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
-import java.util.Locale;
-import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Predicate;
 import org.slf4j.Logger;
@@ -90,6 +87,10 @@ import org.slf4j.LoggerFactory;
  * executor runs again within its {@code RetryBudget} (a servlet container then starts the rest of
  * the chain again; filters after this one are not re-run by Tomcat, so map this filter last).
  *
+ * <p>With {@link Builder#longOperations}, a guarded handler may answer {@code 202 Accepted} for
+ * work that finishes later ({@link LongOperations#accept}), and the filter answers the {@code GET}s
+ * of their status resources, for the key's caller only; see {@link LongOperations}.
+ *
  * <p>Only requests of {@link DispatcherType#REQUEST} dispatches that the {@link Builder#guarded}
  * predicate selects are guarded; everything else passes through untouched. A guarded handler may
  * not go asynchronous ({@code startAsync} throws {@link IllegalStateException}) nor read multipart
@@ -142,6 +143,8 @@ public final class IdempotencyKeyFilter implements Filter {
   private final Duration inFlightWait;
   private final Duration retryAfter;
   private final FilterEvents events;
+  /** The long operations whose 202s this filter stores and whose status resources it answers; null when off. */
+  private final LongOperations operations;
   private final InFlightRequests running = new InFlightRequests();
   /** Set by the first request refused for naming no caller: the advice is logged once, not per request. */
   private final AtomicBoolean noCallerLogged = new AtomicBoolean();
@@ -164,6 +167,7 @@ public final class IdempotencyKeyFilter implements Filter {
     this.inFlightWait = b.inFlightWait;
     this.retryAfter = b.retryAfter;
     this.events = new FilterEvents(b.idem.listener(), b.name);
+    this.operations = b.operations;
   }
 
   /**
@@ -203,7 +207,19 @@ public final class IdempotencyKeyFilter implements Filter {
   @Override
   public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain) throws IOException, ServletException {
     if (!(req instanceof HttpServletRequest request) || !(res instanceof HttpServletResponse response)
-        || request.getDispatcherType() != DispatcherType.REQUEST || !guarded.test(request)) {
+        || request.getDispatcherType() != DispatcherType.REQUEST) {
+      chain.doFilter(req, res);
+      return;
+    }
+    String operation = operations != null && "GET".equals(request.getMethod()) ? OperationStatus.keyValueOf(request, operations) : null;
+    if (operation != null) {
+      String caller = caller(request, response);
+      if (caller != null) {
+        OperationStatus.answer(request, response, operations, keyPart(caller), operation, problemTypeBase);
+      }
+      return;
+    }
+    if (!guarded.test(request)) {
       chain.doFilter(req, res);
       return;
     }
@@ -226,27 +242,8 @@ public final class IdempotencyKeyFilter implements Filter {
       Problem.malformedKey(e.getMessage()).send(response, problemTypeBase);
       return;
     }
-    String caller;
-    if (scopeHeader != null) {
-      Sent named = sent(request, scopeHeader);
-      if (named.count() > 1) {
-        // Which of two callers it is cannot be told; taking the first would let a caller pick its scope.
-        Problem.repeatedScopeHeader(scopeHeader, named.count()).send(response, problemTypeBase);
-        return;
-      }
-      // What the scopeHeader resolver would read, without reading the header again.
-      caller = named.first() == null ? null : named.first().trim();
-    } else {
-      caller = scope.scopeOf(request);
-    }
-    if (caller == null || caller.isBlank()) {
-      // A blank scope is no caller: hashed, every such caller would share one key space.
-      if (scopeHeader != null) {
-        Problem.missingScopeHeader(scopeHeader).send(response, problemTypeBase);
-      } else {
-        logNoCaller(request);
-        Problem.noCaller().send(response, problemTypeBase);
-      }
+    String caller = caller(request, response);
+    if (caller == null) {
       return;
     }
     byte[] body = BufferedRequest.read(request, maxBodySize);
@@ -269,6 +266,37 @@ public final class IdempotencyKeyFilter implements Filter {
         inFlight(response, retryAfter);
       }
     }
+  }
+
+  /**
+   * The caller {@code request} comes from, or null after answering it with the problem that says
+   * why it names none.
+   */
+  private String caller(HttpServletRequest request, HttpServletResponse response) throws IOException {
+    String caller;
+    if (scopeHeader != null) {
+      Sent named = sent(request, scopeHeader);
+      if (named.count() > 1) {
+        // Which of two callers it is cannot be told; taking the first would let a caller pick its scope.
+        Problem.repeatedScopeHeader(scopeHeader, named.count()).send(response, problemTypeBase);
+        return null;
+      }
+      // What the scopeHeader resolver would read, without reading the header again.
+      caller = named.first() == null ? null : named.first().trim();
+    } else {
+      caller = scope.scopeOf(request);
+    }
+    if (caller == null || caller.isBlank()) {
+      // A blank scope is no caller: hashed, every such caller would share one key space.
+      if (scopeHeader != null) {
+        Problem.missingScopeHeader(scopeHeader).send(response, problemTypeBase);
+      } else {
+        logNoCaller(request);
+        Problem.noCaller().send(response, problemTypeBase);
+      }
+      return null;
+    }
+    return caller;
   }
 
   /**
@@ -314,6 +342,9 @@ public final class IdempotencyKeyFilter implements Filter {
         // body again and leaves nothing of the failed run in the answer.
         CapturedResponse captured = new CapturedResponse(response);
         last[0] = captured;
+        if (operations != null) {
+          request.setAttribute(LongOperations.Guarded.ATTRIBUTE, new LongOperations.Guarded(key, operations));
+        }
         chain.doFilter(new BufferedRequest(request, body), captured);
         if (!storePolicy.stores(captured.getStatus())) {
           throw new NotStored(captured);
@@ -355,26 +386,11 @@ public final class IdempotencyKeyFilter implements Filter {
   }
 
   private static void replay(StoredResponse stored, Instant expires, HttpServletResponse response) throws IOException {
-    response.setStatus(stored.status());
-    Set<String> seen = new HashSet<>();
-    for (StoredResponse.Header h : stored.headers()) {
-      if (seen.add(h.name().toLowerCase(Locale.ROOT))) {
-        response.setHeader(h.name(), h.value());
-      } else {
-        response.addHeader(h.name(), h.value());
-      }
-    }
-    response.setHeader(IDEMPOTENT_REPLAYED, "true");
-    response.setHeader(IDEMPOTENCY_KEY_EXPIRES, KeyExpiry.header(expires));
-    response.setContentLength(stored.body().length);
-    if (stored.body().length > 0) {
-      response.getOutputStream().write(stored.body());
-    }
-    response.flushBuffer();
+    stored.writeTo(response, IDEMPOTENT_REPLAYED, "true", IDEMPOTENCY_KEY_EXPIRES, KeyExpiry.header(expires));
   }
 
   /** Retry-After is whole seconds (RFC 9110); never 0, which would invite an immediate retry. */
-  private static long seconds(Duration retryAfter) {
+  static long seconds(Duration retryAfter) {
     return Math.max(1, (retryAfter.toMillis() + 999) / 1000);
   }
 
@@ -455,6 +471,7 @@ public final class IdempotencyKeyFilter implements Filter {
     private List<String> replayedHeaders = ALWAYS_REPLAYED;
     private RequestTransaction transaction = RequestTransaction.DIRECT;
     private URI problemTypeBase = URI.create(DEFAULT_PROBLEM_TYPE_BASE);
+    private LongOperations operations;
 
     private Builder(Idem idem) {
       this.idem = notNull(idem, "idem");
@@ -656,13 +673,48 @@ public final class IdempotencyKeyFilter implements Filter {
     }
 
     /**
+     * Lets guarded handlers answer {@code 202 Accepted} for work that finishes later ({@link
+     * LongOperations#accept}), and makes this filter answer the {@code GET}s of their status
+     * resources (map it to the status path too). Its 202s are stored and replayed as any response,
+     * with their {@code Retry-After}. Default none: off, and a GET passes through.
+     *
+     * @throws IllegalArgumentException if {@code operations} is null
+     */
+    public Builder longOperations(LongOperations operations) {
+      this.operations = notNull(operations, "longOperations");
+      return this;
+    }
+
+    /**
      * Builds the filter and its executor; writes nothing (the executor asks a connection's metadata
      * once which database it is on, to render its statements for it).
      *
      * @throws IllegalArgumentException naming the setting, if the executor refuses it (a name that
-     *     is not a valid key part, a negative or too long inFlightWait, a retryAfter not positive)
+     *     is not a valid key part, a negative or too long inFlightWait, a retryAfter not positive), or
+     *     if the {@link #longOperations} keep final responses for less than this filter's window, in
+     *     another schema, or the {@link #storePolicy} does not store 202
      */
     public IdempotencyKeyFilter build() {
+      if (operations != null && !storePolicy.stores(202)) {
+        // an accepted 202 not stored would roll back with the work's start, and promise a result that never comes
+        throw new IllegalArgumentException("longOperations: the storePolicy does not store 202, the answer of an accepted"
+            + " long operation; store it (StorePolicy.DEFAULT does)");
+      }
+      if (operations != null && !operations.idem().schema().equals(idem.schema())) {
+        throw new IllegalArgumentException("longOperations: they keep final responses in schema " + operations.idem().schema()
+            + ", and this filter its keys in " + idem.schema() + ": build both on the same Idem");
+      }
+      if (operations != null && operations.window().length().compareTo(window.length()) < 0) {
+        throw new IllegalArgumentException("longOperations: their window (" + operations.window().length() + ") is"
+            + " shorter than this filter's window (" + window.length() + "): a status resource would answer 202 after"
+            + " its final response was forgotten; give LongOperations.Builder.window at least the filter's");
+      }
+      if (operations != null && replayedHeaders.stream().noneMatch("Retry-After"::equalsIgnoreCase)) {
+        // every copy of an accepted request is told when to ask its status resource, as the first
+        List<String> all = new ArrayList<>(replayedHeaders);
+        all.add("Retry-After");
+        replayedHeaders = List.copyOf(all);
+      }
       IdempotentExecutor executor = idem.executor()
           .name(name)
           .window(window)
@@ -672,7 +724,7 @@ public final class IdempotencyKeyFilter implements Filter {
       return new IdempotencyKeyFilter(this, executor);
     }
 
-    private static boolean tchar(int c) {
+    static boolean tchar(int c) {
       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || "!#$%&'*+-.^_`|~".indexOf(c) >= 0;
     }
 

@@ -2,13 +2,10 @@ package dev.idem.http;
 
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
-import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Instant;
-import java.time.LocalDateTime;
-import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.time.temporal.ChronoUnit;
@@ -35,24 +32,13 @@ final class KeyExpiry {
    * copy can have changed it. Null if there is none (it cannot happen under the executor's claim).
    */
   static Instant read(Tx tx, String schema, IdempotencyKey key) throws SQLException {
-    Connection c = tx.connection();
     boolean mariadb = DatabaseClock.mariadb(tx);
-    // The schema is idem's (validated by Idem.builder); quoted as each database quotes names.
-    String table = mariadb ? "`" + schema + "`.idem_keys" : "\"" + schema + "\".idem_keys";
-    try (PreparedStatement s = c.prepareStatement("SELECT expires_at FROM " + table + " WHERE scope = ? AND idem_keys.key = ?")) {
+    String sql = "SELECT expires_at FROM " + DatabaseClock.keysTable(mariadb, schema) + " WHERE scope = ? AND idem_keys.key = ?";
+    try (PreparedStatement s = tx.connection().prepareStatement(sql)) {
       s.setString(1, key.scope());
       s.setString(2, key.value());
       try (ResultSet rs = s.executeQuery()) {
-        if (!rs.next()) {
-          return null;
-        }
-        if (mariadb) {
-          // a DATETIME holding UTC: read as it is, never through the session's or the JVM's zone
-          LocalDateTime utc = rs.getObject(1, LocalDateTime.class);
-          return utc == null ? null : utc.toInstant(ZoneOffset.UTC);
-        }
-        OffsetDateTime t = rs.getObject(1, OffsetDateTime.class);
-        return t == null ? null : t.toInstant();
+        return rs.next() ? DatabaseClock.instant(rs, 1, mariadb) : null;
       }
     }
   }

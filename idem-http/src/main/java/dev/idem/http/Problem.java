@@ -63,6 +63,17 @@ record Problem(int status, String slug, String title, String detail) {
         "A request guarded by an idempotency key may have a body of at most " + limit + " bytes.");
   }
 
+  static Problem operationUnknown() {
+    // One answer for an operation that never was, is forgotten, or is another caller's: nothing leaks.
+    return new Problem(404, "operation-unknown", "No such operation",
+        "There is no long operation at this address for this caller, or it is no longer remembered. Use the"
+            + " Location of the 202 that accepted the request, with the same credentials.");
+  }
+
+  static Problem preferWaitMalformed(String detail) {
+    return new Problem(400, "prefer-wait-malformed", "Prefer: wait is malformed", detail);
+  }
+
   /** {@code about:blank} as a type base: every problem's type is {@code about:blank}. */
   static final URI ABOUT_BLANK = URI.create("about:blank");
 

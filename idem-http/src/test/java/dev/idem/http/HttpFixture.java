@@ -3,6 +3,8 @@ package dev.idem.http;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.outbox.NewMessage;
+import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
 import dev.idem.testing.TestDatabase;
@@ -81,6 +83,8 @@ final class HttpFixture implements AutoCloseable {
   final Map<String, CountDownLatch> slowClients = new ConcurrentHashMap<>();
   final Map<String, CountDownLatch> answering = new ConcurrentHashMap<>();
   private final List<Tomcat> servers = new ArrayList<>();
+  /** The long operations the servers' filters were built with (set by a test that serves them), for the "long" card. */
+  volatile LongOperations operations;
 
   /** On the test class's database, pool and Idem, as {@link IdemTest} injects them. */
   HttpFixture(TestDatabase db, DataSource ds, Idem idem) {
@@ -107,6 +111,9 @@ final class HttpFixture implements AutoCloseable {
     Context context = tomcat.addContext("", null);
     Tomcat.addServlet(context, "payments", new PaymentServlet());
     context.addServletMappingDecoded("/payments", "payments");
+    // The default servlet too: Tomcat runs filters only for a request some servlet is mapped to, and
+    // the filter answers the status resources of long operations (/operations/...) itself.
+    context.addServletMappingDecoded("/", "payments");
     FilterDef slow = new FilterDef();
     slow.setFilterName("slow-client");
     slow.setFilter(new SlowClient());
@@ -249,6 +256,9 @@ final class HttpFixture implements AutoCloseable {
    * "serialization" fails the first run with SQLSTATE 40001 after writing part of its answer;
    * "block1-503" and "block1-throw" hold the first run on the gate, then answer 503 or throw;
    * "first-NNN" answers NNN with Retry-After: 1 to the first run only.
+   * "long" accepts a long operation ({@link #operations}): 202, and the payment is left to a worker,
+   * started by an outbox message on topic "long-payments" enqueued in the key's transaction (its
+   * headers name the operation), so the 202 and the work's start commit together.
    */
   final class PaymentServlet extends HttpServlet {
     private static final long serialVersionUID = 1L;
@@ -269,6 +279,14 @@ final class HttpFixture implements AutoCloseable {
       arrivals.computeIfAbsent(order, o -> new CopyOnWriteArrayList<>()).add(System.nanoTime());
       keysSeen.computeIfAbsent(order, o -> new CopyOnWriteArrayList<>())
           .add(String.valueOf(req.getHeader("Idempotency-Key")));
+      if (card.equals("long")) {
+        IdempotencyKey operation = operations.accept(req, resp);
+        idem.outbox().enqueue(NewMessage.of("long-payments", JSON.writeValueAsBytes(body))
+            .withHeader("operation-scope", operation.scope()).withHeader("operation-key", operation.value()));
+        resp.setContentType("application/json");
+        resp.getWriter().write("{\"order\":\"" + order + "\",\"status\":\"accepted\"}");
+        return;
+      }
       String outcome = card.equals("declined") ? "declined" : "captured";
       // Joins the transaction the filter's executor opened for the key: commits with it, or not at all.
       long id = idem.inTransaction(tx -> tx.dsl().resultQuery(

@@ -1,6 +1,7 @@
 package dev.idem.spring.boot;
 
 import dev.idem.http.IdempotencyKeyFilter;
+import dev.idem.http.LongOperations;
 import dev.idem.http.RequestFingerprint;
 import dev.idem.http.RequestTransaction;
 import dev.idem.http.ScopeResolver;
@@ -9,6 +10,7 @@ import dev.idem.jdbc.Idem;
 import dev.idem.spring.Idempotent;
 import dev.idem.window.DedupeWindow;
 import jakarta.servlet.DispatcherType;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -102,9 +104,32 @@ public class IdemHttpAutoConfiguration {
     @ConditionalOnMissingBean
     public IdempotencyKeyFilter idempotencyKeyFilter(Idem idem, IdemProperties properties, PlatformTransactionManager transactions,
         ObjectProvider<ScopeResolver> resolvers,
-        ObjectProvider<IdempotencyKeyFilterCustomizer> customizers) {
+        ObjectProvider<IdempotencyKeyFilterCustomizer> customizers, ObjectProvider<LongOperations> operations) {
       IdemProperties.Http p = properties.getHttp();
-      return builder(idem, p, transactions, scope(p, resolvers), customizers).build();
+      return builder(idem, p, transactions, scope(p, resolvers), customizers, operations.getIfAvailable()).build();
+    }
+
+    /**
+     * The long operations of {@code idem.http.long-operations.*}, made when its {@code status-path}
+     * is set: every guard's filter answers their status resources, handlers accept with it and
+     * workers complete with it.
+     */
+    @Bean
+    @ConditionalOnMissingBean
+    @ConditionalOnProperty(prefix = "idem.http.long-operations", name = "status-path")
+    public LongOperations idemLongOperations(Idem idem, IdemProperties properties) {
+      IdemProperties.Http p = properties.getHttp();
+      IdemProperties.Http.LongOperations o = p.getLongOperations();
+      Duration window = o.getWindow() != null ? o.getWindow() : p.getWindow();
+      try {
+        LongOperations.Builder b = LongOperations.builder(idem, o.getStatusPath().trim()).maxWait(o.getMaxWait());
+        if (window != null) {
+          b.window(DedupeWindow.of(window));
+        }
+        return b.build();
+      } catch (IllegalArgumentException e) {
+        throw new IdemSetupException("idem.http.long-operations: " + e.getMessage(), "Fix that property.", e);
+      }
     }
 
     /**
@@ -127,13 +152,14 @@ public class IdemHttpAutoConfiguration {
         PlatformTransactionManager transactions, ObjectProvider<ScopeResolver> resolvers,
         ObjectProvider<IdempotencyKeyFilterCustomizer> customizers,
         @Qualifier("requestMappingHandlerMapping") ObjectProvider<RequestMappingHandlerMapping> mappings,
-        Environment environment) {
+        Environment environment, ObjectProvider<LongOperations> longOperations) {
       IdemProperties.Http p = properties.getHttp();
+      LongOperations operations = longOperations.getIfAvailable();
       // Once: the resolver beans are streamed and two scopes refused here, not once per route.
       Consumer<IdempotencyKeyFilter.Builder> scope = scope(p, resolvers);
       boolean callerKnown = scope != null;
       return new IdemHttpGuards(route -> {
-        IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, scope, customizers);
+        IdempotencyKeyFilter.Builder b = builder(idem, p, transactions, scope, customizers, operations);
         // The annotation is the route's own declaration: what it says wins over properties and
         // customizers; what it leaves out (no storedStatuses) stays theirs.
         b.guarded(request -> true).keyRequired(route.keyRequired());
@@ -144,7 +170,7 @@ public class IdemHttpAutoConfiguration {
           b.window(DedupeWindow.of(route.window()));
         }
         return b.build();
-      }, urlFilter, p, callerKnown, mappings, environment);
+      }, urlFilter, p, callerKnown, mappings, environment, operations == null ? null : operations.statusPath());
     }
 
     /** Maps the guard to every path, REQUEST dispatches only, at {@code idem.http.filter-order}. */
@@ -163,7 +189,8 @@ public class IdemHttpAutoConfiguration {
      * ({@link #scope}, null for the principal), transaction; then the customizers, whose settings win.
      */
     private static IdempotencyKeyFilter.Builder builder(Idem idem, IdemProperties.Http p, PlatformTransactionManager transactions,
-        Consumer<IdempotencyKeyFilter.Builder> scope, ObjectProvider<IdempotencyKeyFilterCustomizer> customizers) {
+        Consumer<IdempotencyKeyFilter.Builder> scope, ObjectProvider<IdempotencyKeyFilterCustomizer> customizers,
+        LongOperations operations) {
       RequestFingerprint fingerprint = p.getFingerprintFields().isEmpty()
           ? (p.getFingerprint() == IdemProperties.Http.Fingerprint.RAW_BODY ? RequestFingerprint.rawBody() : RequestFingerprint.canonicalJson())
           : RequestFingerprint.jsonFields(p.getFingerprintFields().toArray(String[]::new));
@@ -191,6 +218,9 @@ public class IdemHttpAutoConfiguration {
       }
       if (p.getMaxBodySize() != null) {
         b.maxBodySize(Math.toIntExact(p.getMaxBodySize().toBytes()));
+      }
+      if (operations != null) {
+        b.longOperations(operations);
       }
       customizers.orderedStream().forEach(c -> c.customize(b));
       return b;

@@ -47,6 +47,9 @@ import org.springframework.web.util.ServletRequestPathUtils;
  *       handler method (404, 405, CORS pre-flight, static resources, router functions) passes.
  *   <li>Else a request under {@code idem.http.url-patterns} whose method is in {@code
  *       idem.http.methods} goes to the {@code IdempotencyKeyFilter} bean.
+ *   <li>A {@code GET} under the status path of long operations ({@code
+ *       idem.http.long-operations.status-path}, when set) goes to the {@code IdempotencyKeyFilter}
+ *       bean, which answers it (the status of a long operation, for its caller only).
  *   <li>Everything else passes untouched: unannotated handlers, the actuator's endpoints (under
  *       {@code management.endpoints.web.base-path}) and the error path ({@code server.error.path}),
  *       even under {@code url-patterns=/*}, and every dispatch other than REQUEST.
@@ -83,16 +86,20 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
   private volatile Map<Method, IdempotencyKeyFilter> byHandler = Map.of();
   /** The HTTP methods the annotated handlers are mapped to, or null for any: other requests skip the lookup. */
   private volatile Set<String> handlerMethods = Set.of();
+  /** The path of long operations' status resources (GETs answered by the url filter), or null when off. */
+  private final String statusPath;
 
   /**
    * @param filters builds the filter of a route's settings
    * @param urlFilter the filter of {@code url-patterns}
    * @param callerKnown whether keys are scoped by something else than a principal (a header, a
    *     resolver, the shared scope)
+   * @param statusPath the status path of the long operations, or null when there are none
    */
   IdemHttpGuards(Function<Route, IdempotencyKeyFilter> filters, IdempotencyKeyFilter urlFilter, IdemProperties.Http http,
-      boolean callerKnown, ObjectProvider<RequestMappingHandlerMapping> mappings, Environment environment) {
+      boolean callerKnown, ObjectProvider<RequestMappingHandlerMapping> mappings, Environment environment, String statusPath) {
     this.filters = filters;
+    this.statusPath = statusPath;
     this.urlFilter = urlFilter;
     this.urlPatterns = List.copyOf(http.getUrlPatterns());
     for (String p : urlPatterns) {
@@ -200,6 +207,10 @@ final class IdemHttpGuards implements Filter, SmartInitializingSingleton {
   private IdempotencyKeyFilter filterOf(HttpServletRequest request) {
     // The cheap tests first: most requests (GETs, when only writes are guarded) stop here.
     String method = request.getMethod();
+    if (statusPath != null && "GET".equals(method)
+        && (request.getServletPath() + (request.getPathInfo() == null ? "" : request.getPathInfo())).startsWith(statusPath)) {
+      return urlFilter; // a long operation's status resource: the filter answers it
+    }
     Map<Method, IdempotencyKeyFilter> handlers = byHandler;
     Set<String> annotatedMethods = handlerMethods;
     boolean byRoute = !handlers.isEmpty() && (annotatedMethods == null || annotatedMethods.contains(method));

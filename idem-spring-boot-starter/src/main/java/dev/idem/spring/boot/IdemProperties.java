@@ -629,6 +629,63 @@ public class IdemProperties {
     /** Response headers stored and replayed besides Content-Type, Content-Encoding and Location. */
     private List<String> replayedHeaders = new ArrayList<>();
 
+    /** Long operations: 202 Accepted with a status resource per key (off until status-path is set). */
+    private LongOperations longOperations = new LongOperations();
+
+    /**
+     * Long operations ({@code dev.idem.http.LongOperations}): a guarded handler may answer 202 with
+     * the {@code Location} of a status resource under {@code status-path}, which the guard answers.
+     */
+    public static class LongOperations {
+      /**
+       * Where status resources live, within the application's context path (e.g. {@code
+       * /operations/}: starts and ends with a slash). Default none: long operations are off, and a
+       * {@code LongOperations} bean is made only when this is set.
+       */
+      private String statusPath;
+
+      /** The longest a GET of a status resource waits when the client sends {@code Prefer: wait=N}; 0 to 5 min. */
+      private Duration maxWait = Duration.ofSeconds(10);
+
+      /**
+       * How long a final response is kept after it is recorded. Default: {@code idem.http.window},
+       * else 24 h; it must be at least the window of every guarded route.
+       */
+      private Duration window;
+
+      public String getStatusPath() {
+        return statusPath;
+      }
+
+      public void setStatusPath(String statusPath) {
+        this.statusPath = statusPath;
+      }
+
+      public Duration getMaxWait() {
+        return maxWait;
+      }
+
+      public void setMaxWait(Duration maxWait) {
+        this.maxWait = maxWait;
+      }
+
+      public Duration getWindow() {
+        return window;
+      }
+
+      public void setWindow(Duration window) {
+        this.window = window;
+      }
+    }
+
+    public LongOperations getLongOperations() {
+      return longOperations;
+    }
+
+    public void setLongOperations(LongOperations longOperations) {
+      this.longOperations = longOperations;
+    }
+
     /** How a request is compared with the first of its key. */
     public enum Fingerprint {
       /** The JSON body, field order and white space ignored (any other body as its bytes). */
