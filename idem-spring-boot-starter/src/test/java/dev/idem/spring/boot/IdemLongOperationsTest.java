@@ -134,4 +134,14 @@ class IdemLongOperationsTest {
     assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'a' AND idem_keys.key = 'e-1'")).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem_keys WHERE scope = 'b'")).isZero();
   }
+
+  /** idem-http's jar carries the browser client as a static resource, which Boot serves as is. */
+  @Test
+  void theBrowserClientIsServedFromIdemHttpsJar() throws Exception {
+    HttpResponse<String> js = send(HttpRequest.newBuilder(base.resolve("/idem/idem-client.js")).GET(), "a");
+
+    assertThat(js.statusCode()).isEqualTo(200);
+    assertThat(js.headers().firstValue("Content-Type")).hasValueSatisfying(t -> assertThat(t).contains("javascript"));
+    assertThat(js.body()).contains("localStorage").contains("Idempotency-Key");
+  }
 }
