@@ -114,6 +114,7 @@ public final class CpuPerOp {
       RoundTrips trips = new RoundTrips(db.ds);
       Map<String, Op> counted = methods(db, trips, only);
       counted.remove("nothing");
+      counted.remove("fingerprintOnly");
       System.out.println("Round trips per operation (counted on the connections, 200 ops each)");
       for (Map.Entry<String, Op> e : counted.entrySet()) {
         Meter m = new Meter(trips);
@@ -171,6 +172,11 @@ public final class CpuPerOp {
     keys.start();
     Map<String, Op> ops = new LinkedHashMap<>();
     ops.put("nothing", m -> m.measure(() -> {}));
+    // what every idem call here includes and no yardstick does: the caller's fingerprint of its request
+    ops.put("fingerprintOnly", m -> {
+      String request = keys.newKey();
+      m.measure(() -> fingerprint(request));
+    });
     ops.put("barePkRead", m -> m.measure(() -> pkRead(ds, keys)));
     ops.put("bareEffect", m -> m.measure(() -> BareTransaction.run(ds, c -> pay(c, keys.newKey()))));
     // The statements form's own yardstick: the same jOOQ statement, rendered, bound and run by jOOQ
