@@ -103,7 +103,17 @@ public final class Pipelined implements AutoCloseable {
       BindContext bind = dsl.bindContext(ps);
       if (claimValues != null) {
         for (Object value : claimValues) {
-          bind.bindValue(value, DSL.val(value));
+          // idem's own values (text, bytes, numbers) are set as jOOQ's bindings would set them,
+          // without a jOOQ value and a look-up of its binding for each on every call
+          if (value instanceof String text) {
+            ps.setString(bind.nextIndex(), text);
+          } else if (value instanceof byte[] bytes) {
+            ps.setBytes(bind.nextIndex(), bytes);
+          } else if (value instanceof Long number) {
+            ps.setLong(bind.nextIndex(), number);
+          } else {
+            bind.bindValue(value, DSL.val(value));
+          }
         }
       }
       if (bindStatements) {
@@ -112,6 +122,13 @@ public final class Pipelined implements AutoCloseable {
         }
       }
       return new Pipelined(ps);
+    } catch (SQLException e) {
+      try {
+        ps.close();
+      } catch (SQLException closing) {
+        e.addSuppressed(closing);
+      }
+      throw e;
     } catch (RuntimeException e) {
       try {
         ps.close();

@@ -55,6 +55,11 @@ class ReadFirstTest {
   /** Connections the readers took, and how many of them a transaction was opened on. */
   static final AtomicLong taken = new AtomicLong();
   static final AtomicLong transactions = new AtomicLong();
+  /**
+   * Round trips the readers made: statements executed, and (pgjdbc) commits and rollbacks of a
+   * transaction open on the server (pgjdbc sends nothing for one that is not).
+   */
+  static final AtomicLong trips = new AtomicLong();
   /** The readers' Idem: another instance, on connections that are counted. */
   static Idem readers;
 
@@ -129,6 +134,38 @@ class ReadFirstTest {
     }
     assertThat(costs.get(0)).isEqualTo(new Taken(2, 1));
     assertThat(costs.subList(20, 30)).allMatch(c -> c.equals(new Taken(1, 1)));
+  }
+
+  /**
+   * A repeat among new keys, which the guard claims first: the claim inserts nothing, and the read
+   * of the row ends the empty transaction in the same round trip. Two round trips on PostgreSQL,
+   * the key's row as it was, no effect.
+   */
+  @Test
+  void aRepeatAmongNewKeysIsAnsweredInTwoRoundTripsWritingNothing() throws Exception {
+    IdempotentExecutor writer = f.idem.executor().build();
+    IdempotentExecutor reader = readers.executor().build();
+    for (int i = 0; i < 5; i++) {
+      String request = "new-" + UUID.randomUUID();
+      assertThat(call(reader, request, request).applied()).isTrue();
+    }
+    String cold = completedKey(writer, "sparse-" + UUID.randomUUID());
+    IdempotencyKey key = IdempotencyKey.of("read-first", cold);
+    String row = f.keyRow(key);
+    long before = trips.get();
+    Taken taken = Taken.now();
+    assertThat(call(reader, cold, cold).value()).isEqualTo("result-" + cold);
+    assertThat(Taken.now().since(taken)).as("claimed first, in a transaction").isEqualTo(new Taken(1, 1));
+    if (!f.maria()) {
+      assertThat(trips.get() - before).as("the claim, then the read with the rollback").isEqualTo(2);
+    }
+    assertThat(f.payments(cold)).isZero();
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.keyRow(key)).isEqualTo(row);
+    // the guard goes on: a new key after it is applied, once
+    String next = "new-" + UUID.randomUUID();
+    assertThat(call(reader, next, next).applied()).isTrue();
+    assertThat(f.payments(next)).isEqualTo(1);
   }
 
   @Test
@@ -434,22 +471,52 @@ class ReadFirstTest {
   }
 
   /** {@code ds}, counting the connections taken and the transactions opened on them. */
+  /** {@code st}, each of its executions counted in {@link #trips}. */
+  static <S extends java.sql.Statement> S counted(Class<S> type, S st) {
+    return type.cast(Proxy.newProxyInstance(ReadFirstTest.class.getClassLoader(), new Class<?>[] {type},
+        (proxy, method, args) -> {
+          if (method.getName().startsWith("execute")) {
+            trips.incrementAndGet();
+          }
+          try {
+            return method.invoke(st, args);
+          } catch (InvocationTargetException e) {
+            throw e.getCause();
+          }
+        }));
+  }
+
   static DataSource counting(DataSource ds) {
     return new DataSourceWrapper() {
       @Override
       public Connection getConnection() throws SQLException {
         Connection c = ds.getConnection();
         taken.incrementAndGet();
+        org.postgresql.core.BaseConnection pg = c.isWrapperFor(org.postgresql.core.BaseConnection.class)
+            ? c.unwrap(org.postgresql.core.BaseConnection.class) : null;
         return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {Connection.class},
             (proxy, method, args) -> {
-              if (method.getName().equals("setAutoCommit") && !(Boolean) args[0]) {
+              String name = method.getName();
+              if (name.equals("setAutoCommit") && !(Boolean) args[0]) {
                 transactions.incrementAndGet();
               }
+              if ((name.equals("commit") || (name.equals("rollback") && args == null)) && pg != null
+                  && pg.getTransactionState() != org.postgresql.core.TransactionState.IDLE) {
+                trips.incrementAndGet();
+              }
+              Object result;
               try {
-                return method.invoke(c, args);
+                result = method.invoke(c, args);
               } catch (InvocationTargetException e) {
                 throw e.getCause();
               }
+              if (result instanceof java.sql.PreparedStatement ps) {
+                return counted(java.sql.PreparedStatement.class, ps);
+              }
+              if (result instanceof java.sql.Statement st) {
+                return counted(java.sql.Statement.class, st);
+              }
+              return result;
             });
       }
     };

@@ -40,9 +40,10 @@ import org.jooq.impl.DSL;
  *
  * <p>A new key on a call that owns its transaction costs what the bare effect costs in round trips
  * (the claim goes with {@code BEGIN}; statements go with the claim and {@code COMMIT} in one
- * string). A repeat of a completed key writes nothing. Claimed first, it costs three round trips
- * for a callback (the claim, which inserts nothing; the read of the row; the empty transaction's
- * commit) and two for statements (the claim stops them; the transaction is rolled back). Read
+ * string). A repeat of a completed key writes nothing. Claimed first, it costs two round trips
+ * on PostgreSQL: for a callback the claim, which inserts nothing, then the read of the row with
+ * the rollback of the empty transaction (on MariaDB three: the read, then the commit); for
+ * statements the claim, which stops them, then the rollback. Read
  * first, one: a call that owns its transaction reads first when its key was handled here lately,
  * or when most of this guard's calls lately were repeats ({@link RepeatShare}); a new key then
  * pays the read. From memory, none: a completed row this guard applied or answered from lately
@@ -99,6 +100,12 @@ public final class Claims {
   private final Sql claim;
   /** [savepoint, claim]: a joined callback's claim, result at 1. */
   private final Sql claimJoined;
+  /**
+   * [restore and read, rollback]: after a claim in a transaction of idem's own that inserted
+   * nothing, the key's row and the end of that transaction, which wrote nothing (PostgreSQL; null
+   * on MariaDB, whose read is statements sent one by one, and for sequences).
+   */
+  private final Sql readAndEnd;
   /** [re-claim past the window]: 1 if re-claimed, or null. */
   private final Sql reclaim;
   private final Sql storeAndCommit;
@@ -141,6 +148,8 @@ public final class Claims {
     this.claim = table.claim;
     this.claimJoined = Sql.join(savepoint, table.claim);
     this.reclaim = table.reclaim;
+    this.readAndEnd = table.restoreAndRead == null || context.mariadb() ? null
+        : Sql.join(table.restoreAndRead, Sql.of(dsl, DSL.query("rollback")));
     this.release = Sql.of(dsl, DSL.query(ClaimTable.RELEASE));
     this.storeAndCommit = table.storeResult == null ? null : Sql.join(table.storeResult, Sql.of(dsl, DSL.query("commit")));
     this.storeAndRelease = table.storeResult == null ? null : Sql.join(table.storeResult, release);
@@ -239,7 +248,7 @@ public final class Claims {
   /**
    * A call that owns its transaction. A callback: in a transaction of its own, claim the key (a
    * new key's claim goes with {@code BEGIN}; a repeat's claim inserts nothing, and the repeat is
-   * answered from the row then read, having written nothing, then an empty COMMIT), then run the
+   * answered from the row then read, having written nothing, with the transaction's end), then run the
    * effect, or replay, wait, or re-claim a row past its window. Statements: first sent with the
    * claim (see {@link #sentWithClaim}); only a key whose row that could not answer from takes the
    * callback's path. Runs that fail with 40001, 40P01 or 53200 run again under the retry budget.
@@ -508,12 +517,12 @@ public final class Claims {
       TxCallback<T, X> effect, long started, boolean joined) throws X {
     Connection c = tx.connection();
     binds.answered(null, 0);
-    ClaimRow row = claim(c, joined ? savepoint().claimJoined() : claim, joined ? 1 : 0, binds, started);
+    ClaimRow row = claim(c, joined ? savepoint().claimJoined() : claim, joined ? 1 : 0, binds, started, joined);
     for (int round = 1; ; round++) {
       if (row == null) {
         // The claim inserted nothing, and the row it met is gone since (expired and deleted
         // meanwhile): claim again.
-        row = claim(c, claim, 0, binds, started);
+        row = claim(c, claim, 0, binds, started, joined);
       } else if (row.claimed()) {
         return applied(row, tx, binds, codec, effect, joined);
       } else if (row.expirable()) {
@@ -680,9 +689,13 @@ public final class Claims {
   /**
    * A claim statement: the row it claimed, else the key's row as a statement after it sees it
    * ({@link ClaimTable#restoreAndRead}), or null if there is none. See {@link #claimFailed} for
-   * what the claim's failure means.
+   * what the claim's failure means. In a transaction of idem's own on PostgreSQL, a claim that
+   * inserted nothing has written nothing, so its transaction is rolled back with the read, in the
+   * same round trip ({@link #readAndEnd}): a repeat answered from the row then costs two round
+   * trips, not three (the empty transaction's commit). What follows a read that cannot answer (a
+   * re-claim, a claim again) begins the next transaction, which holds the effect.
    */
-  private ClaimRow claim(Connection c, Sql sql, int index, Binds binds, long started) {
+  private ClaimRow claim(Connection c, Sql sql, int index, Binds binds, long started, boolean joined) {
     ClaimRow claimed;
     try {
       claimed = ClaimTable.row(c, sql, index, binds, started);
@@ -692,7 +705,7 @@ public final class Claims {
     if (claimed != null || table.restoreAndRead == null) {
       return claimed;
     }
-    return readOn(c, table.restoreAndRead, binds, started);
+    return readOn(c, joined || readAndEnd == null ? table.restoreAndRead : readAndEnd, binds, started);
   }
 
   /**

@@ -27,13 +27,23 @@ import org.jooq.SQLDialect;
  * ({@link #oneByOne}), and a part may be several statements ({@link #firstOf}): the first of them
  * that gives a row is the part's answer, and the rest of that part is skipped.
  *
- * @param parts the parts, in order; each a list of statements
- * @param oneByOne whether the statements are sent one by one (MariaDB) rather than as one string
+ * <p>Immutable. The string and the parameter names are worked out once, when it is made: they are
+ * asked for on every call of a guard, and building them each time cost a StringBuilder and a list
+ * per statement sent.
  */
-public record Sql(List<List<Statement>> parts, boolean oneByOne) {
+public final class Sql {
   // jOOQ renders named parameters as :name. The only other colons in idem's statements are
   // PostgreSQL casts (::bigint), which the look-behind skips; no string literal holds a colon.
   private static final Pattern NAMED = Pattern.compile("(?<![:\\w]):(\\w+)");
+
+  /** The parts, in order; each a list of statements. */
+  private final List<List<Statement>> parts;
+  /** Whether the statements are sent one by one (MariaDB) rather than as one string. */
+  private final boolean oneByOne;
+  /** The one string, or null where the statements are sent one by one and are more than one. */
+  private final String text;
+  /** Every placeholder's parameter name, in order. */
+  private final String[] names;
 
   /**
    * One statement with {@code ?} placeholders and the parameter name of each, in order.
@@ -58,36 +68,49 @@ public record Sql(List<List<Statement>> parts, boolean oneByOne) {
     return new Sql(List.of(List.of(statements)), true);
   }
 
-  public Sql {
-    parts = parts.stream().map(List::copyOf).toList();
-  }
-
-  /** The SQL as one string (PostgreSQL's form; on MariaDB only for a single statement). */
-  public String text() {
-    if (oneByOne && statementCount() > 1) {
-      throw new IllegalStateException("statements sent one by one have no single string");
-    }
+  /**
+   * @param parts the parts, in order; each a list of statements
+   * @param oneByOne whether the statements are sent one by one (MariaDB) rather than as one string
+   */
+  public Sql(List<List<Statement>> parts, boolean oneByOne) {
+    this.parts = parts.stream().map(List::copyOf).toList();
+    this.oneByOne = oneByOne;
     StringBuilder text = new StringBuilder();
-    for (List<Statement> part : parts) {
+    List<String> names = new ArrayList<>();
+    int count = 0;
+    for (List<Statement> part : this.parts) {
       for (Statement st : part) {
         if (text.length() > 0) {
           text.append(";\n");
         }
         text.append(st.text);
+        names.addAll(st.names);
+        count++;
       }
     }
-    return text.toString();
+    this.text = oneByOne && count > 1 ? null : text.toString();
+    this.names = names.toArray(new String[0]);
+  }
+
+  public List<List<Statement>> parts() {
+    return parts;
+  }
+
+  public boolean oneByOne() {
+    return oneByOne;
+  }
+
+  /** The SQL as one string (PostgreSQL's form; on MariaDB only for a single statement). */
+  public String text() {
+    if (text == null) {
+      throw new IllegalStateException("statements sent one by one have no single string");
+    }
+    return text;
   }
 
   /** Every placeholder's parameter name, in order. */
   public List<String> names() {
-    List<String> names = new ArrayList<>();
-    parts.forEach(part -> part.forEach(st -> names.addAll(st.names)));
-    return names;
-  }
-
-  private int statementCount() {
-    return parts.stream().mapToInt(List::size).sum();
+    return List.of(names);
   }
 
   /** The statements of {@code parts}, in order, as one. */
@@ -145,15 +168,20 @@ public record Sql(List<List<Statement>> parts, boolean oneByOne) {
 
   /** Prepares the string and binds each placeholder to {@code values.apply(name)}. */
   public PreparedStatement prepare(Connection c, Function<String, Object> values) throws SQLException {
-    return prepare(c, text(), names(), values);
+    return prepare(c, text(), names, values);
   }
 
   private static PreparedStatement prepare(Connection c, String text, List<String> names, Function<String, Object> values)
       throws SQLException {
+    return prepare(c, text, names.toArray(new String[0]), values);
+  }
+
+  private static PreparedStatement prepare(Connection c, String text, String[] names, Function<String, Object> values)
+      throws SQLException {
     PreparedStatement ps = c.prepareStatement(text);
     try {
-      for (int i = 0; i < names.size(); i++) {
-        Object v = values.apply(names.get(i));
+      for (int i = 0; i < names.length; i++) {
+        Object v = values.apply(names[i]);
         if (v == null) {
           ps.setNull(i + 1, Types.BINARY);
         } else if (v instanceof byte[] bytes) {
@@ -165,7 +193,7 @@ public record Sql(List<List<Statement>> parts, boolean oneByOne) {
         } else if (v instanceof String[] texts) {
           ps.setArray(i + 1, c.createArrayOf("text", texts));
         } else {
-          throw new IllegalStateException("no binding for parameter " + names.get(i) + " of type " + v.getClass());
+          throw new IllegalStateException("no binding for parameter " + names[i] + " of type " + v.getClass());
         }
       }
       return ps;
@@ -177,10 +205,9 @@ public record Sql(List<List<Statement>> parts, boolean oneByOne) {
 
   /** The value of each placeholder, in order: {@code values.apply(name)}. */
   public Object[] values(Function<String, Object> values) {
-    List<String> names = names();
-    Object[] out = new Object[names.size()];
+    Object[] out = new Object[names.length];
     for (int i = 0; i < out.length; i++) {
-      out[i] = values.apply(names.get(i));
+      out[i] = values.apply(names[i]);
     }
     return out;
   }
