@@ -43,7 +43,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Consumes Kafka topics through an {@link Inbox}: polls a batch, applies it with {@link
  * Inbox#receiveAll} keyed by the message id each record carries in a header (the outbox id {@link
- * KafkaPublisher} writes), and commits the offsets only after the database transaction committed.
+ * KafkaPublisher} writes), and commits the offsets only after the database transaction committed
+ * (asynchronously; before a partition is revoked and when the loop ends, synchronously).
  * The intent key a record carries ({@value NewMessage#INTENT_HEADER}) is recorded with its id, and
  * a message the effect enqueues carries it on (docs/outbox.md#lineage).
  *
@@ -151,6 +152,12 @@ public final class KafkaInbox implements AutoCloseable {
   private final InboxAttempts attempts;
   /** Where this run's records given up on go; the loop thread's only. */
   private DeadLetters deadLetters;
+  /**
+   * The offsets handed to {@code commitAsync} in this run, per partition (the latest, which only
+   * grow): committed again, synchronously, before a partition is revoked and when the loop ends,
+   * so a partition's next owner starts where this consumer's effects ended. The loop thread's only.
+   */
+  private final Map<TopicPartition, OffsetAndMetadata> sent = new HashMap<>();
   private final Object wake = new Object();
   private Thread loop;
   private volatile boolean running;
@@ -257,6 +264,13 @@ public final class KafkaInbox implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     } finally {
+      try {
+        commitSent(c, c.assignment());
+      } catch (RuntimeException e) {
+        // Woken or interrupted (close() cut the loop short): those records come again as duplicates.
+        LOG.warn("could not commit the last offsets before closing; their records are delivered again as duplicates", e);
+      }
+      sent.clear();
       try {
         // Leaves the group at once, so its partitions move without waiting for the session timeout.
         c.close(CloseOptions.timeout(closeTimeout.dividedBy(10)));
@@ -602,13 +616,38 @@ public final class KafkaInbox implements AutoCloseable {
     if (commits.isEmpty()) {
       return;
     }
+    // Asynchronously: the database transaction has committed, so the offsets only save work (a
+    // record they miss comes again and the inbox answers it as a duplicate), and the loop polls the
+    // next batch instead of waiting a broker round trip. Before a partition can move to another
+    // consumer, its offsets are committed synchronously (Rebalance, and the loop's end).
+    sent.putAll(commits);
+    c.commitAsync(commits, (offsets, e) -> {
+      if (e != null) {
+        LOG.warn("could not commit offsets " + offsets + "; those records are delivered again as duplicates", e);
+      }
+    });
+  }
+
+  /**
+   * Commits synchronously the offsets sent asynchronously for {@code partitions}: what a partition's
+   * next owner starts from. A failure is logged: the records come again, as duplicates.
+   */
+  private void commitSent(KafkaConsumer<byte[], byte[]> c, Collection<TopicPartition> partitions) {
+    Map<TopicPartition, OffsetAndMetadata> commits = new HashMap<>();
+    for (TopicPartition tp : partitions) {
+      OffsetAndMetadata o = sent.remove(tp);
+      if (o != null) {
+        commits.put(tp, o);
+      }
+    }
+    if (commits.isEmpty()) {
+      return;
+    }
     try {
       c.commitSync(commits, commitTimeout);
     } catch (WakeupException | InterruptException e) {
       throw e;
     } catch (KafkaException e) {
-      // The effects are committed; the records come again (to this consumer or a partition's new
-      // owner) and the inbox answers them as duplicates.
       LOG.warn("could not commit offsets " + commits + "; those records are delivered again as duplicates", e);
     }
   }
@@ -625,15 +664,23 @@ public final class KafkaInbox implements AutoCloseable {
   private final class Rebalance implements ConsumerRebalanceListener {
     @Override
     public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-      // Every batch commits (or rewinds) before the next poll, so nothing is in progress here; the
+      // Every batch commits (or rewinds) before the next poll, so nothing is in progress here; its
+      // offsets, sent asynchronously, are committed and waited for before the partitions go. The
       // attempts are in the database, where the partitions' next owner finds them.
+      KafkaConsumer<byte[], byte[]> c = consumer;
+      if (c != null) {
+        commitSent(c, partitions);
+      }
+    }
+
+    @Override
+    public void onPartitionsLost(Collection<TopicPartition> partitions) {
+      // Owned by another consumer already: nothing may be committed for them.
+      sent.keySet().removeAll(partitions);
     }
 
     @Override
     public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
-
-    @Override
-    public void onPartitionsLost(Collection<TopicPartition> partitions) {}
   }
 
   /**
@@ -790,7 +837,10 @@ public final class KafkaInbox implements AutoCloseable {
       return this;
     }
 
-    /** The longest an offset commit waits; default 10 s, at most {@link KafkaInbox#MAX_TIMEOUT}. */
+    /**
+     * The longest a synchronous offset commit (before a partition is revoked, when the loop ends)
+     * waits; default 10 s, at most {@link KafkaInbox#MAX_TIMEOUT}.
+     */
     public Builder commitTimeout(Duration commitTimeout) {
       this.commitTimeout = commitTimeout;
       return this;

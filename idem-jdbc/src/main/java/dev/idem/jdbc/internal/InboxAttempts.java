@@ -127,15 +127,12 @@ public final class InboxAttempts {
     }
     return context.autoCommitOnce("counting attempts of consumer group " + group, c -> {
       String ranges = String.join(" OR ", Collections.nCopies(lowest.size(), "(topic = ? AND record_partition = ? AND record_offset < ?)"));
-      try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + table + " WHERE consumer_group = ? AND state = 'A' AND (" + ranges + ")")) {
-        int i = 1;
-        ps.setString(i++, group);
-        for (Place p : lowest.values()) {
-          ps.setString(i++, p.topic());
-          ps.setInt(i++, p.partition());
-          ps.setLong(i++, p.offset());
+      String delete = "DELETE FROM " + table + " WHERE consumer_group = ? AND state = 'A' AND (" + ranges + ")";
+      if (context.mariadb()) { // on PostgreSQL part of the counting statement
+        try (PreparedStatement ps = c.prepareStatement(delete)) {
+          bindRanges(ps, lowest);
+          ps.executeUpdate();
         }
-        ps.executeUpdate();
       }
       String values = String.join(", ", Collections.nCopies(records.size(), "(?, ?, ?, ?, ?, 1, " + (alone ? 1 : 0) + ", 'A', " + now + ")"));
       String insert = "INSERT INTO " + table + (context.mariadb() ? "" : " AS a") + " (consumer_group, topic, record_partition, record_offset, message_id, deliveries, attempts, state,"
@@ -157,13 +154,18 @@ public final class InboxAttempts {
               + " state = CASE WHEN a.message_id = excluded.message_id THEN a.state ELSE 'A' END,"
               + " message_id = excluded.message_id"
               + " RETURNING topic, record_partition, record_offset, deliveries, attempts, state";
+      if (!context.mariadb()) {
+        // The delete in the same statement: one round trip and one commit a poll, not two. Its
+        // rows, below each partition's first offset polled, are none of those the insert writes.
+        upsert = "WITH gone AS (" + delete + "), counted AS (" + upsert + ") SELECT * FROM counted";
+      }
       Map<String, Place> byKey = new HashMap<>();
       for (Place p : records) {
         byKey.put(key(p.topic(), p.partition(), p.offset()), p);
       }
       Map<Place, Count> counts = new HashMap<>();
       try (PreparedStatement ps = c.prepareStatement(upsert)) {
-        int i = 1;
+        int i = context.mariadb() ? 1 : bindRanges(ps, lowest);
         for (Place p : records) {
           ps.setString(i++, group);
           ps.setString(i++, p.topic());
@@ -199,6 +201,18 @@ public final class InboxAttempts {
       }
       return counts;
     });
+  }
+
+  /** Binds the group and each partition's first offset polled, from the first parameter; returns the next one's index. */
+  private int bindRanges(PreparedStatement ps, Map<String, Place> lowest) throws SQLException {
+    int i = 1;
+    ps.setString(i++, group);
+    for (Place p : lowest.values()) {
+      ps.setString(i++, p.topic());
+      ps.setInt(i++, p.partition());
+      ps.setLong(i++, p.offset());
+    }
+    return i;
   }
 
   private static void read(ResultSet rs, Map<String, Place> byKey, Map<Place, Count> counts) throws SQLException {
