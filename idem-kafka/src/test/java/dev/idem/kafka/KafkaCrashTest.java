@@ -275,8 +275,10 @@ class KafkaCrashTest {
     }
     assertThat(shipments()).isEqualTo(n);
     assertThat(idsShippedMoreThanOnce()).isZero();
-    // the outbox's id is a uuid on PostgreSQL, its text (CHAR(36)) on MariaDB
-    String id = db.vendor() == TestDatabase.Vendor.POSTGRESQL ? "o.id::text" : "o.id";
-    assertThat(db.count("SELECT count(*) FROM shipments s JOIN idem_outbox o ON " + id + " = s.message_id")).isEqualTo(n);
+    // the outbox's id is a uuid on PostgreSQL, CHAR(36) in ascii on MariaDB: the shipment's text
+    // cast to it finds each message by primary key (compared as text, MariaDB joined 3,000 x 3,000 rows)
+    String on = db.vendor() == TestDatabase.Vendor.POSTGRESQL ? "o.id::text = s.message_id"
+        : "o.id = CAST(s.message_id AS CHAR(36) CHARACTER SET ascii)";
+    assertThat(db.count("SELECT count(*) FROM shipments s JOIN idem_outbox o ON " + on)).isEqualTo(n);
   }
 }
