@@ -51,8 +51,8 @@ public final class PaymentsLoad {
     int clients = args.length > 3 ? Integer.parseInt(args[3]) : 16;
     System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
     try (TestDatabase db = TestDatabase.newDatabase("payments_load"); CardProviderServer provider = new CardProviderServer()) {
-      ConfigurableApplicationContext guarded = start(db, provider, true);
-      ConfigurableApplicationContext unguarded = mode.equals("guard") ? start(db, provider, false) : null;
+      ConfigurableApplicationContext guarded = start(db, provider, true, clients);
+      ConfigurableApplicationContext unguarded = mode.equals("guard") ? start(db, provider, false, clients) : null;
       try {
         URI on = payments(guarded);
         System.out.printf("%s on %s, %d clients, slices of %d ms, load %s%n", mode, db.vendor(), clients, slice, load());
@@ -94,12 +94,16 @@ public final class PaymentsLoad {
     }
   }
 
-  private static ConfigurableApplicationContext start(TestDatabase db, CardProviderServer provider, boolean guard) {
+  private static ConfigurableApplicationContext start(TestDatabase db, CardProviderServer provider, boolean guard, int clients) {
     return new SpringApplicationBuilder(PaymentsApplication.class).run(
         "--spring.datasource.url=" + db.jdbcUrl(),
         "--server.port=0",
         "--payments.provider-url=" + provider.url(),
         "--idem.relay.enabled=false",
+        // A request of this sample takes two connections at once (its transaction, and the charge's
+        // claim, which commits on its own): with as many clients as connections every one can hold
+        // the first and wait for the second until Hikari's 30 s timeout.
+        "--spring.datasource.hikari.maximum-pool-size=" + (2 * clients + 2),
         "--idem.http.enabled=" + guard);
   }
 
