@@ -26,6 +26,7 @@ import java.util.ArrayList;
 import java.util.Enumeration;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Predicate;
 import org.slf4j.Logger;
@@ -60,10 +61,12 @@ import org.slf4j.LoggerFactory;
  *       first copy's own client is answered, and gets the replay (or runs, if the first rolled
  *       back), or 409 when the wait ends first; a repeat with
  *       another request gets 422 at once, counted as a fingerprint mismatch by the {@code Idem}'s
- *       listener, as the executor counts one. In another process, the first copy of the key there waits on the
- *       running copy's key row, holding one pool connection for up to {@link Builder#inFlightWait}
- *       (the copies behind it wait in memory), and gets 409 until the running copy commits, then
- *       422 (its claim is invisible until it commits).
+ *       listener, as the executor counts one. In another process, the first copy of the key there
+ *       finds the running copy's key row locked and is answered at once, so it gives its connection
+ *       back and waits in memory too (the copies behind it wait on it), asking the database again
+ *       after pauses of 2 to 50 ms until {@link Builder#inFlightWait} ends: it holds a connection
+ *       only for those claims, never for a lock wait. It gets the replay once the running copy
+ *       commits (or 422 for another request: its claim is invisible until it commits), or 409.
  *   <li>A key never crosses callers: its scope is the caller ({@link Builder#scope}, by default
  *       the authenticated principal). A guarded request whose caller is not known is refused (403,
  *       or 400 naming a missing {@link Builder#scopeHeader}) before anything is claimed or run;
@@ -123,6 +126,12 @@ public final class IdempotencyKeyFilter implements Filter {
   private static final String SHARED = "shared";
   /** The prefix of a scope replaced by its hash (see {@link #keyPart}). */
   private static final String HASHED = "sha256:";
+  /**
+   * The pauses between a leader's claims of a key another instance runs: doubled from the first
+   * to the last, so a short run elsewhere is seen soon and a long one costs a claim every 50 ms.
+   */
+  private static final long FIRST_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
+  private static final long LAST_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
 
   private final IdempotentExecutor executor;
   /** Where the key rows live, to read a claimed row's expiry ({@link KeyExpiry}). */
@@ -307,12 +316,37 @@ public final class IdempotencyKeyFilter implements Filter {
   private void lead(HttpServletRequest request, HttpServletResponse response, FilterChain chain, IdempotencyKey key,
       Fingerprint print, byte[] body, InFlightRequests.Entry copy) throws IOException, ServletException {
     Outcome outcome = null;
+    long deadline = System.nanoTime() + inFlightWait.toNanos();
+    long pause = FIRST_PAUSE_NANOS;
     try {
       outcome = guard(request, response, chain, key, print, body, copy);
+      // Another instance runs the key (its claim is uncommitted): the executor answered at once,
+      // and the connection is back in the pool. Wait here, holding nothing but this thread (the
+      // copies behind this one wait on it in memory), and ask again until the wait is over: a
+      // claim that waited on the row lock would hold a connection for the whole wait.
+      while (outcome.left() == InFlightRequests.Left.HELD_ELSEWHERE) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0 || !pause(Math.min(pause, left))) {
+          break;
+        }
+        pause = Math.min(pause * 2, LAST_PAUSE_NANOS);
+        outcome = guard(request, response, chain, key, print, body, copy);
+      }
     } finally {
       copy.left(outcome == null ? InFlightRequests.Left.NOTHING : outcome.left());
     }
     outcome.answer().sendTo(response);
+  }
+
+  /** Sleeps {@code nanos}; false if interrupted (the container is stopping: answer, do not wait on). */
+  private static boolean pause(long nanos) {
+    try {
+      TimeUnit.NANOSECONDS.sleep(nanos);
+      return true;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
   }
 
   /** What a run left in the database, and the answer its client is to get (not sent yet). */
@@ -454,6 +488,9 @@ public final class IdempotencyKeyFilter implements Filter {
     private static final Predicate<HttpServletRequest> POST_AND_PATCH =
         r -> "POST".equals(r.getMethod()) || "PATCH".equals(r.getMethod());
 
+    /** The longest in-flight wait, as idem's executors allow (PostgreSQL's lock_timeout holds at most 2^31 - 1 ms). */
+    private static final Duration LONGEST_IN_FLIGHT_WAIT = Duration.ofMillis(Integer.MAX_VALUE);
+
     private final Idem idem;
     private String name = "http";
     private DedupeWindow window = DedupeWindow.CLIENT_RETRY;
@@ -495,12 +532,19 @@ public final class IdempotencyKeyFilter implements Filter {
     /**
      * How long a repeat waits for the first copy still running before it is answered 409; default
      * 250 ms. If the first finishes within it, the repeat gets the replay (or runs, if the first
-     * rolled back). A repeat in the same process as the first waits in memory, holding its request
-     * thread and no pool connection; the first copy of the key in another process waits on the
-     * running copy's key row, holding one pool connection for up to this long.
+     * rolled back). Every repeat waits in memory, holding its request thread and no pool
+     * connection: in the same process as the first, on the first; in another, the first copy of
+     * the key there asks the database again every few milliseconds (2 to 50) for this long, each
+     * time a claim that does not wait on the running copy's row lock.
+     *
+     * @throws IllegalArgumentException if {@code wait} is null, negative or longer than 2^31 - 1 ms
      */
     public Builder inFlightWait(Duration wait) {
-      this.inFlightWait = notNull(wait, "inFlightWait");
+      notNull(wait, "inFlightWait");
+      if (wait.isNegative() || wait.compareTo(LONGEST_IN_FLIGHT_WAIT) > 0) {
+        throw new IllegalArgumentException("inFlightWait must be 0 to " + LONGEST_IN_FLIGHT_WAIT + ", was " + wait);
+      }
+      this.inFlightWait = wait;
       return this;
     }
 
@@ -690,7 +734,7 @@ public final class IdempotencyKeyFilter implements Filter {
      * once which database it is on, to render its statements for it).
      *
      * @throws IllegalArgumentException naming the setting, if the executor refuses it (a name that
-     *     is not a valid key part, a negative or too long inFlightWait, a retryAfter not positive), or
+     *     is not a valid key part, a retryAfter not positive), or
      *     if the {@link #longOperations} keep final responses for less than this filter's window, in
      *     another schema, or the {@link #storePolicy} does not store 202
      */
@@ -715,10 +759,11 @@ public final class IdempotencyKeyFilter implements Filter {
         all.add("Retry-After");
         replayedHeaders = List.copyOf(all);
       }
+      // Built to answer "in flight" at once: the filter does the waiting, outside any connection (see lead).
       IdempotentExecutor executor = idem.executor()
           .name(name)
           .window(window)
-          .inFlightWait(inFlightWait)
+          .inFlightWait(Duration.ZERO)
           .retryAfter(retryAfter)
           .build();
       return new IdempotencyKeyFilter(this, executor);

@@ -35,6 +35,9 @@ final class CardProviderServer implements AutoCloseable {
   final AtomicBoolean loseNextReply = new AtomicBoolean();
   volatile CountDownLatch hold = new CountDownLatch(0);
   volatile CountDownLatch held = new CountDownLatch(0);
+  /** A charge of this amount (none when 0) waits on {@link #amountHold}: one slow charge among quick ones. */
+  volatile int heldAmount;
+  volatile CountDownLatch amountHold = new CountDownLatch(0);
 
   CardProviderServer() throws IOException {
     server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
@@ -59,6 +62,9 @@ final class CardProviderServer implements AutoCloseable {
     held.countDown();
     try {
       hold.await(20, TimeUnit.SECONDS);
+      if (amount == heldAmount) {
+        amountHold.await(60, TimeUnit.SECONDS);
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
