@@ -62,26 +62,25 @@ public final class PaymentsLoad {
           rate(payments(unguarded), clients, slice, null);
         }
         List<Double> ratios = new ArrayList<>();
+        boolean guard = mode.equals("guard");
+        // a: guarded, or new keys during the storm; b: unguarded, or new keys unloaded
+        URI other = guard ? payments(unguarded) : on;
+        CardProviderServer storm = guard ? null : provider;
+        String format = guard ? "round %d: guarded %.0f/s, unguarded %.0f/s, ratio %.2f, load %s%n"
+            : "round %d: during the storm %.0f/s, unloaded %.0f/s, ratio %.2f, load %s%n";
         for (int r = 0; r < rounds; r++) {
-          boolean reverse = r % 2 == 1;
+          // the order alternates by round (the guard measured first in even rounds, the calm in the storm's)
+          boolean aFirst = guard == (r % 2 == 0);
           double a;
           double b;
-          if (mode.equals("guard")) {
-            URI off = payments(unguarded);
-            double g = reverse ? 0 : rate(on, clients, slice, null);
-            double u = rate(off, clients, slice, null);
-            g = reverse ? rate(on, clients, slice, null) : g;
-            a = g;
-            b = u;
-            System.out.printf("round %d: guarded %.0f/s, unguarded %.0f/s, ratio %.2f, load %s%n", r + 1, a, b, a / b, load());
+          if (aFirst) {
+            a = rate(on, clients, slice, storm);
+            b = rate(other, clients, slice, null);
           } else {
-            double calm = reverse ? 0 : rate(on, clients, slice, null);
-            double storm = rate(on, clients, slice, provider);
-            calm = reverse ? rate(on, clients, slice, null) : calm;
-            a = storm;
-            b = calm;
-            System.out.printf("round %d: during the storm %.0f/s, unloaded %.0f/s, ratio %.2f, load %s%n", r + 1, a, b, a / b, load());
+            b = rate(other, clients, slice, null);
+            a = rate(on, clients, slice, storm);
           }
+          System.out.printf(format, r + 1, a, b, a / b, load());
           ratios.add(a / b);
         }
         System.out.printf("ratios %s, mean %.2f%n", ratios, ratios.stream().mapToDouble(Double::doubleValue).average().orElse(0));
