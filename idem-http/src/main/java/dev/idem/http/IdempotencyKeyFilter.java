@@ -26,7 +26,6 @@ import java.util.ArrayList;
 import java.util.Enumeration;
 import java.util.HexFormat;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Predicate;
 import org.slf4j.Logger;
@@ -130,8 +129,8 @@ public final class IdempotencyKeyFilter implements Filter {
    * The pauses between a leader's claims of a key another instance runs: doubled from the first
    * to the last, so a short run elsewhere is seen soon and a long one costs a claim every 50 ms.
    */
-  private static final long FIRST_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
-  private static final long LAST_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+  private static final Duration FIRST_PAUSE = Duration.ofMillis(2);
+  private static final Duration LAST_PAUSE = Duration.ofMillis(50);
 
   private final IdempotentExecutor executor;
   /** Where the key rows live, to read a claimed row's expiry ({@link KeyExpiry}). */
@@ -316,37 +315,20 @@ public final class IdempotencyKeyFilter implements Filter {
   private void lead(HttpServletRequest request, HttpServletResponse response, FilterChain chain, IdempotencyKey key,
       Fingerprint print, byte[] body, InFlightRequests.Entry copy) throws IOException, ServletException {
     Outcome outcome = null;
-    long deadline = System.nanoTime() + inFlightWait.toNanos();
-    long pause = FIRST_PAUSE_NANOS;
+    Pauses pauses = new Pauses(inFlightWait, FIRST_PAUSE, LAST_PAUSE);
     try {
       outcome = guard(request, response, chain, key, print, body, copy);
       // Another instance runs the key (its claim is uncommitted): the executor answered at once,
       // and the connection is back in the pool. Wait here, holding nothing but this thread (the
       // copies behind this one wait on it in memory), and ask again until the wait is over: a
       // claim that waited on the row lock would hold a connection for the whole wait.
-      while (outcome.left() == InFlightRequests.Left.HELD_ELSEWHERE) {
-        long left = deadline - System.nanoTime();
-        if (left <= 0 || !pause(Math.min(pause, left))) {
-          break;
-        }
-        pause = Math.min(pause * 2, LAST_PAUSE_NANOS);
+      while (outcome.left() == InFlightRequests.Left.HELD_ELSEWHERE && pauses.next()) {
         outcome = guard(request, response, chain, key, print, body, copy);
       }
     } finally {
       copy.left(outcome == null ? InFlightRequests.Left.NOTHING : outcome.left());
     }
     outcome.answer().sendTo(response);
-  }
-
-  /** Sleeps {@code nanos}; false if interrupted (the container is stopping: answer, do not wait on). */
-  private static boolean pause(long nanos) {
-    try {
-      TimeUnit.NANOSECONDS.sleep(nanos);
-      return true;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return false;
-    }
   }
 
   /** What a run left in the database, and the answer its client is to get (not sent yet). */

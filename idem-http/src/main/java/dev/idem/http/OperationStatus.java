@@ -13,7 +13,6 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Enumeration;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 /**
  * A {@code GET} of a long operation's status resource: the request's key, under the caller's
@@ -30,6 +29,8 @@ import java.util.concurrent.TimeUnit;
 final class OperationStatus {
   private static final long FIRST_PAUSE_MS = 10;
   private static final long LONGEST_PAUSE_MS = 200;
+  private static final Duration FIRST_PAUSE = Duration.ofMillis(FIRST_PAUSE_MS);
+  private static final Duration LONGEST_PAUSE = Duration.ofMillis(LONGEST_PAUSE_MS);
 
   private OperationStatus() {}
 
@@ -69,8 +70,7 @@ final class OperationStatus {
       return;
     }
     Duration wait = asked == null ? Duration.ZERO : asked.compareTo(operations.maxWait()) > 0 ? operations.maxWait() : asked;
-    long deadline = System.nanoTime() + wait.toNanos();
-    long pause = FIRST_PAUSE_MS;
+    Pauses pauses = new Pauses(wait, FIRST_PAUSE, LONGEST_PAUSE);
     while (true) {
       Rows rows = read(operations, key);
       if (rows == null || rows.accepted().status() != HttpServletResponse.SC_ACCEPTED) {
@@ -83,26 +83,14 @@ final class OperationStatus {
         rows.result().writeTo(response, IdempotencyKeyFilter.IDEMPOTENCY_KEY_EXPIRES, expires, "Cache-Control", "no-store");
         return;
       }
-      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
-      if (left <= 0 || !sleep(Math.min(pause, left))) {
+      if (!pauses.next()) {
         rows.accepted().writeTo(response, "Retry-After", Long.toString(IdempotencyKeyFilter.seconds(operations.retryAfter())),
             IdempotencyKeyFilter.IDEMPOTENCY_KEY_EXPIRES, expires, "Cache-Control", "no-store");
         return;
       }
-      pause = Math.min(pause * 2, LONGEST_PAUSE_MS);
     }
   }
 
-  /** Sleeps; false if interrupted (the container is stopping: answer now, do not wait on). */
-  private static boolean sleep(long millis) {
-    try {
-      Thread.sleep(millis);
-      return true;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return false;
-    }
-  }
 
   /**
    * Both rows of {@code key} in one short transaction (its own connection, returned at once): the

@@ -173,9 +173,9 @@ class LongOperationsTest extends AbstractHttpTest {
     assertThat(accepted.statusCode()).isEqualTo(202);
     String location = accepted.headers().firstValue("Location").orElseThrow();
 
-    long sleeping = Poll.threadsWaitingIn(OperationStatus.class.getName(), "sleep");
+    long sleeping = Poll.threadsWaitingIn(Pauses.class.getName(), "next");
     CompletableFuture<HttpResponse<String>> waiting = CompletableFuture.supplyAsync(() -> get(payments, location, "Prefer", "wait=30"));
-    Poll.until("the GET waits for the final response", () -> Poll.threadsWaitingIn(OperationStatus.class.getName(), "sleep") > sleeping);
+    Poll.until("the GET waits for the final response", () -> Poll.threadsWaitingIn(Pauses.class.getName(), "next") > sleeping);
     assertThat(waiting).isNotDone();
 
     assertThat(relay.runOnce()).isPositive();
