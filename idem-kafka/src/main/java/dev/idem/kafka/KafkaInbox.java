@@ -318,9 +318,14 @@ public final class KafkaInbox implements AutoCloseable {
         unusable.add(Map.entry(r, problem));
       }
     }
-    // Deliveries counted and committed before any effect runs, in the database: a delivery that
-    // had no outcome (the process died in the batch) shows in the next one, whichever consumer of
-    // the group polls it.
+    // The poll recorded and committed before any effect runs, in the database: one range of
+    // offsets per partition. A range delivered again without an outcome (the process died in the
+    // batch) or with a failure shows in the next poll, whichever consumer of the group makes it.
+    Map<TopicPartition, InboxAttempts.Range> ranges = new HashMap<>();
+    for (TopicPartition tp : records.partitions()) {
+      List<ConsumerRecord<byte[], byte[]>> rs = records.records(tp);
+      ranges.put(tp, new InboxAttempts.Range(tp.topic(), tp.partition(), rs.get(0).offset(), rs.get(rs.size() - 1).offset()));
+    }
     Map<ConsumerRecord<byte[], byte[]>, InboxAttempts.Place> places = new IdentityHashMap<>();
     for (ConsumerRecord<byte[], byte[]> r : withId) {
       places.put(r, new InboxAttempts.Place(r.topic(), r.partition(), r.offset(), ids.get(r)));
@@ -328,24 +333,41 @@ public final class KafkaInbox implements AutoCloseable {
     Set<ConsumerRecord<byte[], byte[]>> settled = Collections.newSetFromMap(new IdentityHashMap<>());
     // records given up on, with why; checked against the inbox before they go to the dead letters
     Map<ConsumerRecord<byte[], byte[]>, Exception> givenUp = new IdentityHashMap<>();
-    // records whose delivery stays counted: they failed (their attempt counted), or were given up on
+    // records to be polled again by their own fault: they failed (their attempt counted), or were given up on
     Set<ConsumerRecord<byte[], byte[]>> charged = Collections.newSetFromMap(new IdentityHashMap<>());
     List<ConsumerRecord<byte[], byte[]>> batch = new ArrayList<>(withId.size());
     // per partition with a suspect record, its first unsettled record: run alone, after the batch
     List<ConsumerRecord<byte[], byte[]>> lone = new ArrayList<>();
     // the records after a lone one in its partition: not run in this poll, polled again
     List<ConsumerRecord<byte[], byte[]>> held = new ArrayList<>();
-    Map<InboxAttempts.Place, InboxAttempts.Count> counts;
+    Map<TopicPartition, InboxAttempts.Polled> polled = new HashMap<>();
+    Set<TopicPartition> suspect = new HashSet<>();
+    // partitions whose records are counted one by one: the suspect ones, and those that may deliver
+    // again a record settled before (kept as a dead letter, acknowledged), whose state is read
+    Set<TopicPartition> counted = new HashSet<>();
+    Map<InboxAttempts.Place, InboxAttempts.Count> counts = new HashMap<>();
     try {
-      counts = new HashMap<>(attempts.count(new ArrayList<>(places.values()), false));
+      Map<InboxAttempts.Range, InboxAttempts.Polled> written = attempts.poll(new ArrayList<>(ranges.values()));
+      for (Map.Entry<TopicPartition, InboxAttempts.Range> e : ranges.entrySet()) {
+        InboxAttempts.Polled p = written.get(e.getValue());
+        polled.put(e.getKey(), p);
+        if (p.suspect()) {
+          suspect.add(e.getKey());
+        }
+        if (p.suspect() || e.getValue().first() <= p.givenUpOffset()) {
+          counted.add(e.getKey());
+        }
+      }
+      List<InboxAttempts.Place> toCount = withId.stream()
+          .filter(r -> counted.contains(new TopicPartition(r.topic(), r.partition()))).map(places::get).toList();
+      counts.putAll(attempts.count(toCount, false));
     } catch (RuntimeException e) {
-      LOG.warn("could not count the deliveries of a batch of " + records.count() + " records (nothing of it ran); they are"
+      LOG.warn("could not record the deliveries of a batch of " + records.count() + " records (nothing of it ran); they are"
           + " polled again in " + retryBackoff, e);
       commitAndRewind(c, records, Set.of()); // nothing settled
       return false;
     }
     List<ConsumerRecord<byte[], byte[]>> unsettled = new ArrayList<>(withId.size());
-    Set<TopicPartition> suspect = new HashSet<>();
     for (ConsumerRecord<byte[], byte[]> r : withId) {
       InboxAttempts.Count n = counts.get(places.get(r));
       if (n != null && n.state() != InboxAttempts.State.ATTEMPTED) {
@@ -354,9 +376,6 @@ public final class KafkaInbox implements AutoCloseable {
             + (n.state() == InboxAttempts.State.DEAD_LETTER ? "kept as a dead letter" : "its effect had committed") + "); acknowledged");
         settled.add(r);
       } else {
-        if (n != null && n.deliveries() > 1) {
-          suspect.add(new TopicPartition(r.topic(), r.partition()));
-        }
         unsettled.add(r);
       }
     }
@@ -403,23 +422,38 @@ public final class KafkaInbox implements AutoCloseable {
         settled.add(u.getKey());
       }
     }
-    // The deliveries of records polled again for no fault of theirs (held back, applied after a
-    // failed one, in flight elsewhere, not run because the database failed) are taken back: else
-    // they would look suspect at the next poll and run one at a time.
+    // Per partition whose records come again, or that was suspect or counted: its range still
+    // unsettled, from the first record polled again to the last one charged (or, if suspect, the
+    // end of the range delivered without an outcome), or settled. Records polled again for no
+    // fault of theirs (held back, applied after a failed one, in flight elsewhere, not run because
+    // the database failed) are outside it: else they would look suspect at the next poll and run
+    // one at a time. A partition whose records all settled needs no write: the next poll starts
+    // past its range.
     Map<TopicPartition, Long> rewindTo = new HashMap<>();
+    Map<TopicPartition, Long> lastCharged = new HashMap<>();
     for (ConsumerRecord<byte[], byte[]> r : records) {
+      TopicPartition tp = new TopicPartition(r.topic(), r.partition());
       if (!settled.contains(r)) {
-        rewindTo.putIfAbsent(new TopicPartition(r.topic(), r.partition()), r.offset());
+        rewindTo.putIfAbsent(tp, r.offset());
+        if (charged.contains(r)) {
+          lastCharged.put(tp, r.offset());
+        }
       }
     }
-    List<InboxAttempts.Place> notTheirFault = unsettled.stream()
-        .filter(r -> !charged.contains(r) && r.offset() >= rewindTo.getOrDefault(new TopicPartition(r.topic(), r.partition()), Long.MAX_VALUE))
-        .map(places::get).toList();
+    List<InboxAttempts.Range> narrowed = new ArrayList<>();
+    for (Map.Entry<TopicPartition, InboxAttempts.Range> e : ranges.entrySet()) {
+      TopicPartition tp = e.getKey();
+      if (rewindTo.containsKey(tp) || counted.contains(tp)) {
+        long first = rewindTo.getOrDefault(tp, e.getValue().last() + 1);
+        long last = Math.max(suspect.contains(tp) ? polled.get(tp).last() : Long.MIN_VALUE, lastCharged.getOrDefault(tp, Long.MIN_VALUE));
+        narrowed.add(new InboxAttempts.Range(tp.topic(), tp.partition(), first, Math.max(last, first - 1)));
+      }
+    }
     try {
-      attempts.takeBack(notTheirFault);
+      attempts.narrow(narrowed);
     } catch (RuntimeException e) {
-      LOG.warn("could not take back the deliveries of " + notTheirFault.size() + " records polled again; they may run one at a"
-          + " time", e);
+      LOG.warn("could not record which records of " + narrowed.size() + " partitions are polled again by no fault of theirs;"
+          + " those partitions may run one record at a time", e);
     }
     commitAndRewind(c, records, settled);
     // the held records are polled again at once; a pause only if one run is to be retried
@@ -449,7 +483,7 @@ public final class KafkaInbox implements AutoCloseable {
       LOG.warn("the inbox could not apply " + toRun.size() + " records; they are polled again in " + retryBackoff, e);
       if (alone) {
         try {
-          attempts.adjust(toRun.stream().map(places::get).toList(), -1);
+          attempts.takeBackAttempt(toRun.stream().map(places::get).toList());
         } catch (RuntimeException again) {
           LOG.debug("could not take back the attempt of the failed run; it stays counted", again);
         }
@@ -458,29 +492,32 @@ public final class KafkaInbox implements AutoCloseable {
     }
     settled.addAll(received.applied());
     settled.addAll(received.duplicates());
-    List<InboxAttempts.Place> failedInBatch = new ArrayList<>();
+    // A failure in a batch is charged after the fact, to a row of its own, created if need be:
+    // its next deliveries run it alone, and its attempts count towards maxAttempts.
+    List<InboxAttempts.Place> failedInBatch = alone ? List.of()
+        : received.failed().stream().map(f -> places.get(f.message())).toList();
+    boolean chargedNow = false;
+    try {
+      counts.putAll(attempts.count(failedInBatch, true));
+      chargedNow = true;
+      if (alone) {
+        attempts.takeBackAttempt(received.inFlight().stream().map(places::get).toList()); // counted, did not run
+      }
+    } catch (RuntimeException e) {
+      LOG.warn("could not count the failures of " + failedInBatch.size() + " records; they are delivered again", e);
+    }
     for (Received.Failure<ConsumerRecord<byte[], byte[]>> f : received.failed()) {
       ConsumerRecord<byte[], byte[]> r = f.message();
       charged.add(r);
       InboxAttempts.Count count = counts.get(places.get(r));
-      int n = (count == null ? 0 : count.attempts()) + (alone ? 0 : 1); // alone, counted before the effect
-      if (!alone) {
-        failedInBatch.add(places.get(r));
-      }
+      // alone, or charged just now: counted already; else one more than known
+      int n = (count == null ? 0 : count.attempts()) + (alone || chargedNow ? 0 : 1);
       if (n >= maxAttempts) {
         givenUp.put(r, f.error());
       } else {
         LOG.warn("the effect of record " + position(r) + " (id " + ids.get(r) + ") failed, attempt " + n + " of "
             + maxAttempts + "; it is delivered again", f.error());
       }
-    }
-    try {
-      attempts.adjust(failedInBatch, 1);
-      if (alone) {
-        attempts.adjust(received.inFlight().stream().map(places::get).toList(), -1); // counted, did not run
-      }
-    } catch (RuntimeException e) {
-      LOG.warn("could not count the failures of " + failedInBatch.size() + " records; they are delivered again", e);
     }
     return true;
   }

@@ -180,7 +180,10 @@ class KafkaCrashTest {
     try (KafkaPublisher kafkaPublisher = KafkaPublisher.builder(kafka.bootstrapServers()).build()) {
       assertThat(idem.relay(kafkaPublisher).batchSize(100).build().runOnce()).isEqualTo(6);
     }
-    String attempts = "SELECT attempts FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison' AND message_id = ?";
+    // 0 without a row: a batch's records have none
+    String attempts = "SELECT coalesce(max(attempts), 0) FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison' AND message_id = ?";
+    String range = "SELECT count(*) FROM idem_inbox_polls WHERE consumer_group = 'crash-poison' AND topic = 'crash-poison'"
+        + " AND record_partition = 0";
     // The first death is in a batch of six, where it is blamed on none; then the records run alone,
     // and the poison's two attempts alone kill two more.
     for (int death = 1; death <= 3; death++) {
@@ -189,6 +192,20 @@ class KafkaCrashTest {
       assertThat(child.waitFor(30, TimeUnit.SECONDS)).isTrue();
       assertThat(child.exitValue()).isEqualTo(1);
       assertThat(db.count(attempts, poison.toString())).as("attempts after death %d", death).isEqualTo(death - 1);
+      if (death == 1) {
+        // the batch's poll wrote its partition's range, delivered once, and no row per record
+        assertThat(db.count(range + " AND first_offset = 0 AND last_offset >= 3 AND deliveries = 1")).isEqualTo(1);
+        assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison'")).isZero();
+        assertThat(shipments()).isZero();
+      } else if (death == 2) {
+        // the range delivered again after the kill: one record a poll, each alone (four polls after
+        // the first) up to the poison, the only record with an attempt; the partition's records
+        // counted one by one, the rows of those settled deleted
+        assertThat(db.count(range + " AND first_offset = 3 AND deliveries = 5")).isEqualTo(1);
+        assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison' AND attempts > 0")).isEqualTo(1);
+        assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison' AND record_offset < 3")).isZero();
+        assertThat(shipments()).isEqualTo(3);
+      }
     }
     assertThat(kafka.records("crash-poison.dead")).isEmpty();
 
@@ -215,6 +232,8 @@ class KafkaCrashTest {
     assertThat(KafkaPublisherTest.header(dead.get(0), DeadLetters.ERROR_HEADER)).contains("started 2 times alone without an outcome");
     assertThat(db.count(attempts, poison.toString())).isEqualTo(3);
     assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'crash-poison' AND state = 'D'")).isEqualTo(1);
+    // the poison's offset kept: a poll from before it reads the records' states
+    assertThat(db.count(range + " AND given_up_offset = 3")).isEqualTo(1);
     assertThat(shipments()).isEqualTo(5);
     assertThat(db.count("SELECT count(*) FROM shipments WHERE message_id = ?", poison.toString())).isZero();
 

@@ -333,8 +333,8 @@ class KafkaInboxTest {
   }
 
   /**
-   * A record given up on (planted: its delivery counted and its one attempt used, as by a consumer
-   * that died in it) whose effect had committed (its id in the inbox) is acknowledged as a
+   * A record given up on (planted: its poll's range and its delivery counted and its one attempt
+   * used, as by a consumer that died in it) whose effect had committed (its id in the inbox) is acknowledged as a
    * duplicate: no dead letter, no second effect, and its row says so ({@code E}).
    */
   @Test
@@ -352,6 +352,9 @@ class KafkaInboxTest {
         List.of(new org.apache.kafka.common.header.internals.RecordHeader("id", id.getBytes(StandardCharsets.UTF_8))))).get();
     db.execute("INSERT INTO idem_inbox_attempts (consumer_group, topic, record_partition, record_offset, message_id, deliveries,"
         + " attempts, state, last_attempt_at) VALUES ('committed', 'in-committed', 0, 0, '" + id + "', 1, 1, 'A', CURRENT_TIMESTAMP)");
+    // its poll's range, delivered once before it ran alone and once for that run
+    db.execute("INSERT INTO idem_inbox_polls (consumer_group, topic, record_partition, first_offset, last_offset, deliveries,"
+        + " given_up_offset) VALUES ('committed', 'in-committed', 0, 0, 0, 2, -1)");
     try (KafkaInbox c = consumer(inbox, RECORD, "committed", "in-committed").maxAttempts(1).build()) {
       c.start();
       Poll.until("the offsets at the end", () -> committedToEnd("committed", "in-committed"));
@@ -360,6 +363,56 @@ class KafkaInboxTest {
     assertThat(db.count("SELECT count(*) FROM effects WHERE message_id = ?", id)).isEqualTo(1);
     assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'committed' AND message_id = ? AND state = 'E'", id))
         .isEqualTo(1);
+  }
+
+  /**
+   * A poll without a fault writes one row per partition (its range of offsets, committed before the
+   * batch's effects run) and none per record: each batch finds its records inside its partition's
+   * range, delivered once, and no attempt row exists, during the run or after it.
+   */
+  @Test
+  void aPollWritesOneRangeRowPerPartitionAndNoRowPerRecord() throws Exception {
+    kafka.createTopic("in-ranges", 2);
+    enqueue("in-ranges", 200, "ranged ");
+    relayAll(200);
+    AtomicInteger outsideItsRange = new AtomicInteger();
+    AtomicInteger attemptRows = new AtomicInteger();
+    BatchEffect<ConsumerRecord<byte[], byte[]>> effect = (tx, r) -> {
+      RECORD.apply(tx, r);
+      try (PreparedStatement ps = tx.connection().prepareStatement("SELECT count(*) FROM idem_inbox_polls WHERE consumer_group ="
+          + " 'ranges' AND topic = 'in-ranges' AND record_partition = ? AND ? BETWEEN first_offset AND last_offset AND deliveries = 1")) {
+        ps.setInt(1, r.partition());
+        ps.setLong(2, r.offset());
+        try (var rs = ps.executeQuery()) {
+          rs.next();
+          if (rs.getInt(1) != 1) {
+            outsideItsRange.incrementAndGet();
+          }
+        }
+      }
+      try (PreparedStatement ps = tx.connection().prepareStatement("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'ranges'")) {
+        try (var rs = ps.executeQuery()) {
+          rs.next();
+          attemptRows.addAndGet(rs.getInt(1));
+        }
+      }
+    };
+    try (KafkaInbox c = consumer(idem.inbox("ranges").build(), effect, "ranges", "in-ranges").maxPollRecords(30).build()) {
+      c.start();
+      Poll.until("200 effects and the offsets at the end", () -> effects() == 200 && committedToEnd("ranges", "in-ranges"));
+    }
+    assertThat(effects()).isEqualTo(200);
+    assertThat(outsideItsRange).as("records applied outside their partition's range, delivered once").hasValue(0);
+    assertThat(attemptRows).as("attempt rows seen by the effects").hasValue(0);
+    assertThat(db.count("SELECT count(*) FROM idem_inbox_attempts WHERE consumer_group = 'ranges'")).isZero();
+    assertThat(db.count("SELECT count(*) FROM idem_inbox_polls WHERE consumer_group = 'ranges'")).isEqualTo(2);
+    // each partition's row holds its last poll: ending at the partition's last record, delivered once
+    for (int partition = 0; partition < 2; partition++) {
+      int p = partition;
+      long last = kafka.records("in-ranges").stream().filter(r -> r.partition() == p).mapToLong(ConsumerRecord::offset).max().orElseThrow();
+      assertThat(db.count("SELECT count(*) FROM idem_inbox_polls WHERE consumer_group = 'ranges' AND record_partition = ?"
+          + " AND last_offset = ? AND deliveries = 1 AND given_up_offset = -1", p, last)).isEqualTo(1);
+    }
   }
 
   @Test

@@ -17,16 +17,37 @@ import java.util.function.Function;
 import org.jooq.impl.DSL;
 
 /**
- * A queue consumer's attempts at its records, kept in {@code idem_inbox_attempts} next to an
- * {@code Inbox} (migration V2), so they survive a restart and a rebalance: {@code KafkaInbox}
- * counts an attempt (committed) before the record's effect runs, and reads whether a record given
- * up on had its effect committed after all (its id in the inbox). Each call is its own short
- * auto-commit work on a connection of the inbox's {@code DataSource}; times are the database
- * clock. Not an API: exported to idem-kafka only.
+ * A queue consumer's polls and attempts at its records, kept next to an {@code Inbox} so they
+ * survive a restart and a rebalance: per partition, the range of offsets delivered last and not yet
+ * settled ({@code idem_inbox_polls}, migration V5), written before a poll's effects run; and, for
+ * the records of a suspect partition (its range delivered again) and the records that failed, a
+ * row per record ({@code idem_inbox_attempts}, migration V2): {@code KafkaInbox} counts an attempt
+ * (committed) before such a record's effect runs, and reads whether a record given up on had its
+ * effect committed after all (its id in the inbox). Each call is its own short auto-commit work on
+ * a connection of the inbox's {@code DataSource}; times are the database clock. Not an API:
+ * exported to idem-kafka only.
  */
 public final class InboxAttempts {
   /** A record's place in its queue and its message id. */
   public record Place(String topic, int partition, long offset, String messageId) {}
+
+  /**
+   * A partition's records in a poll, offsets {@code first} to {@code last} included; after the poll
+   * ({@link #narrow}) the range still unsettled, or none when {@code first > last}.
+   */
+  public record Range(String topic, int partition, long first, long last) {}
+
+  /**
+   * Where a partition stands after {@link #poll}: the range unsettled ({@code first} to {@code
+   * last}), the polls that delivered it (above one: delivered before without an outcome, suspect),
+   * and the highest offset of its records settled in {@code idem_inbox_attempts} (-1 for none).
+   */
+  public record Polled(long first, long last, int deliveries, long givenUpOffset) {
+    /** Whether an earlier delivery of this range had no outcome (a death) or failed. */
+    public boolean suspect() {
+      return deliveries > 1;
+    }
+  }
 
   /**
    * Where a record stands after {@link #count}: the polls that delivered it unsettled (this one
@@ -78,6 +99,7 @@ public final class InboxAttempts {
   private final String group;
   /** Rendered at the first use, when the database is first asked which it is (building touches none). */
   private volatile String table;
+  private volatile String polls;
   private volatile String inbox;
   private volatile String now;
 
@@ -91,6 +113,7 @@ public final class InboxAttempts {
     if (table == null) {
       inbox = context.dsl().render(DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_inbox")));
       now = context.mariadb() ? "utc_timestamp(6)" : "clock_timestamp()";
+      polls = context.dsl().render(DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_inbox_polls")));
       table = context.dsl().render(DSL.table(DSL.name(Context.DEFAULT_SCHEMA, "idem_inbox_attempts")));
     }
   }
@@ -105,15 +128,118 @@ public final class InboxAttempts {
   }
 
   /**
-   * Counts a delivery of each of {@code records}, and if {@code alone} (one record, run by itself)
-   * an attempt, and commits the counts before any effect runs; a record kept as a dead letter or
-   * acknowledged ({@link State#DEAD_LETTER}, {@link State#EFFECT_COMMITTED}) is not counted again.
-   * First deletes the group's unsettled rows of the records' partitions below the first offset
-   * polled in each: the consumer is past them.
+   * Records a poll, one row per partition, committed before any effect runs. A partition's range
+   * that overlaps its unsettled one (delivered before, without an outcome or with a failure) leaves
+   * that range as it is and counts one more delivery of it: the partition is suspect. Any other
+   * replaces it, delivered once: the range before was settled, or the consumer is past it (its batch
+   * committed) or before it (offsets moved back), and nothing of it failed unsettled.
+   *
+   * @return each partition's standing, by the range given for it
+   */
+  public Map<Range, Polled> poll(List<Range> ranges) {
+    if (ranges.isEmpty()) {
+      return Map.of();
+    }
+    render();
+    boolean maria = context.mariadb();
+    String values = String.join(", ", Collections.nCopies(ranges.size(), "(?, ?, ?, ?, ?, 1, -1)"));
+    String insert = "INSERT INTO " + polls + (maria ? "" : " AS r") + " (consumer_group, topic, record_partition, first_offset,"
+        + " last_offset, deliveries, given_up_offset) VALUES " + values;
+    // MariaDB assigns left to right, each seeing the ones before it: deliveries first, from the old
+    // range, and the range kept where it overlapped (deliveries above one from then on).
+    String sql = maria
+        ? insert + " ON DUPLICATE KEY UPDATE"
+            + " deliveries = IF(deliveries > 0 AND VALUES(first_offset) <= last_offset AND VALUES(last_offset) >= first_offset,"
+            + " deliveries + 1, 1),"
+            + " first_offset = IF(deliveries > 1, first_offset, VALUES(first_offset)),"
+            + " last_offset = IF(deliveries > 1, last_offset, VALUES(last_offset))"
+        : insert + " ON CONFLICT (consumer_group, topic, record_partition) DO UPDATE SET"
+            + " deliveries = CASE WHEN " + OVERLAP + " THEN r.deliveries + 1 ELSE 1 END,"
+            + " first_offset = CASE WHEN " + OVERLAP + " THEN r.first_offset ELSE excluded.first_offset END,"
+            + " last_offset = CASE WHEN " + OVERLAP + " THEN r.last_offset ELSE excluded.last_offset END";
+    String returning = sql + " RETURNING topic, record_partition, first_offset, last_offset, deliveries, given_up_offset";
+    Map<String, Range> byPartition = new HashMap<>();
+    for (Range r : ranges) {
+      byPartition.put(r.topic() + "\u0000" + r.partition(), r);
+    }
+    return context.autoCommitOnce("recording a poll of consumer group " + group, c -> {
+      Map<Range, Polled> polled = new HashMap<>();
+      try (PreparedStatement ps = c.prepareStatement(returning)) {
+        int i = 1;
+        for (Range r : ranges) {
+          ps.setString(i++, group);
+          ps.setString(i++, r.topic());
+          ps.setInt(i++, r.partition());
+          ps.setLong(i++, r.first());
+          ps.setLong(i++, r.last());
+        }
+        try (ResultSet rs = ps.executeQuery()) {
+          while (rs.next()) {
+            Range r = byPartition.get(rs.getString(1) + "\u0000" + rs.getInt(2));
+            if (r != null) {
+              polled.put(r, new Polled(rs.getLong(3), rs.getLong(4), rs.getInt(5), rs.getLong(6)));
+            }
+          }
+        }
+      }
+      return polled;
+    });
+  }
+
+  /** PostgreSQL: the new range overlaps the row's, which is unsettled. */
+  private static final String OVERLAP =
+      "(r.deliveries > 0 AND excluded.first_offset <= r.last_offset AND excluded.last_offset >= r.first_offset)";
+
+  /**
+   * After a poll's outcomes, for partitions whose records come again (or that were suspect): sets
+   * each partition's unsettled range to {@code first} to {@code last}, its deliveries kept, or
+   * settles it when {@code first > last}; and deletes the group's unsettled rows of the partition
+   * in {@code idem_inbox_attempts} below {@code first}: the consumer is past them.
+   */
+  public void narrow(Collection<Range> ranges) {
+    if (ranges.isEmpty()) {
+      return;
+    }
+    render();
+    context.autoCommitOnce("narrowing the unsettled polls of consumer group " + group, c -> {
+      try (PreparedStatement ps = c.prepareStatement("UPDATE " + polls + " SET first_offset = ?, last_offset = ?,"
+          + " deliveries = CASE WHEN ? = 1 THEN deliveries ELSE 0 END WHERE consumer_group = ? AND topic = ? AND record_partition = ?")) {
+        for (Range r : ranges) {
+          ps.setLong(1, r.first());
+          ps.setLong(2, r.last());
+          ps.setInt(3, r.first() <= r.last() ? 1 : 0);
+          ps.setString(4, group);
+          ps.setString(5, r.topic());
+          ps.setInt(6, r.partition());
+          ps.addBatch();
+        }
+        ps.executeBatch();
+      }
+      try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + table
+          + " WHERE consumer_group = ? AND state = 'A' AND topic = ? AND record_partition = ? AND record_offset < ?")) {
+        for (Range r : ranges) {
+          ps.setString(1, group);
+          ps.setString(2, r.topic());
+          ps.setInt(3, r.partition());
+          ps.setLong(4, r.first());
+          ps.addBatch();
+        }
+        ps.executeBatch();
+      }
+      return null;
+    });
+  }
+
+  /**
+   * Counts a delivery of each of {@code records}, and if {@code attempted} an attempt (a record run
+   * alone, counted before its effect; or records that failed in a batch, after), and commits the
+   * counts; a record kept as a dead letter or acknowledged ({@link State#DEAD_LETTER}, {@link
+   * State#EFFECT_COMMITTED}) is not counted again. First deletes the group's unsettled rows of the
+   * records' partitions below the lowest offset given in each: the consumer is past them.
    *
    * @return each record's count, by place
    */
-  public Map<Place, Count> count(List<Place> records, boolean alone) {
+  public Map<Place, Count> count(List<Place> records, boolean attempted) {
     if (records.isEmpty()) {
       return Map.of();
     }
@@ -134,7 +260,7 @@ public final class InboxAttempts {
           ps.executeUpdate();
         }
       }
-      String values = String.join(", ", Collections.nCopies(records.size(), "(?, ?, ?, ?, ?, 1, " + (alone ? 1 : 0) + ", 'A', " + now + ")"));
+      String values = String.join(", ", Collections.nCopies(records.size(), "(?, ?, ?, ?, ?, 1, " + (attempted ? 1 : 0) + ", 'A', " + now + ")"));
       String insert = "INSERT INTO " + table + (context.mariadb() ? "" : " AS a") + " (consumer_group, topic, record_partition, record_offset, message_id, deliveries, attempts, state,"
           + " last_attempt_at) VALUES " + values;
       // The same record again counts once more, unless settled; another id at its place (a topic
@@ -228,37 +354,44 @@ public final class InboxAttempts {
     return topic + "\u0000" + partition + "@" + offset;
   }
 
-  /** Settles {@code records} in {@code state}: kept as dead letters, or acknowledged because their effects had committed. */
+  /**
+   * Settles {@code records} in {@code state}: kept as dead letters, or acknowledged because their
+   * effects had committed; and raises their partitions' {@link Polled#givenUpOffset} to them, so a
+   * poll that delivers them again reads their state.
+   */
   public void settle(Collection<Place> records, State state) {
-    update("UPDATE " + "%s SET state = '" + state.code + "'", records);
+    if (records.isEmpty()) {
+      return;
+    }
+    render();
+    context.autoCommitOnce("settling attempts of consumer group " + group, c -> {
+      update(c, "UPDATE " + table + " SET state = '" + state.code + "'", records);
+      try (PreparedStatement ps = c.prepareStatement("UPDATE " + polls + " SET given_up_offset = GREATEST(given_up_offset, ?)"
+          + " WHERE consumer_group = ? AND topic = ? AND record_partition = ?")) {
+        for (Place p : records) {
+          ps.setLong(1, p.offset());
+          ps.setString(2, group);
+          ps.setString(3, p.topic());
+          ps.setInt(4, p.partition());
+          ps.addBatch();
+        }
+        ps.executeBatch();
+      }
+      return null;
+    });
   }
 
   /**
-   * Adds {@code delta} to the attempts of {@code records}: one for a failure in a batch (its own
-   * error), minus one for an attempt counted that did not run after all (its id held by a copy in
-   * flight, or its batch failed as a whole).
+   * Takes an attempt counted back from each of {@code records}: counted before its effect, it did
+   * not run after all (its id held by a copy in flight, or its transaction failed as a whole).
    */
-  public void adjust(Collection<Place> records, int delta) {
-    update("UPDATE %s SET attempts = attempts + " + delta, records);
-  }
-
-  /**
-   * Takes back a delivery of each of {@code records} (still unsettled): polled, but not run, or run
-   * with an outcome that is no failure (applied, a duplicate, in flight elsewhere) and delivered
-   * again only because the consumer seeks back. Only a delivery without an outcome (a death) or a
-   * failure stays counted, so "delivered before" keeps meaning "suspect".
-   */
-  public void takeBack(Collection<Place> records) {
-    update("UPDATE %s SET deliveries = GREATEST(deliveries - 1, 0)", records);
-  }
-
-  private void update(String set, Collection<Place> records) {
+  public void takeBackAttempt(Collection<Place> records) {
     if (records.isEmpty()) {
       return;
     }
     render();
     context.autoCommitOnce("updating attempts of consumer group " + group, c -> {
-      update(c, String.format(set, table), records);
+      update(c, "UPDATE " + table + " SET attempts = attempts - 1", records);
       return null;
     });
   }
