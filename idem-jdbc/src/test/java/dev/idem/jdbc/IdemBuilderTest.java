@@ -52,16 +52,16 @@ class IdemBuilderTest {
         .getValues(0, String.class));
     if (maria()) {
       assertThat(tables).containsExactly(
-          "idem_breaks", "idem_fence_floor", "idem_inbox", "idem_inbox_attempts", "idem_intent_keys", "idem_keys", "idem_leases", "idem_notification_caps",
+          "idem_breaks", "idem_fence_floor", "idem_inbox", "idem_inbox_attempts", "idem_inbox_polls", "idem_intent_keys", "idem_keys", "idem_leases", "idem_notification_caps",
           "idem_outbox", "idem_schema_history", "idem_sequences");
     } else {
       assertThat(tables).containsExactly(
-          "idem_breaks", "idem_inbox", "idem_inbox_attempts", "idem_intent_keys", "idem_keys", "idem_leases", "idem_notification_caps",
+          "idem_breaks", "idem_inbox", "idem_inbox_attempts", "idem_inbox_polls", "idem_intent_keys", "idem_keys", "idem_leases", "idem_notification_caps",
           "idem_outbox", "idem_outbox_events", "idem_schema_history", "idem_sequences");
     }
     IdemFlyway.migrate(ds, idem.schema()); // a second run is a no-op
     int applied = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table(DSL.name(idem.schema(), "idem_schema_history"))));
-    assertThat(applied).as("the schema's creation and the migrations V1 to V4").isEqualTo(5);
+    assertThat(applied).as("the schema's creation and the migrations V1 to V5").isEqualTo(6);
   }
 
   /**
