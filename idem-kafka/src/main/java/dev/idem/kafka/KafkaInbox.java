@@ -71,17 +71,20 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A record whose effect fails is tried again in later polls, after {@link Builder#retryBackoff},
  * and after {@link Builder#maxAttempts} runs it goes to the {@link DeadLetters} and is committed
- * past. The counts are kept in the database next to the inbox ({@code idem_inbox_attempts},
- * migration V2), per consumer group and record, so they survive a restart and a rebalance: each
- * poll's deliveries are committed before any effect runs. A record delivered before that failed or
- * had no outcome (the process died) makes its partition suspect: in that poll only the partition's
+ * past. What was delivered and tried is kept in the database next to the inbox, per consumer
+ * group, so it survives a restart and a rebalance: each poll's range of offsets per partition
+ * ({@code idem_inbox_polls}, migration V5; one row per partition) is committed before any effect
+ * runs, and the attempts of the records counted one by one ({@code idem_inbox_attempts}, migration
+ * V2; one row per record). A record delivered before that failed or had no outcome (the process
+ * died: its range delivered again) makes its partition suspect: in that poll only the partition's
  * first unsettled record runs, alone in its own transaction, its attempt committed before its
  * effect, and the partition's later records are polled again; the other partitions' records run as
  * one batch, first. So a record that kills the process is charged with it and dead-lettered after
  * {@code maxAttempts} (a death inside a batch, where no record can be charged, is not counted), and
- * a failing record slows only its own partition. A delivery that ended without failure but is
- * polled again (held back, applied after a failed record, in flight elsewhere) is taken back, so it
- * does not make its partition suspect. Before a record goes to the dead
+ * a failing record slows only its own partition; the records of a suspect range run one at a
+ * time until the consumer is past it. A record that ended without failure but is polled again (held
+ * back, applied after a failed record, in flight elsewhere) is left out of the range kept after the
+ * poll, so it does not make its partition suspect. Before a record goes to the dead
  * letters its id is looked up in the inbox: if its effect committed, it is acknowledged as a
  * duplicate instead (logged, and kept as a row in state {@code E}). A record kept as a dead letter
  * and delivered again (an offset commit lost) is acknowledged, never run or dead-lettered again. A
@@ -148,7 +151,7 @@ public final class KafkaInbox implements AutoCloseable {
   private final Duration closeTimeout;
   private final ThreadFactory threads;
 
-  /** The attempts at records of this group, kept next to the inbox (idem_inbox_attempts). */
+  /** The polls and attempts of this group, kept next to the inbox (idem_inbox_polls, idem_inbox_attempts). */
   private final InboxAttempts attempts;
   /** Where this run's records given up on go; the loop thread's only. */
   private DeadLetters deadLetters;
@@ -350,6 +353,9 @@ public final class KafkaInbox implements AutoCloseable {
       Map<InboxAttempts.Range, InboxAttempts.Polled> written = attempts.poll(new ArrayList<>(ranges.values()));
       for (Map.Entry<TopicPartition, InboxAttempts.Range> e : ranges.entrySet()) {
         InboxAttempts.Polled p = written.get(e.getValue());
+        if (p == null) {
+          throw new IllegalStateException("idem_inbox_polls returned no row for partition " + e.getKey());
+        }
         polled.put(e.getKey(), p);
         if (p.suspect()) {
           suspect.add(e.getKey());
@@ -795,7 +801,7 @@ public final class KafkaInbox implements AutoCloseable {
 
     /**
      * The consumer group, whose members share the topics' partitions; required, at most 255
-     * characters (the attempts table's key holds it, on either database).
+     * characters (the keys of the polls and attempts tables hold it, on either database).
      *
      * @throws IllegalArgumentException if blank or longer than 255 characters
      */
@@ -806,7 +812,7 @@ public final class KafkaInbox implements AutoCloseable {
         // MariaDB's consumer_group is VARCHAR(255): longer would fail every count (strict mode) or
         // be cut, merging groups; refused on PostgreSQL too, so a group works on both.
         throw new IllegalArgumentException("groupId must be at most " + MAX_GROUP_ID_LENGTH + " characters (the"
-            + " consumer_group column of idem_inbox_attempts), was " + length);
+            + " consumer_group column of idem_inbox_polls and idem_inbox_attempts), was " + length);
       }
       this.groupId = groupId;
       return this;
