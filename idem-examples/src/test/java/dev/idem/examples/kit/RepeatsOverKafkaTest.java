@@ -90,8 +90,9 @@ class RepeatsOverKafkaTest {
       System.out.println(report);
 
       report.assertOneEffectPerIntent();
-      // every writing commit of a delivery killed before and after: the attempts counted before the
-      // effect runs (idem_inbox_attempts), the batch's own, and the clean-up of the attempts behind it
+      // every writing commit of a delivery killed before and after: the poll's range written before
+      // the effect runs (idem_inbox_polls), the batch's own, and, once a kill made the partition
+      // suspect, the attempts counted one record at a time (idem_inbox_attempts)
       List<String> trials = report.trials().stream().map(t -> t.delivery() + " " + t.variant()).toList();
       assertThat(trials).startsWith("CONCURRENT ", "REPLY_LOST ", "KILLED_BEFORE_COMMIT a clean delivery, nothing killed");
       List<String> kills = trials.subList(3, trials.size());

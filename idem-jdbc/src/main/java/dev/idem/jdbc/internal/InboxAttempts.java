@@ -160,7 +160,7 @@ public final class InboxAttempts {
     String returning = sql + " RETURNING topic, record_partition, first_offset, last_offset, deliveries, given_up_offset";
     Map<String, Range> byPartition = new HashMap<>();
     for (Range r : ranges) {
-      byPartition.put(r.topic() + "\u0000" + r.partition(), r);
+      byPartition.put(partitionKey(r.topic(), r.partition()), r);
     }
     return context.autoCommitOnce("recording a poll of consumer group " + group, c -> {
       Map<Range, Polled> polled = new HashMap<>();
@@ -175,7 +175,7 @@ public final class InboxAttempts {
         }
         try (ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
-            Range r = byPartition.get(rs.getString(1) + "\u0000" + rs.getInt(2));
+            Range r = byPartition.get(partitionKey(rs.getString(1), rs.getInt(2)));
             if (r != null) {
               polled.put(r, new Polled(rs.getLong(3), rs.getLong(4), rs.getInt(5), rs.getLong(6)));
             }
@@ -247,7 +247,7 @@ public final class InboxAttempts {
     Map<String, Place> lowest = new LinkedHashMap<>();
     Map<String, Place> highest = new HashMap<>();
     for (Place p : records) {
-      String tp = p.topic() + "\u0000" + p.partition();
+      String tp = partitionKey(p.topic(), p.partition());
       lowest.merge(tp, p, (a, b) -> a.offset() <= b.offset() ? a : b);
       highest.merge(tp, p, (a, b) -> a.offset() >= b.offset() ? a : b);
     }
@@ -351,7 +351,11 @@ public final class InboxAttempts {
   }
 
   private static String key(String topic, int partition, long offset) {
-    return topic + "\u0000" + partition + "@" + offset;
+    return partitionKey(topic, partition) + "@" + offset;
+  }
+
+  private static String partitionKey(String topic, int partition) {
+    return topic + "\u0000" + partition;
   }
 
   /**

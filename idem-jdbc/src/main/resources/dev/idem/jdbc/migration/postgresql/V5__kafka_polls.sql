@@ -6,6 +6,10 @@
 -- record in idem_inbox_attempts (V2), so a record that kills the process is the one charged. A
 -- range is settled by the next poll starting past it (the batch committed: nothing written), or
 -- written as settled (deliveries 0) when records are polled again for no fault of theirs.
+-- From this version on, idem_inbox_attempts holds rows only for the records counted one by one (a
+-- suspect partition's, a record that failed, a record settled as a dead letter or acknowledged),
+-- and its deliveries column counts the polls that counted the record so: suspicion is this
+-- table's.
 CREATE TABLE ${flyway:defaultSchema}.idem_inbox_polls (
   consumer_group   text    NOT NULL,
   topic            text    NOT NULL,
