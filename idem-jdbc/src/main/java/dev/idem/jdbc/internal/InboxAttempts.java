@@ -22,7 +22,7 @@ import org.jooq.impl.DSL;
  * settled ({@code idem_inbox_polls}, migration V5), written before a poll's effects run; and, for
  * the records of a suspect partition (its range delivered again) and the records that failed, a
  * row per record ({@code idem_inbox_attempts}, migration V2): {@code KafkaInbox} counts an attempt
- * (committed) before such a record's effect runs, and reads whether a record given up on had its
+ * (committed) before the effect of a record run alone, and reads whether a record given up on had its
  * effect committed after all (its id in the inbox). Each call is its own short auto-commit work on
  * a connection of the inbox's {@code DataSource}; times are the database clock. Not an API:
  * exported to idem-kafka only.
