@@ -2,6 +2,9 @@ package dev.idem.benchmarks;
 
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.jdbc.inbox.Received;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
@@ -66,6 +69,8 @@ public class InboxBatchBenchmark {
     public Inbox inbox;
     /** One transaction per message, for the peers: their JDBC stores join it (Spring's DataSourceUtils). */
     public TransactionTemplate perMessage;
+    /** The hand-rolled batch's claim of {@value InboxBatchBenchmark#BATCH} keys, rendered once. */
+    String handRolledClaim;
 
     @Setup(Level.Trial)
     public void start() throws Exception {
@@ -78,6 +83,7 @@ public class InboxBatchBenchmark {
       si.start(db);
       inbox = db.freshIdem().inbox(RepeatBenchmark.CONSUMER).window(RepeatBenchmark.WINDOW).build();
       perMessage = new TransactionTemplate(new DataSourceTransactionManager(db.ds));
+      handRolledClaim = db.sql.naiveClaimBatch(BATCH);
     }
 
     @Setup(Level.Iteration)
@@ -124,6 +130,48 @@ public class InboxBatchBenchmark {
     Received<Message> r = g.inbox.receiveAll(fresh(l), Message::id, (tx, m) -> RepeatBenchmark.pay(tx.connection(), m.id()));
     check(r, false);
     return r;
+  }
+
+  /**
+   * What a user would write by hand for a poll: in one transaction, {@code INSERT INTO naive_keys
+   * (k) VALUES (?), ... ON CONFLICT DO NOTHING RETURNING k} (MariaDB: {@code INSERT IGNORE ...
+   * RETURNING k}) for the {@value #BATCH} ids, then the same effect as {@link #batchNew} for each
+   * id returned, COMMIT. No savepoints, no failure handling: the yardstick for {@code receiveAll}.
+   */
+  @Benchmark
+  public int handRolledBatchNew(Guards g, ThreadKeys l) throws SQLException {
+    List<Message> poll = fresh(l);
+    int applied = 0;
+    try (Connection c = g.db.ds.getConnection()) {
+      c.setAutoCommit(false);
+      try {
+        List<String> claimed = new ArrayList<>(BATCH);
+        try (PreparedStatement ps = c.prepareStatement(g.handRolledClaim)) {
+          for (int i = 0; i < BATCH; i++) {
+            ps.setString(i + 1, poll.get(i).id());
+          }
+          try (ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+              claimed.add(rs.getString(1));
+            }
+          }
+        }
+        for (String id : claimed) {
+          RepeatBenchmark.pay(c, id);
+          applied++;
+        }
+        c.commit();
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      } finally {
+        c.setAutoCommit(true);
+      }
+    }
+    if (applied != BATCH) {
+      throw new IllegalStateException("hand-rolled batch: " + applied + " of " + BATCH + " new ids applied");
+    }
+    return applied;
   }
 
   @Benchmark

@@ -220,6 +220,7 @@ public final class InterleavedRatios {
     try {
       Map<String, PerThread> ops = new LinkedHashMap<>();
       ops.put("batchNew", () -> op(l -> b.batchNew(g, l)));
+      ops.put("handRolledBatchNew", () -> op(l -> b.handRolledBatchNew(g, l)));
       ops.put("receiveNew", () -> op(l -> b.receiveNew(g, l)));
       ops.put("camelNew", () -> op(l -> b.camelNew(g, l)));
       ops.put("springIntegrationNew", () -> op(l -> b.springIntegrationNew(g, l)));
@@ -228,7 +229,8 @@ public final class InterleavedRatios {
       ops.put("camelReplay", () -> op(l -> b.camelReplay(g, l)));
       ops.put("springIntegrationReplay", () -> op(l -> b.springIntegrationReplay(g, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
-      mean.replaceAll((name, perOp) -> name.startsWith("batch") ? perOp * InboxBatchBenchmark.BATCH : perOp);
+      mean.replaceAll((name, perOp) -> name.startsWith("batch") || name.startsWith("handRolledBatch")
+          ? perOp * InboxBatchBenchmark.BATCH : perOp);
       mean.forEach((name, messages) -> System.out.printf("%-28s %10.0f messages/s%n", name, messages));
       for (String kind : new String[] {"New", "Replay"}) {
         String best = mean.getOrDefault("camel" + kind, 0.0) >= mean.getOrDefault("springIntegration" + kind, 0.0)
@@ -236,6 +238,9 @@ public final class InterleavedRatios {
         ratio(String.format("%-14s / best peer (%s)", "batch" + kind, best), mean, "batch" + kind, best);
         ratio(String.format("%-14s / %s", "batch" + kind, "receive" + kind), mean, "batch" + kind, "receive" + kind);
       }
+      ratio("batchNew       / handRolledBatchNew", mean, "batchNew", "handRolledBatchNew");
+      ratio("handRolledBatchNew / best peer", mean, "handRolledBatchNew",
+          mean.getOrDefault("camelNew", 0.0) >= mean.getOrDefault("springIntegrationNew", 0.0) ? "camelNew" : "springIntegrationNew");
     } finally {
       g.stop();
     }
