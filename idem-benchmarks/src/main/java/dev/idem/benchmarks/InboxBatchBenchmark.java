@@ -38,14 +38,19 @@ import org.springframework.transaction.support.TransactionTemplate;
  *       {@link #camelNew}, {@link #springIntegrationNew}: per message, one Spring
  *       transaction on the pool in which the peer's JDBC store ({@code JdbcMessageIdRepository.add},
  *       {@code JdbcMetadataStore.putIfAbsent}) and the effect both run: the peers at their best,
- *       one commit per message.
+ *       one commit per message. {@link #handRolledBatchNew}: the same poll written by hand, one
+ *       transaction: one {@code INSERT ... ON CONFLICT DO NOTHING RETURNING} of the {@value #BATCH}
+ *       ids into a key table, the effect for each id it returned, COMMIT.
  *   <li>{@code ...Replay}: {@value #BATCH} messages all applied before the run (a broker's
  *       redelivery of a whole poll, or a replay from an offset): no effect runs.
  * </ul>
  *
- * <p>Target (the issue "the broker hops at scale"): {@code batchNew} and {@code batchReplay} at
- * least 5x the best peer's throughput in messages, in one run. Run interleaved (the figures):
- * {@code java -Dthreads=1 -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios batch 5 3000}.
+ * <p>Targets (the issue "the broker hops at scale", and issue 37): {@code batchNew} and {@code
+ * batchReplay} at least 5x the best peer's throughput in messages, and {@code batchNew} at least
+ * 0.95 of {@code handRolledBatchNew}, in one run, at 1 and at 8 threads (each thread its own ids,
+ * and a connection of the pool of {@value RepeatBenchmark#POOL}). Run interleaved (the figures),
+ * with a warm-up long enough for the JIT compiler to finish with a batch's per-message code:
+ * {@code java -Dthreads=1 -DwarmupMillis=10000 -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios batch 5 3000}.
  */
 @BenchmarkMode(Mode.Throughput)
 @OutputTimeUnit(TimeUnit.SECONDS)

@@ -24,7 +24,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * each throughput it prints the CPU time one operation cost this JVM and the rest of the machine
  * (from /proc/stat: the PostgreSQL backends, when the database runs here).
  *
- * <pre>java [-Dthreads=8] [-DwarmupMillis=...] -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox|repeat] [rounds] [sliceMillis] [method,method...]</pre>
+ * <pre>java [-Dthreads=8] [-DwarmupMillis=...] -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox|repeat|batch] [rounds] [sliceMillis] [method,method...]</pre>
+ *
+ * <p>{@code batch} runs {@link InboxBatchBenchmark}'s methods (a {@code batch...} or {@code
+ * handRolledBatch...} operation is a poll of {@value InboxBatchBenchmark#BATCH} messages; the
+ * figures are messages a second), with each batch form's ratio to the best peer and {@code
+ * batchNew}'s to {@code handRolledBatchNew}.
  *
  * <p>{@code repeat} runs {@link RepeatBenchmark}'s methods: repeats from an instance that never saw
  * the id (each thread of each slice builds its own fresh Idem for them), warm repeats, the peers
