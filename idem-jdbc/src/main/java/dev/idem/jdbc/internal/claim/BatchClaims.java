@@ -119,8 +119,9 @@ public final class BatchClaims {
 
   /**
    * Runs {@code effect} once for each of {@code keys} (distinct) of {@code scope} not received
-   * before ({@code ids}: their keys, {@code ids[i]} of {@code scope} and {@code keys[i]}): in the transaction open on this thread if there is one, under a savepoint, else in a
-   * transaction of its own under the retry budget. Reports the events once the outcome is decided
+   * before ({@code ids[i]}: the key of {@code scope} and {@code keys[i]}): in the transaction open
+   * on this thread if there is one, under a savepoint, else in a transaction of its own under the
+   * retry budget. Reports the events once the outcome is decided
    * (and, when the transaction is idem's, committed).
    *
    * @return the outcome of each key, in the order of {@code keys}
