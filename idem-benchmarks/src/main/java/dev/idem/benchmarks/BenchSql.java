@@ -97,6 +97,17 @@ enum BenchSql {
   }
 
   /**
+   * The hand-rolled batch's claim of {@code n} keys ({@code ?} each) in one statement: inserts the
+   * keys not there yet and returns them ({@code RETURNING k}; MariaDB 10.5+ returns the rows {@code
+   * INSERT IGNORE} inserted).
+   */
+  String naiveClaimBatch(int n) {
+    String rows = String.join(", ", java.util.Collections.nCopies(n, "(?)"));
+    return mariadb() ? "INSERT IGNORE INTO naive_keys (k) VALUES " + rows + " RETURNING k"
+        : "INSERT INTO naive_keys (k) VALUES " + rows + " ON CONFLICT DO NOTHING RETURNING k";
+  }
+
+  /**
    * The table of the guard that keeps what a replay needs, with {@code n} rows in it before the
    * statistics (as a key table in service has them).
    */

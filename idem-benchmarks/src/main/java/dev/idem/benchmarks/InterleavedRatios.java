@@ -24,7 +24,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * each throughput it prints the CPU time one operation cost this JVM and the rest of the machine
  * (from /proc/stat: the PostgreSQL backends, when the database runs here).
  *
- * <pre>java [-Dthreads=8] [-DwarmupMillis=...] -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox|repeat] [rounds] [sliceMillis] [method,method...]</pre>
+ * <pre>java [-Dthreads=8] [-DwarmupMillis=...] -cp idem-benchmarks/target/benchmarks.jar dev.idem.benchmarks.InterleavedRatios [executor|inbox|repeat|batch] [rounds] [sliceMillis] [method,method...]</pre>
+ *
+ * <p>{@code batch} runs {@link InboxBatchBenchmark}'s methods (a {@code batch...} or {@code
+ * handRolledBatch...} operation is a poll of {@value InboxBatchBenchmark#BATCH} messages; the
+ * figures are messages a second), with each batch form's ratio to the best peer and {@code
+ * batchNew}'s to {@code handRolledBatchNew}.
  *
  * <p>{@code repeat} runs {@link RepeatBenchmark}'s methods: repeats from an instance that never saw
  * the id (each thread of each slice builds its own fresh Idem for them), warm repeats, the peers
@@ -220,6 +225,7 @@ public final class InterleavedRatios {
     try {
       Map<String, PerThread> ops = new LinkedHashMap<>();
       ops.put("batchNew", () -> op(l -> b.batchNew(g, l)));
+      ops.put("handRolledBatchNew", () -> op(l -> b.handRolledBatchNew(g, l)));
       ops.put("receiveNew", () -> op(l -> b.receiveNew(g, l)));
       ops.put("camelNew", () -> op(l -> b.camelNew(g, l)));
       ops.put("springIntegrationNew", () -> op(l -> b.springIntegrationNew(g, l)));
@@ -228,7 +234,8 @@ public final class InterleavedRatios {
       ops.put("camelReplay", () -> op(l -> b.camelReplay(g, l)));
       ops.put("springIntegrationReplay", () -> op(l -> b.springIntegrationReplay(g, l)));
       Map<String, Double> mean = measure(ops, rounds, sliceMillis);
-      mean.replaceAll((name, perOp) -> name.startsWith("batch") ? perOp * InboxBatchBenchmark.BATCH : perOp);
+      mean.replaceAll((name, perOp) -> name.startsWith("batch") || name.startsWith("handRolledBatch")
+          ? perOp * InboxBatchBenchmark.BATCH : perOp);
       mean.forEach((name, messages) -> System.out.printf("%-28s %10.0f messages/s%n", name, messages));
       for (String kind : new String[] {"New", "Replay"}) {
         String best = mean.getOrDefault("camel" + kind, 0.0) >= mean.getOrDefault("springIntegration" + kind, 0.0)
@@ -236,6 +243,9 @@ public final class InterleavedRatios {
         ratio(String.format("%-14s / best peer (%s)", "batch" + kind, best), mean, "batch" + kind, best);
         ratio(String.format("%-14s / %s", "batch" + kind, "receive" + kind), mean, "batch" + kind, "receive" + kind);
       }
+      ratio("batchNew       / handRolledBatchNew", mean, "batchNew", "handRolledBatchNew");
+      ratio("handRolledBatchNew / best peer", mean, "handRolledBatchNew",
+          mean.getOrDefault("camelNew", 0.0) >= mean.getOrDefault("springIntegrationNew", 0.0) ? "camelNew" : "springIntegrationNew");
     } finally {
       g.stop();
     }

@@ -302,15 +302,17 @@ public final class Inbox {
     Map<String, Integer> distinct = new LinkedHashMap<>();
     int[] slot = new int[batch.size()];
     List<Integer> first = new ArrayList<>();
+    List<IdempotencyKey> ids = new ArrayList<>();
     for (int i = 0; i < batch.size(); i++) {
       M message = batch.get(i);
       if (message == null) {
         throw new IllegalArgumentException("messages[" + i + "] must not be null (nothing was received)");
       }
-      String id = IdempotencyKey.check("message id of messages[" + i + "]", messageId.apply(message));
-      Integer seen = distinct.putIfAbsent(id, distinct.size());
+      IdempotencyKey id = key(i, messageId.apply(message));
+      Integer seen = distinct.putIfAbsent(id.value(), distinct.size());
       if (seen == null) {
         first.add(i);
+        ids.add(id);
       }
       slot[i] = seen == null ? first.size() - 1 : seen;
     }
@@ -321,7 +323,7 @@ public final class Inbox {
         intents[k] = Lineage.check("intent of messages[" + first.get(k) + "]", intent.apply(batch.get(first.get(k))));
       }
     }
-    BatchClaims.Outcome[] outcomes = claims.batches().execute(consumer, keys, (tx, k) -> {
+    BatchClaims.Outcome[] outcomes = claims.batches().execute(consumer, keys, ids.toArray(new IdempotencyKey[0]), (tx, k) -> {
       if (intents[k] != null) {
         recordIntent(tx, keys[k], intents[k]);
       }
@@ -357,6 +359,19 @@ public final class Inbox {
    */
   public long expire() {
     return claims.expire(claims.table().ofScope(consumer), settings.expiryBatchSize(), settings.expiryMaxBatches());
+  }
+
+  /**
+   * The key of {@code messageId}, the id of {@code messages[i]}: checked once (as the key is made),
+   * with no message naming the position built unless it is invalid.
+   */
+  private IdempotencyKey key(int i, String messageId) {
+    try {
+      return IdempotencyKey.of(consumer, messageId);
+    } catch (IllegalArgumentException e) {
+      IdempotencyKey.check("message id of messages[" + i + "]", messageId); // the consumer is valid: this throws
+      throw e;
+    }
   }
 
   private Binds binds(String messageId) {

@@ -330,6 +330,11 @@ class InboxBatchTest {
       pool.shutdown();
     }
     assertThat(chargesPerId()).hasSize(8).allSatisfy((id, n) -> assertThat(n).as(id).isEqualTo(1));
+    // the batch's first claim, which waited out, was its transaction's first statement (no savepoint):
+    // rolled back with it, then claimed again, one row per id
+    for (Msg m : batch("h-", 0, 8)) {
+      assertThat(inboxRows(m.id())).as(m.id()).isEqualTo(1);
+    }
     assertThat(events.of(IdemEvent.InFlight.class, IdempotencyKey.of("billing", "h-2"))).hasSize(1);
   }
 

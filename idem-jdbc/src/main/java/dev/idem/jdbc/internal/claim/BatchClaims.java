@@ -29,11 +29,16 @@ import org.jooq.impl.DSL;
  * a repeat and its effect does not run; one past its window is claimed again; one another copy
  * holds longer than the bound is in flight. Not an API.
  *
- * <p>Round trips: a batch of new keys costs one for the claims (with {@code BEGIN} when the
- * transaction is idem's), its effects' own, and one to end, then the commit; after a failed
+ * <p>Round trips: in a transaction of idem's own, a batch of new keys costs one for {@code BEGIN}
+ * and the claims, its effects' own and the commit: what the same batch costs written by hand (no
+ * savepoint: the transaction's start is the batch's, and a claim whose wait ran out, the first
+ * statement, or a failed effect rolls the transaction back instead). In the caller's transaction,
+ * the claims (with the batch's savepoint), the effects' own, and one to end. After a failed
  * effect, the rollback, the claims again, one per claimed key besides its effect's (the savepoint
  * that ends one effect and begins the next go together) and the end. A batch of repeats costs the
- * claim, the end and the commit, and writes nothing.
+ * claim and the commit (in the caller's transaction, the claim and the end), and writes nothing.
+ * On MariaDB every savepoint command is a round trip of its own, and a claim that did not insert
+ * every key reads the others in one more.
  */
 public final class BatchClaims {
   /** What became of one key of the batch. */
@@ -68,6 +73,8 @@ public final class BatchClaims {
   private static final String ROUND_BACK = "rollback to savepoint " + ROUND + ";\nrelease savepoint " + ROUND;
   private static final String BATCH_BACK = "rollback to savepoint " + BATCH + ";\nrelease savepoint " + BATCH;
   private static final String BATCH_END = "release savepoint " + BATCH;
+  /** A batch claim that claimed every key: one row for all (the statement sends none for a key it claimed). */
+  private static final ClaimRow CLAIMED = new ClaimRow(true, 1, null, null, null, null, null, null, false, false, null);
 
   private final Claims claims;
   /** MariaDB's statements; null on PostgreSQL. */
@@ -112,17 +119,16 @@ public final class BatchClaims {
 
   /**
    * Runs {@code effect} once for each of {@code keys} (distinct) of {@code scope} not received
-   * before: in the transaction open on this thread if there is one, under a savepoint, else in a
-   * transaction of its own under the retry budget. Reports the events once the outcome is decided
+   * before ({@code ids[i]}: the key of {@code scope} and {@code keys[i]}): in the transaction open
+   * on this thread if there is one, under a savepoint, else in a transaction of its own under the
+   * retry budget. Reports the events once the outcome is decided
    * (and, when the transaction is idem's, committed).
    *
    * @return the outcome of each key, in the order of {@code keys}
    */
-  public Outcome[] execute(String scope, String[] keys, Effect effect) {
-    IdempotencyKey[] ids = new IdempotencyKey[keys.length];
-    for (int i = 0; i < keys.length; i++) {
-      ids[i] = IdempotencyKey.of(scope, keys[i]);
-      RunningKeys.refuseNested(claims.context, claims.table.layout, ids[i]);
+  public Outcome[] execute(String scope, String[] keys, IdempotencyKey[] ids, Effect effect) {
+    for (IdempotencyKey id : ids) {
+      RunningKeys.refuseNested(claims.context, claims.table.layout, id);
     }
     long started = System.nanoTime();
     Tx open = claims.context.current();
@@ -134,7 +140,7 @@ public final class BatchClaims {
       boolean[] ran = new boolean[1]; // whether an effect ran in the run that failed
       outcomes = claims.context.owned(tx -> {
         ran[0] = false;
-        return attempt(tx, scope, keys, ids, effect, started, ran, new Run[1]);
+        return attempt(tx, true, scope, keys, ids, effect, started, ran, new Run[1]);
       }, () -> ran[0]);
     }
     for (int i = 0; i < outcomes.length; i++) {
@@ -154,7 +160,7 @@ public final class BatchClaims {
     boolean[] ran = new boolean[1];
     Run[] current = new Run[1];
     try {
-      return attempt(tx, scope, keys, ids, effect, started, ran, current);
+      return attempt(tx, false, scope, keys, ids, effect, started, ran, current);
     } catch (Throwable t) {
       if (current[0].savepointSent) {
         try {
@@ -175,17 +181,19 @@ public final class BatchClaims {
    * without the failed key (its id free, its failure reported), each effect then under a savepoint
    * of its own. So an effect runs twice in one call when a later one fails, its first run's writes
    * rolled back: what the inbox already allows a transaction that rolls back. {@code current}
-   * holds the run in progress, whose savepoint a failure of a joined call rolls back to.
+   * holds the run in progress, whose savepoint a failure of a joined call rolls back to. {@code
+   * own}: {@code tx} is idem's own transaction, with nothing in it yet, so the first run sets no
+   * savepoint and rolls the transaction back where it would roll back to one.
    */
-  private Outcome[] attempt(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started, boolean[] ran,
-      Run[] current) {
-    Run atOnce = current[0] = new Run(tx, scope, keys, ids, started, null);
+  private Outcome[] attempt(Tx tx, boolean own, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started,
+      boolean[] ran, Run[] current) {
+    Run atOnce = current[0] = new Run(tx, own, scope, keys, ids, started, null);
     Outcome[] outcomes = atOnce.all(effect, ran);
     if (outcomes != null) {
       return outcomes;
     }
-    atOnce.command(BATCH_BACK);
-    current[0] = new Run(tx, scope, keys, ids, started, atOnce);
+    atOnce.backToBatchStart();
+    current[0] = new Run(tx, false, scope, keys, ids, started, atOnce);
     return current[0].all(effect, ran);
   }
 
@@ -193,6 +201,12 @@ public final class BatchClaims {
   private final class Run {
     final Tx tx;
     final Connection c;
+    /**
+     * The first run in a transaction of idem's own: its start is the batch's, so the batch's
+     * savepoint, and the first claim's, are not set (a round trip and a subtransaction each, for
+     * nothing): what would roll back to them rolls the transaction back.
+     */
+    final boolean own;
     final String scope;
     final String[] keys;
     final IdempotencyKey[] ids;
@@ -207,9 +221,10 @@ public final class BatchClaims {
     int failedAt = -1;
     Exception failure;
 
-    Run(Tx tx, String scope, String[] keys, IdempotencyKey[] ids, long started, Run after) {
+    Run(Tx tx, boolean own, String scope, String[] keys, IdempotencyKey[] ids, long started, Run after) {
       this.tx = tx;
       this.c = tx.connection();
+      this.own = own;
       this.scope = scope;
       this.keys = keys;
       this.ids = ids;
@@ -242,8 +257,27 @@ public final class BatchClaims {
         }
         outcomes[i] = Outcome.APPLIED;
       }
-      command(BATCH_END);
+      if (!own) {
+        command(BATCH_END);
+      }
       return outcomes;
+    }
+
+    /** Rolls back every claim and effect of this run: to the batch's savepoint, or, {@link #own}, the transaction. */
+    void backToBatchStart() {
+      if (own) {
+        rollback();
+      } else {
+        command(BATCH_BACK);
+      }
+    }
+
+    private void rollback() {
+      try {
+        c.rollback();
+      } catch (SQLException e) {
+        throw claims.failed(e);
+      }
     }
 
     private Outcome[] allUnderSavepoints(Effect effect, boolean[] ran) {
@@ -344,9 +378,10 @@ public final class BatchClaims {
       ClaimRow[] rows;
       try {
         rows = mariadb != null ? claimRowsOnMariaDb(first, atOnce, keysAt(positions))
+            : first && own ? claimRows(claims.table.claimBatch, 0, keysAt(positions))
             : claimRows(first ? claimFirst : atOnce ? claimAtOnce : claimAgain, first ? 2 : 1, keysAt(positions));
       } catch (Busy waitedOut) {
-        return waitedOut(positions, atOnce, next);
+        return waitedOut(positions, first, atOnce, next);
       }
       List<Integer> expired = new ArrayList<>();
       for (int j = 0; j < rows.length; j++) {
@@ -369,7 +404,7 @@ public final class BatchClaims {
       try {
         reclaimed = reclaimed(atOnce ? reclaimAtOnce : reclaim, keysAt(expired));
       } catch (Busy waitedOut) {
-        return waitedOut(expired, atOnce, next);
+        return waitedOut(expired, false, atOnce, next);
       }
       for (int i : expired) {
         if (reclaimed.contains(keys[i])) {
@@ -381,8 +416,12 @@ public final class BatchClaims {
       return true;
     }
 
-    private boolean waitedOut(List<Integer> positions, boolean atOnce, List<Integer> next) {
-      command(ROUND_BACK);
+    private boolean waitedOut(List<Integer> positions, boolean first, boolean atOnce, List<Integer> next) {
+      if (first && own) {
+        rollback(); // the claim was the transaction's first statement, under no savepoint
+      } else {
+        command(ROUND_BACK);
+      }
       if (atOnce) {
         for (int i : positions) {
           outcomes[i] = new Outcome(Fate.IN_FLIGHT, null, null);
@@ -401,18 +440,31 @@ public final class BatchClaims {
       return out;
     }
 
-    /** A claim statement's row for each of {@code batch}, in its order (null where it neither claimed nor saw one). */
+    /**
+     * A claim statement's row for each of {@code batch}, in its order (null where it neither claimed
+     * nor saw one). The statement sends rows only for the keys it did not claim.
+     */
     private ClaimRow[] claimRows(Sql sql, int index, String[] batch) {
       ClaimRow[] rows = new ClaimRow[batch.length];
+      boolean[] sent = new boolean[batch.length];
       try (PreparedStatement ps = prepare(sql, batch)) {
         savepointSent |= sql == claimFirst;
         try (ResultSet rs = Sql.resultAt(ps, index)) {
           while (rs.next()) {
-            rows[rs.getInt(10) - 1] = ClaimRow.at(rs, started, false);
+            int position = rs.getInt(10);
+            if (!rs.wasNull()) { // else the one row of a statement that claimed every key
+              sent[position - 1] = true;
+              rows[position - 1] = ClaimRow.at(rs, started, false);
+            }
           }
         }
       } catch (SQLException e) {
         throw claims.claimFailed(e);
+      }
+      for (int j = 0; j < rows.length; j++) {
+        if (!sent[j]) {
+          rows[j] = CLAIMED;
+        }
       }
       return rows;
     }
@@ -435,11 +487,14 @@ public final class BatchClaims {
         sorted[j] = batch[order[j]];
         position.put(sorted[j], order[j]);
       }
-      if (first) {
+      boolean round = !(first && own); // else the insert is the transaction's first statement
+      if (first && !own) {
         command("savepoint " + BATCH);
         savepointSent = true;
       }
-      command("savepoint " + ROUND);
+      if (round) {
+        command("savepoint " + ROUND);
+      }
       try {
         try (PreparedStatement ps = c.prepareStatement(mariadb.claimBatch(batch.length, atOnce))) {
           int p = 1;
@@ -471,7 +526,9 @@ public final class BatchClaims {
       } catch (SQLException e) {
         throw claims.claimFailed(e);
       }
-      command("release savepoint " + ROUND);
+      if (round) {
+        command("release savepoint " + ROUND);
+      }
       return rows;
     }
 

@@ -222,7 +222,7 @@ final class MariaDbClaimSql {
    * keys lock them in one order.
    */
   String claimBatch(int n, boolean atOnce) {
-    return repeated(atOnce ? batchInsertAtOnce : batchInsert, n, ", ");
+    return atOnce ? repeated(batchInsertAtOnce, n, ", ") : claimBatches.of(batchInsert, n);
   }
 
   /** The rows of {@code n} keys of a scope (bound: the scope, then the keys), locked in share mode, the key tenth. */
@@ -233,6 +233,30 @@ final class MariaDbClaimSql {
   /** Deletes the rows of {@code n} keys of a scope (bound: the scope, then the keys). */
   String unclaimBatch(int n) {
     return repeated(unclaim, n, ", ");
+  }
+
+  /**
+   * The batch claim under the bound, per batch size, rendered once: a consumer's polls come in a
+   * few sizes (the poll's maximum, and what was left), and the statement of 500 keys is a
+   * 20-kilobyte string that cost a StringBuilder's worth of copying on every batch.
+   */
+  private final Rendered claimBatches = new Rendered();
+
+  /** A template rendered per batch size ({@link #repeated}): the first {@value #SIZES} sizes kept, any other rendered each time. */
+  private static final class Rendered {
+    static final int SIZES = 64;
+    private final java.util.concurrent.ConcurrentHashMap<Integer, String> bySize = new java.util.concurrent.ConcurrentHashMap<>();
+
+    String of(String template, int n) {
+      String sql = bySize.get(n);
+      if (sql == null) {
+        sql = repeated(template, n, ", ");
+        if (bySize.size() < SIZES) {
+          bySize.putIfAbsent(n, sql);
+        }
+      }
+      return sql;
+    }
   }
 
   /** {@code template} with its one {@code {...}} written {@code n} times, joined by {@code separator}. */
