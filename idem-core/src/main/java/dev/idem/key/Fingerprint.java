@@ -40,7 +40,14 @@ public record Fingerprint(String hex) {
 
   /** Whether every character of {@code s} is a lower-case hex digit (the form fingerprints are kept in). */
   static boolean isLowerHex(String s) {
-    return s.chars().allMatch(c -> (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+    // a loop, not a stream: every fingerprint made is checked here, on the caller's hot path
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if ((c < '0' || c > '9') && (c < 'a' || c > 'f')) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** The fingerprint of a request with no content: for keys whose only meaning is the key. */
@@ -233,12 +240,24 @@ public record Fingerprint(String hex) {
   }
 
   private static boolean ownToString(Class<?> type) {
-    try {
-      return type.getMethod("toString").getDeclaringClass() != Object.class;
-    } catch (NoSuchMethodException e) {
-      return false; // cannot happen: every class has toString()
-    }
+    return OWN_TO_STRING.get(type);
   }
+
+  /**
+   * Whether a class declares or inherits a toString() other than Object's, worked out once per
+   * class: {@code getMethod} copies a {@code Method} on every call, and every value of a
+   * fingerprinted map asks (the names too).
+   */
+  private static final ClassValue<Boolean> OWN_TO_STRING = new ClassValue<>() {
+    @Override
+    protected Boolean computeValue(Class<?> type) {
+      try {
+        return type.getMethod("toString").getDeclaringClass() != Object.class;
+      } catch (NoSuchMethodException e) {
+        return false; // cannot happen: every class has toString()
+      }
+    }
+  };
 
   private static void token(StringBuilder out, String text) {
     out.append(text.length()).append('#').append(text);

@@ -84,7 +84,12 @@ public final class Context {
           // unqualified there, so every statement finds the tables in the database it runs in.
           Settings s = new Settings().withExecuteLogging(false);
           if (known == Dialect.POSTGRES || schemaNamed) {
-            s = s.withRenderMapping(new RenderMapping().withSchemata(new MappedSchema().withInput(DEFAULT_SCHEMA).withOutput(schema)));
+            // The default schema is the one idem's SQL names already: no mapping then, which would
+            // render the same SQL, and which jOOQ looks up for every table it renders (the caller's
+            // statements of the statements forms are rendered on every call).
+            if (!DEFAULT_SCHEMA.equals(schema)) {
+              s = s.withRenderMapping(new RenderMapping().withSchemata(new MappedSchema().withInput(DEFAULT_SCHEMA).withOutput(schema)));
+            }
           } else {
             s = s.withRenderSchema(false);
           }
@@ -339,11 +344,9 @@ public final class Context {
       try {
         return work.apply(tx);
       } finally {
-        if (outer == null) {
-          open.remove();
-        } else {
-          open.set(outer);
-        }
+        // set back, not removed: a get() of a missing entry (every call's current()) inserts one
+        // holding null, so a remove() here would have the map drop and re-insert it on every call
+        open.set(outer);
       }
     });
   }
