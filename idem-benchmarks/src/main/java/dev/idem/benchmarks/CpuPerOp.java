@@ -37,7 +37,10 @@ import javax.sql.DataSource;
  * instance applied, this instance never saw) arriving among new keys, one after every {@value
  * #SPARSE_EVERY} new keys on the same guard; only the repeat is measured. {@code nothing} is the
  * measurement's own cost. {@code bareEffectJooq}: the bare transaction with the payment insert
- * given as the jOOQ statement the statements forms are given, run by jOOQ.
+ * given as the jOOQ statement the statements forms are given, run by jOOQ. {@code naiveGuardNewKey}
+ * and {@code naiveGuardNewKeyStored}: {@link RepeatBenchmark}'s hand-rolled guards, the callback
+ * forms' like-for-like yardsticks (their claim answers before the effect runs, a round trip the
+ * bare transaction does not make).
  *
  * <p>One thread; the methods alternate, every other round in reverse order, in {@code rounds}
  * rounds of {@code ops} operations each (a sparse repeat's: {@code ops / SPARSE_EVERY}) after
@@ -184,6 +187,26 @@ public final class CpuPerOp {
     org.jooq.SQLDialect dialect = db.sql.mariadb() ? org.jooq.SQLDialect.MARIADB : org.jooq.SQLDialect.POSTGRES;
     ops.put("bareEffectJooq", m -> m.measure(() -> BareTransaction.run(ds,
         c -> org.jooq.impl.DSL.using(c, dialect).execute(payment(keys.newKey())))));
+    // The callback forms' like-for-like yardsticks: a guard written by hand, whose claim must answer
+    // before the effect runs too (three round trips: the claim, the payment, COMMIT), storing nothing
+    // a replay needs; and the same keeping the fingerprint and the result (an UPDATE more).
+    ops.put("naiveGuardNewKey", m -> {
+      String key = keys.newKey();
+      m.measure(() -> {
+        try (Connection c = ds.getConnection()) {
+          RepeatBenchmark.naiveGuard(c, db.sql, key, key);
+        }
+      });
+    });
+    ops.put("naiveGuardNewKeyStored", m -> {
+      String key = keys.newKey();
+      m.measure(() -> {
+        try (Connection c = ds.getConnection()) {
+          RepeatBenchmark.handRolled(c, db.sql.naiveStoredClaim(), key, java.util.HexFormat.of().parseHex(fingerprint(key).hex()),
+              () -> pay(c, key));
+        }
+      });
+    });
     ops.put("executorNewKeyCallback", m -> {
       String request = keys.newKey();
       m.measure(() -> executor.execute(IdempotencyKey.of("bench/new", request), fingerprint(request), Codec.utf8(),
