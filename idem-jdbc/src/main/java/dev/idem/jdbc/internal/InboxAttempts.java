@@ -215,16 +215,9 @@ public final class InboxAttempts {
         }
         ps.executeBatch();
       }
-      try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + table
-          + " WHERE consumer_group = ? AND state = 'A' AND topic = ? AND record_partition = ? AND record_offset < ?")) {
-        for (Range r : ranges) {
-          ps.setString(1, group);
-          ps.setString(2, r.topic());
-          ps.setInt(3, r.partition());
-          ps.setLong(4, r.first());
-          ps.addBatch();
-        }
-        ps.executeBatch();
+      try (PreparedStatement ps = c.prepareStatement(deleteBelow(ranges.size()))) {
+        bindBelow(ps, ranges);
+        ps.executeUpdate();
       }
       return null;
     });
@@ -244,19 +237,17 @@ public final class InboxAttempts {
       return Map.of();
     }
     render();
-    Map<String, Place> lowest = new LinkedHashMap<>();
-    Map<String, Place> highest = new HashMap<>();
+    // per partition, the lowest and the highest offset given
+    Map<String, Range> spans = new LinkedHashMap<>();
     for (Place p : records) {
-      String tp = partitionKey(p.topic(), p.partition());
-      lowest.merge(tp, p, (a, b) -> a.offset() <= b.offset() ? a : b);
-      highest.merge(tp, p, (a, b) -> a.offset() >= b.offset() ? a : b);
+      spans.merge(partitionKey(p.topic(), p.partition()), new Range(p.topic(), p.partition(), p.offset(), p.offset()),
+          (a, b) -> new Range(a.topic(), a.partition(), Math.min(a.first(), b.first()), Math.max(a.last(), b.last())));
     }
     return context.autoCommitOnce("counting attempts of consumer group " + group, c -> {
-      String ranges = String.join(" OR ", Collections.nCopies(lowest.size(), "(topic = ? AND record_partition = ? AND record_offset < ?)"));
-      String delete = "DELETE FROM " + table + " WHERE consumer_group = ? AND state = 'A' AND (" + ranges + ")";
+      String delete = deleteBelow(spans.size());
       if (context.mariadb()) { // on PostgreSQL part of the counting statement
         try (PreparedStatement ps = c.prepareStatement(delete)) {
-          bindRanges(ps, lowest);
+          bindBelow(ps, spans.values());
           ps.executeUpdate();
         }
       }
@@ -291,7 +282,7 @@ public final class InboxAttempts {
       }
       Map<Place, Count> counts = new HashMap<>();
       try (PreparedStatement ps = c.prepareStatement(upsert)) {
-        int i = context.mariadb() ? 1 : bindRanges(ps, lowest);
+        int i = context.mariadb() ? 1 : bindBelow(ps, spans.values());
         for (Place p : records) {
           ps.setString(i++, group);
           ps.setString(i++, p.topic());
@@ -308,17 +299,17 @@ public final class InboxAttempts {
         }
       }
       if (context.mariadb()) {
-        String between = String.join(" OR ", Collections.nCopies(lowest.size(),
+        String between = String.join(" OR ", Collections.nCopies(spans.size(),
             "(topic = ? AND record_partition = ? AND record_offset BETWEEN ? AND ?)"));
         try (PreparedStatement ps = c.prepareStatement("SELECT topic, record_partition, record_offset, deliveries, attempts, state FROM " + table
             + " WHERE consumer_group = ? AND (" + between + ")")) {
           int i = 1;
           ps.setString(i++, group);
-          for (Map.Entry<String, Place> e : lowest.entrySet()) {
-            ps.setString(i++, e.getValue().topic());
-            ps.setInt(i++, e.getValue().partition());
-            ps.setLong(i++, e.getValue().offset());
-            ps.setLong(i++, highest.get(e.getKey()).offset());
+          for (Range r : spans.values()) {
+            ps.setString(i++, r.topic());
+            ps.setInt(i++, r.partition());
+            ps.setLong(i++, r.first());
+            ps.setLong(i++, r.last());
           }
           try (ResultSet rs = ps.executeQuery()) {
             read(rs, byKey, counts);
@@ -329,14 +320,23 @@ public final class InboxAttempts {
     });
   }
 
-  /** Binds the group and each partition's first offset polled, from the first parameter; returns the next one's index. */
-  private int bindRanges(PreparedStatement ps, Map<String, Place> lowest) throws SQLException {
+  /**
+   * Deletes the group's unsettled rows of {@code partitions} partitions below an offset each (the
+   * consumer is past them), bound by {@link #bindBelow}.
+   */
+  private String deleteBelow(int partitions) {
+    return "DELETE FROM " + table + " WHERE consumer_group = ? AND state = 'A' AND ("
+        + String.join(" OR ", Collections.nCopies(partitions, "(topic = ? AND record_partition = ? AND record_offset < ?)")) + ")";
+  }
+
+  /** Binds {@link #deleteBelow}'s group and, per range, its partition and first offset, from the first parameter; returns the next one's index. */
+  private int bindBelow(PreparedStatement ps, Collection<Range> ranges) throws SQLException {
     int i = 1;
     ps.setString(i++, group);
-    for (Place p : lowest.values()) {
-      ps.setString(i++, p.topic());
-      ps.setInt(i++, p.partition());
-      ps.setLong(i++, p.offset());
+    for (Range r : ranges) {
+      ps.setString(i++, r.topic());
+      ps.setInt(i++, r.partition());
+      ps.setLong(i++, r.first());
     }
     return i;
   }
