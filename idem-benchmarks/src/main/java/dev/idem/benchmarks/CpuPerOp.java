@@ -230,25 +230,19 @@ public final class CpuPerOp {
     ops.put("executorReplayCold", m -> {
       String request = RepeatBenchmark.executorKey(coldExecutor.next());
       IdempotentExecutor guard = coldExecutor.guard;
-      m.measure(() -> RepeatBenchmark.replayedValue(guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request),
-          Codec.utf8(), tx -> {
-            throw new IllegalStateException("a repeat must not run the effect: " + request);
-          }), request));
+      m.measure(() -> replay(guard, request));
     });
     Cold<IdempotentExecutor> coldExecutorSt = new Cold<>(ds, i -> i.executor().window(RepeatBenchmark.WINDOW).build());
     ops.put("executorReplayColdStatement", m -> {
       String request = RepeatBenchmark.executorKey(coldExecutorSt.next());
       IdempotentExecutor guard = coldExecutorSt.guard;
-      m.measure(() -> RepeatBenchmark.replayed(guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request),
-          mustNotRun(request)), request));
+      m.measure(() -> replayStatement(guard, request));
     });
     Cold<Inbox> coldInbox = new Cold<>(ds, i -> i.inbox(RepeatBenchmark.CONSUMER).window(RepeatBenchmark.WINDOW).build());
     ops.put("inboxRepeatCold", m -> {
       String id = RepeatBenchmark.inboxId(coldInbox.next());
       Inbox guard = coldInbox.guard;
-      m.measure(() -> RepeatBenchmark.replayed(guard.receive(id, tx -> {
-        throw new IllegalStateException("a repeat must not run the effect: " + id);
-      }), id));
+      m.measure(() -> repeat(guard, id));
     });
     Cold<Inbox> coldInboxSt = new Cold<>(ds, i -> i.inbox(RepeatBenchmark.CONSUMER).window(RepeatBenchmark.WINDOW).build());
     ops.put("inboxRepeatColdStatement", m -> {
@@ -265,10 +259,7 @@ public final class CpuPerOp {
         String fresh = keys.newKey();
         guard.execute(IdempotencyKey.of("bench/new", fresh), fingerprint(fresh), Codec.utf8(), tx -> pay(tx.connection(), fresh));
       }
-      m.measure(() -> RepeatBenchmark.replayedValue(guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request),
-          Codec.utf8(), tx -> {
-            throw new IllegalStateException("a repeat must not run the effect: " + request);
-          }), request));
+      m.measure(() -> replay(guard, request));
     });
     Cold<IdempotentExecutor> sparseExecutorSt = new Cold<>(ds, i -> i.executor().window(RepeatBenchmark.WINDOW).build());
     ops.put("executorSparseRepeatStatement", m -> {
@@ -278,8 +269,7 @@ public final class CpuPerOp {
         String fresh = keys.newKey();
         guard.execute(IdempotencyKey.of("bench/new", fresh), fingerprint(fresh), payment(fresh));
       }
-      m.measure(() -> RepeatBenchmark.replayed(guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request),
-          mustNotRun(request)), request));
+      m.measure(() -> replayStatement(guard, request));
     });
     Cold<Inbox> sparseInbox = new Cold<>(ds, i -> i.inbox(RepeatBenchmark.CONSUMER).window(RepeatBenchmark.WINDOW).build());
     ops.put("inboxSparseRepeat", m -> {
@@ -291,14 +281,31 @@ public final class CpuPerOp {
           pay(tx.connection(), fresh);
         });
       }
-      m.measure(() -> RepeatBenchmark.replayed(guard.receive(id, tx -> {
-        throw new IllegalStateException("a repeat must not run the effect: " + id);
-      }), id));
+      m.measure(() -> repeat(guard, id));
     });
     if (only != null) {
       ops.keySet().retainAll(only);
     }
     return ops;
+  }
+
+  /** A cold repeat of {@code request} through the executor's callback form, checked: its stored value, its effect not run. */
+  private static void replay(IdempotentExecutor guard, String request) {
+    RepeatBenchmark.replayedValue(guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), Codec.utf8(), tx -> {
+      throw new IllegalStateException("a repeat must not run the effect: " + request);
+    }), request);
+  }
+
+  /** The same through the statements form. */
+  private static void replayStatement(IdempotentExecutor guard, String request) {
+    RepeatBenchmark.replayed(guard.execute(IdempotencyKey.of(SCOPE, request), fingerprint(request), mustNotRun(request)), request);
+  }
+
+  /** A cold repeat of message {@code id} through the inbox's callback form, checked: its effect not run. */
+  private static void repeat(Inbox guard, String id) {
+    RepeatBenchmark.replayed(guard.receive(id, tx -> {
+      throw new IllegalStateException("a repeat must not run the effect: " + id);
+    }), id);
   }
 
   private static void pkRead(DataSource ds, ThreadKeys keys) throws SQLException {
