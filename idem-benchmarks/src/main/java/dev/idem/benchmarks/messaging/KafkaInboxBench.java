@@ -131,12 +131,7 @@ public final class KafkaInboxBench {
       }
       System.out.printf("%n| contender | msg/s, median of %d rounds | each round |%n|---|---:|---|%n", rounds);
       for (Map.Entry<String, List<Double>> e : rates.entrySet()) {
-        double[] v = e.getValue().stream().mapToDouble(Double::doubleValue).sorted().toArray();
-        StringBuilder each = new StringBuilder();
-        for (double x : e.getValue()) {
-          each.append(each.length() == 0 ? "" : ", ").append(String.format("%,.0f", x));
-        }
-        System.out.printf("| %s | %,.0f | %s |%n", e.getKey(), v[v.length / 2], each);
+        System.out.printf("| %s | %,.0f | %s |%n", e.getKey(), Rounds.median(e.getValue()), Rounds.each(e.getValue()));
       }
       if (rates.containsKey("kafkaInbox")) {
         for (String other : rates.keySet()) {

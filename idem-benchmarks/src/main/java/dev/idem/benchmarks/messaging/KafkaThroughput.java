@@ -85,13 +85,8 @@ public final class KafkaThroughput {
       }
       System.out.printf("%n| path | messages | msg/s, median of %d rounds | rounds |%n|---|---:|---:|---|%n", rounds);
       for (Map.Entry<String, List<Double>> e : rates.entrySet()) {
-        double[] v = e.getValue().stream().mapToDouble(Double::doubleValue).sorted().toArray();
-        StringBuilder each = new StringBuilder();
-        for (double x : e.getValue()) {
-          each.append(each.length() == 0 ? "" : ", ").append(String.format("%,.0f", x));
-        }
         System.out.printf("| %s | %,d | %,.0f | %s |%n", e.getKey(), e.getKey().contains("N/10") ? n / 10 : e.getKey().startsWith("inbox") ? 4 * n : n,
-            v[v.length / 2], each);
+            Rounds.median(e.getValue()), Rounds.each(e.getValue()));
       }
       ds.close();
     }
