@@ -3,6 +3,8 @@ package dev.idem.jdbc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.tx.RetryBudget;
 import dev.idem.testing.IdemTest;
@@ -62,6 +64,26 @@ class IdemBuilderTest {
     IdemFlyway.migrate(ds, idem.schema()); // a second run is a no-op
     int applied = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table(DSL.name(idem.schema(), "idem_schema_history"))));
     assertThat(applied).as("the schema's creation and the migrations V1 to V5").isEqualTo(6);
+  }
+
+  /**
+   * A fresh Idem learns which database it is on at its first call; a first call that holds a
+   * connection asks that one, so on a pool of one (or one every caller holds) it does not wait for
+   * a second until the pool's timeout.
+   */
+  @Test
+  void aFreshIdemsFirstTransactionOnAPoolOfOneTakesNoSecondConnection() {
+    HikariConfig config = new HikariConfig();
+    config.setJdbcUrl(db.jdbcUrl());
+    config.setMaximumPoolSize(1);
+    config.setConnectionTimeout(250); // HikariCP's least
+    try (HikariDataSource one = new HikariDataSource(config)) {
+      Idem fresh = Idem.builder(one).schema(idem.schema()).build();
+      fresh.useTransaction(tx -> tx.dsl().execute("INSERT INTO notes (id) VALUES (?)", 987_654));
+    }
+    int rows = idem.inTransaction(tx -> tx.dsl().fetchCount(DSL.table("notes"), DSL.field("id").eq(987_654)));
+    idem.useTransaction(tx -> tx.dsl().execute("DELETE FROM notes WHERE id = ?", 987_654)); // the others count notes
+    assertThat(rows).as("the first transaction's row").isEqualTo(1);
   }
 
   /**

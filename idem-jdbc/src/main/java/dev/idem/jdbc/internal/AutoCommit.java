@@ -2,6 +2,7 @@ package dev.idem.jdbc.internal;
 
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.sql.SQLTransientConnectionException;
 import javax.sql.DataSource;
 import org.jooq.exception.DataAccessException;
 
@@ -12,6 +13,23 @@ import org.jooq.exception.DataAccessException;
  */
 public final class AutoCommit {
   private AutoCommit() {}
+
+  /** Said with a pool's timeout: what the user can do about it. */
+  private static final String SECOND_CONNECTION = "if this was called inside a transaction on the same pool:"
+      + " idem runs it on a connection of its own, so it needs a second connection while the transaction holds"
+      + " the first; size the pool for two per concurrent caller that does so, or callers holding their first"
+      + " wait for each other's second until the pool's timeout";
+
+  /**
+   * A connection {@code dataSource} did not give, for {@code what}: the pool's message and, when
+   * the pool timed out (HikariCP's {@link SQLTransientConnectionException}), what most often makes
+   * it time out there: a caller's transaction holding one connection while idem waits for a
+   * second, and every other caller doing the same.
+   */
+  static DataAccessException noConnection(String what, SQLException e) {
+    String why = e instanceof SQLTransientConnectionException ? " (" + SECOND_CONNECTION + ")" : "";
+    return new DataAccessException(what + ": " + e.getMessage() + why, e);
+  }
 
   /** Statements run on the auto-commit connection. */
   @FunctionalInterface
@@ -28,7 +46,13 @@ public final class AutoCommit {
    * @throws IllegalArgumentException if the partitioned layout refused the key ({@link SqlStates#refusedKey})
    */
   public static <R> R run(DataSource dataSource, String what, Work<R> work) {
-    try (Connection c = dataSource.getConnection()) {
+    Connection connection;
+    try {
+      connection = dataSource.getConnection();
+    } catch (SQLException e) {
+      throw noConnection(what, e);
+    }
+    try (Connection c = connection) {
       boolean was = c.getAutoCommit();
       if (!was) {
         c.setAutoCommit(true);

@@ -68,11 +68,28 @@ public final class Context {
    */
   public Dialect dialect() {
     Dialect known = dialect;
+    if (known != null) {
+      return known;
+    }
+    try (Connection c = dataSource.getConnection()) {
+      return dialect(c);
+    } catch (SQLException e) {
+      throw AutoCommit.noConnection("could not tell which database idem's DataSource is on", e);
+    }
+  }
+
+  /**
+   * {@link #dialect()}, asked of {@code c}, a connection of this context's {@code DataSource} at
+   * hand, if not known yet: a first call that holds a connection already takes no second one (on
+   * a pool of one, or one all callers hold, it would wait for itself until the pool's timeout).
+   */
+  public Dialect dialect(Connection c) {
+    Dialect known = dialect;
     if (known == null) {
       synchronized (this) {
         known = dialect;
         if (known == null) {
-          try (Connection c = dataSource.getConnection()) {
+          try {
             known = Dialect.of(c);
             if (known == Dialect.MARIADB && !schemaNamed) {
               database = c.getCatalog(); // the connection's database, which holds idem's tables
@@ -429,8 +446,8 @@ public final class Context {
     if (tablesFound) {
       return;
     }
+    boolean maria = dialect(c) == Dialect.MARIADB;
     String table = keyTable();
-    boolean maria = mariadb();
     try (var ps = c.prepareStatement(maria
         ? "select count(*) > 0 from information_schema.tables where table_schema = coalesce(?, database()) and table_name = 'idem_keys'"
         : "select to_regclass(?) is not null")) {

@@ -136,7 +136,7 @@ public final class OwnTransaction {
     try {
       c = dataSource.getConnection();
     } catch (SQLException e) {
-      throw new DataAccessException("could not get a connection from the DataSource: " + e.getMessage(), e);
+      throw AutoCommit.noConnection("could not get a connection from the DataSource", e);
     }
     Throwable failure = null;
     try {

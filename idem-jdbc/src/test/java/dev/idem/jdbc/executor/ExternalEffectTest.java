@@ -1,12 +1,15 @@
 package dev.idem.jdbc.executor;
 
-import dev.idem.jdbc.VendorSql;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
+import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.VendorSql;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.key.KeyReuseException;
@@ -27,6 +30,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
+import org.jooq.exception.DataAccessException;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -57,6 +61,34 @@ class ExternalEffectTest {
 
   long calls(IdempotencyKey key) {
     return f.count("SELECT coalesce(sum(calls), 0) FROM provider_charges WHERE call_key = '" + Keys.child(key, "external").value() + "'");
+  }
+
+  /**
+   * Phase 1 inside a transaction of the same pool takes a second connection: on a pool that has
+   * none to give, the call fails after the pool's timeout saying so, and nothing was called or
+   * claimed.
+   */
+  @Test
+  void insideATransactionOnAnExhaustedPoolTheCallFailsSayingWhyAndNothingIsClaimedOrCalled() {
+    IdempotencyKey key = newKey();
+    AtomicInteger called = new AtomicInteger();
+    HikariConfig config = new HikariConfig();
+    config.setJdbcUrl(f.db.jdbcUrl());
+    config.setMaximumPoolSize(1);
+    config.setConnectionTimeout(250); // HikariCP's least
+    try (HikariDataSource one = new HikariDataSource(config)) {
+      Idem idem = Idem.builder(one).build();
+      IdempotentExecutor executor = idem.executor().build();
+      assertThatThrownBy(() -> idem.inTransaction(tx -> executor.executeExternal(key, Fingerprint.of("100 EUR"), Codec.utf8(), a -> {
+        called.incrementAndGet();
+        return Provider.charge(f.ds, a.callKey().value(), 100);
+      }))).isInstanceOf(DataAccessException.class)
+          .hasMessageContaining("Connection is not available")
+          .hasMessageContaining("needs a second connection while the transaction holds the first");
+    }
+    assertThat(called).hasValue(0);
+    assertThat(charges(key)).isZero();
+    assertThat(f.keyRows(key)).as("key rows").isZero();
   }
 
   @Test

@@ -3,6 +3,7 @@ package dev.idem.jdbc.lease;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.fence.FencingToken;
@@ -23,11 +24,13 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
+import org.jooq.exception.DataAccessException;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -75,6 +78,27 @@ class LeasesTest {
   /** The lease's end as text, to see whether a call moved it. */
   static String expiresAtText(String resource) throws SQLException {
     return query("SELECT " + (mariadb() ? "CAST(expires_at AS CHAR)" : "expires_at::text") + " FROM idem_leases WHERE resource = ?", resource);
+  }
+
+  /**
+   * A grant inside a transaction on the same pool takes a second connection: on a pool that has
+   * none to give, the acquire fails after the pool's timeout saying so, and no lease is granted.
+   */
+  @Test
+  void aGrantInsideATransactionOnAnExhaustedPoolFailsSayingWhyAndGrantsNothing() throws SQLException {
+    String resource = "exhausted-" + UUID.randomUUID();
+    HikariConfig config = new HikariConfig();
+    config.setJdbcUrl(db.jdbcUrl());
+    config.setMaximumPoolSize(1);
+    config.setConnectionTimeout(250); // HikariCP's least
+    try (HikariDataSource one = new HikariDataSource(config)) {
+      Idem onOne = Idem.builder(one).build();
+      assertThatThrownBy(() -> onOne.inTransaction(tx -> onOne.leases().acquire(resource, "worker-a", LONG)))
+          .isInstanceOf(DataAccessException.class)
+          .hasMessageContaining("Connection is not available")
+          .hasMessageContaining("needs a second connection while the transaction holds the first");
+    }
+    assertThat(query("SELECT count(*) FROM idem_leases WHERE resource = ?", resource)).isEqualTo("0");
   }
 
   /** The lease row: "holder token", or "none". */
