@@ -238,17 +238,21 @@ public final class InterleavedRatios {
           ? perOp * InboxBatchBenchmark.BATCH : perOp);
       mean.forEach((name, messages) -> System.out.printf("%-28s %10.0f messages/s%n", name, messages));
       for (String kind : new String[] {"New", "Replay"}) {
-        String best = mean.getOrDefault("camel" + kind, 0.0) >= mean.getOrDefault("springIntegration" + kind, 0.0)
-            ? "camel" + kind : "springIntegration" + kind;
+        String best = bestPeer(mean, kind);
         ratio(String.format("%-14s / best peer (%s)", "batch" + kind, best), mean, "batch" + kind, best);
         ratio(String.format("%-14s / %s", "batch" + kind, "receive" + kind), mean, "batch" + kind, "receive" + kind);
       }
       ratio("batchNew       / handRolledBatchNew", mean, "batchNew", "handRolledBatchNew");
-      ratio("handRolledBatchNew / best peer", mean, "handRolledBatchNew",
-          mean.getOrDefault("camelNew", 0.0) >= mean.getOrDefault("springIntegrationNew", 0.0) ? "camelNew" : "springIntegrationNew");
+      ratio("handRolledBatchNew / best peer", mean, "handRolledBatchNew", bestPeer(mean, "New"));
     } finally {
       g.stop();
     }
+  }
+
+  /** The faster of the batch peers' methods for {@code kind} ({@code "New"} or {@code "Replay"}). */
+  private static String bestPeer(Map<String, Double> mean, String kind) {
+    return mean.getOrDefault("camel" + kind, 0.0) >= mean.getOrDefault("springIntegration" + kind, 0.0)
+        ? "camel" + kind : "springIntegration" + kind;
   }
 
   @FunctionalInterface
