@@ -3,7 +3,6 @@ package dev.idem.jdbc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.flyway.IdemFlyway;
 import dev.idem.jdbc.tx.RetryBudget;
@@ -73,11 +72,7 @@ class IdemBuilderTest {
    */
   @Test
   void aFreshIdemsFirstTransactionOnAPoolOfOneTakesNoSecondConnection() {
-    HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(db.jdbcUrl());
-    config.setMaximumPoolSize(1);
-    config.setConnectionTimeout(250); // HikariCP's least
-    try (HikariDataSource one = new HikariDataSource(config)) {
+    try (HikariDataSource one = PoolOfOne.of(db)) {
       Idem fresh = Idem.builder(one).schema(idem.schema()).build();
       fresh.useTransaction(tx -> tx.dsl().execute("INSERT INTO notes (id) VALUES (?)", 987_654));
     }

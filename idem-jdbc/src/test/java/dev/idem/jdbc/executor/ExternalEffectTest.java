@@ -3,12 +3,12 @@ package dev.idem.jdbc.executor;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
+import dev.idem.jdbc.PoolOfOne;
 import dev.idem.jdbc.VendorSql;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -72,11 +72,7 @@ class ExternalEffectTest {
   void insideATransactionOnAnExhaustedPoolTheCallFailsSayingWhyAndNothingIsClaimedOrCalled() {
     IdempotencyKey key = newKey();
     AtomicInteger called = new AtomicInteger();
-    HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(f.db.jdbcUrl());
-    config.setMaximumPoolSize(1);
-    config.setConnectionTimeout(250); // HikariCP's least
-    try (HikariDataSource one = new HikariDataSource(config)) {
+    try (HikariDataSource one = PoolOfOne.of(f.db)) {
       Idem idem = Idem.builder(one).build();
       IdempotentExecutor executor = idem.executor().build();
       assertThatThrownBy(() -> idem.inTransaction(tx -> executor.executeExternal(key, Fingerprint.of("100 EUR"), Codec.utf8(), a -> {

@@ -3,13 +3,13 @@ package dev.idem.jdbc.lease;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.event.IdemEvent;
 import dev.idem.fence.FencingToken;
 import dev.idem.fence.StaleFenceException;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.PoolOfOne;
 import dev.idem.key.IdempotencyKey;
 import dev.idem.testing.IdemTest;
 import dev.idem.testing.Poll;
@@ -87,11 +87,7 @@ class LeasesTest {
   @Test
   void aGrantInsideATransactionOnAnExhaustedPoolFailsSayingWhyAndGrantsNothing() throws SQLException {
     String resource = "exhausted-" + UUID.randomUUID();
-    HikariConfig config = new HikariConfig();
-    config.setJdbcUrl(db.jdbcUrl());
-    config.setMaximumPoolSize(1);
-    config.setConnectionTimeout(250); // HikariCP's least
-    try (HikariDataSource one = new HikariDataSource(config)) {
+    try (HikariDataSource one = PoolOfOne.of(db)) {
       Idem onOne = Idem.builder(one).build();
       assertThatThrownBy(() -> onOne.inTransaction(tx -> onOne.leases().acquire(resource, "worker-a", LONG)))
           .isInstanceOf(DataAccessException.class)
