@@ -119,7 +119,8 @@ public final class Driver {
    * handed out: the DataSource gives out the thread's current transaction (Spring's {@code
    * TransactionAwareDataSourceProxy}, say), and a transaction idem began and committed there would
    * commit the caller's work with it. MariaDB Connector/J: the server's in-transaction flag, as its
-   * last answer carried it. False when it cannot tell (neither driver underneath).
+   * last answer carried it, asked again where it is set ({@link MariaDbStatus#inTransaction}).
+   * False when it cannot tell (neither driver underneath).
    */
   public static boolean inTransaction(Connection c) {
     try {
@@ -160,14 +161,32 @@ public final class Driver {
       STATUS = status;
     }
 
-    /** True if {@code c} is MariaDB Connector/J's underneath and the server said a transaction is open. */
+    /**
+     * True if {@code c} is MariaDB Connector/J's underneath and the server said a transaction is
+     * open. Connector/J sets the flag itself on every error (so that a rollback is sent), also in
+     * auto-commit, where the server has ended the failed statement's transaction: a pooled
+     * connection whose last statement failed (a duplicate key the application caught) would read
+     * as the caller's open transaction, and be refused. So a set flag is asked again of the server,
+     * by a statement that touches no table and opens no transaction ({@code DO 0}), whose answer
+     * carries the server's own flag: one round trip, only where the flag is set.
+     */
     static boolean inTransaction(Connection c) throws SQLException {
       if (CONNECTION == null || !c.isWrapperFor(CONNECTION)) {
         return false;
       }
+      Object driver = c.unwrap(CONNECTION);
+      if (!flagged(driver)) {
+        return false;
+      }
+      try (Statement st = c.createStatement()) {
+        st.execute("DO 0");
+      }
+      return flagged(driver);
+    }
+
+    private static boolean flagged(Object driver) {
       try {
-        Object context = CONTEXT.invoke(c.unwrap(CONNECTION));
-        return (((Number) STATUS.invoke(context)).intValue() & IN_TRANSACTION) != 0;
+        return (((Number) STATUS.invoke(CONTEXT.invoke(driver))).intValue() & IN_TRANSACTION) != 0;
       } catch (ReflectiveOperationException e) {
         return false;
       }

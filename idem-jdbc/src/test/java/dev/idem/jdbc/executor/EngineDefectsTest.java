@@ -3,8 +3,10 @@ package dev.idem.jdbc.executor;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.zaxxer.hikari.HikariDataSource;
 import dev.idem.jdbc.Idem;
 import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.PoolOfOne;
 import dev.idem.jdbc.inbox.Inbox;
 import dev.idem.key.Fingerprint;
 import dev.idem.key.IdempotencyKey;
@@ -332,6 +334,46 @@ class EngineDefectsTest {
       bound.rollback();
     }
     assertThat(f.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'proxy' AND k.key = ?", request)).isZero();
+  }
+
+  /**
+   * A pooled connection whose last statement failed in auto-commit (an insert the application saw
+   * refused and caught) holds no transaction: idem takes it in every form, on a pool of one, and
+   * commits each key's row with its effect. MariaDB Connector/J marks every error as in a
+   * transaction, and idem used to refuse such a connection as the caller's open transaction.
+   */
+  @Test
+  void aConnectionWhoseLastStatementFailedInAutoCommitIsTakenInEveryForm() throws Exception {
+    String run = "failed-last-" + UUID.randomUUID();
+    try (HikariDataSource one = PoolOfOne.of(f.db)) {
+      Idem idem = Idem.builder(one).build();
+      List<String> requests = List.of(run + "-callback", run + "-statements", run + "-inbox", run + "-inbox-statements");
+      for (String request : requests) {
+        try (Connection c = one.getConnection(); java.sql.Statement st = c.createStatement()) {
+          assertThat(c.getAutoCommit()).isTrue();
+          assertThatThrownBy(() -> st.execute("INSERT INTO payments (request, amount) VALUES ('" + request + "', NULL)"))
+              .isInstanceOf(java.sql.SQLException.class);
+        }
+        IdempotencyKey key = IdempotencyKey.of("failed-last", request);
+        org.jooq.Query insert = DSL.query("INSERT INTO payments (request, amount) VALUES (?, 1)", request);
+        Execution<?> e = switch (requests.indexOf(request)) {
+          case 0 -> idem.executor().build().execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+          case 1 -> idem.executor().build().execute(key, Fingerprint.EMPTY, insert);
+          case 2 -> idem.inbox("failed-last").build().receive(request, tx -> {
+            ExecutorFixture.pay(tx, request, 1);
+          });
+          default -> idem.inbox("failed-last").build().receive(request, insert);
+        };
+        assertThat(e.applied()).as(request).isTrue();
+      }
+      for (String request : requests) {
+        assertThat(f.payments(request)).as("payments of " + request).isEqualTo(1);
+      }
+      assertThat(f.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'failed-last' AND k.key LIKE '" + run + "%'"))
+          .as("executor keys").isEqualTo(2);
+      assertThat(f.count("SELECT count(*) FROM idem_inbox i WHERE i.consumer = 'failed-last' AND i.message_id LIKE '" + run + "%'"))
+          .as("inbox ids").isEqualTo(2);
+    }
   }
 
   /**
