@@ -1,0 +1,152 @@
+package dev.idem.jdbc.executor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.idem.jdbc.LockWaits;
+import dev.idem.jdbc.inbox.Inbox;
+import dev.idem.jdbc.tx.Tx;
+import dev.idem.key.Fingerprint;
+import dev.idem.key.IdempotencyKey;
+import dev.idem.result.Codec;
+import dev.idem.result.Execution;
+import dev.idem.testing.IdemTest;
+import dev.idem.testing.TestDatabase;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Where MariaDB's transaction state differs from PostgreSQL's under idem: an InnoDB deadlock
+ * (1213) rolls back the WHOLE transaction (savepoints, idem's claim row and all) and the next
+ * statement silently begins a new one; PostgreSQL aborts the transaction instead, which pgjdbc
+ * reports and idem checks ({@code Driver.aborted}). Each test reads the database afterwards.
+ */
+@IdemTest(poolSize = 8, sql = {ExecutorFixture.PAYMENTS,
+    "CREATE TABLE accounts (id int PRIMARY KEY, n int NOT NULL)",
+    "CREATE TABLE ballast (id int NOT NULL)"})
+class MariaDbTransactionStateTest {
+  static ExecutorFixture f;
+  static final ExecutorService pool = Executors.newCachedThreadPool();
+
+  @BeforeAll
+  static void start(TestDatabase db, DataSource ds) {
+    f = new ExecutorFixture(db, ds);
+  }
+
+  @AfterAll
+  static void stop() {
+    pool.shutdownNow();
+  }
+
+  /**
+   * Makes the statement {@code victim} runs next on {@code c} a deadlock victim: {@code c} has
+   * locked account {@code a}; another transaction, heavier (it wrote 500 ballast rows, so InnoDB
+   * picks the lighter one as victim), locks account {@code b} then waits for {@code a}; then {@code
+   * c} updates {@code b}. Returns the other transaction's end (it commits once {@code c}'s
+   * transaction is gone).
+   */
+  static Future<?> deadlockOn(Connection c, int a, int b) throws Exception {
+    try (Statement st = c.createStatement()) {
+      st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = " + a);
+    }
+    CountDownLatch holdsB = new CountDownLatch(1);
+    Future<?> other = pool.submit(() -> {
+      try (Connection o = f.ds.getConnection(); Statement st = o.createStatement()) {
+        if (!f.maria()) {
+          st.execute("SET deadlock_timeout = '10s'"); // PostgreSQL: the first to wait 1 s (the effect) is the victim
+        }
+        o.setAutoCommit(false);
+        st.executeUpdate(f.maria() ? "INSERT INTO ballast (id) SELECT seq FROM seq_1_to_500"
+            : "INSERT INTO ballast (id) SELECT g FROM generate_series(1, 500) g");
+        st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = " + b);
+        holdsB.countDown();
+        st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = " + a);
+        o.commit();
+      }
+      return null;
+    });
+    assertThat(holdsB.await(10, TimeUnit.SECONDS)).isTrue();
+    LockWaits.await(f.db, 1, "%accounts%");
+    return other;
+  }
+
+  static void accounts(int a, int b) {
+    f.sql("INSERT INTO accounts (id, n) VALUES (" + a + ", 0), (" + b + ", 0)");
+  }
+
+  /**
+   * A callback in idem's own transaction whose statement is a deadlock victim, its error caught
+   * (best-effort work: MariaDB keeps the transaction after a failed statement, so catching is
+   * ordinary there), then goes on and returns. On PostgreSQL idem refuses to commit (the
+   * transaction is aborted). On MariaDB the deadlock rolled back the claim row and the payment
+   * before it; the statements after it run in a new transaction, which idem commits, answering
+   * Applied: the key has no row, so a repeat runs the effect again.
+   */
+  @Test
+  void aCaughtDeadlockInTheEffectNeverCommitsAnAppliedWithoutItsClaim() throws Exception {
+    String request = "deadlock-owned-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("deadlock", request);
+    IdempotentExecutor executor = f.idem.executor().build();
+    accounts(11, 12);
+    AtomicInteger runs = new AtomicInteger();
+    AtomicInteger deadlocks = new AtomicInteger();
+    Future<?>[] other = new Future<?>[1];
+    Execution<String> first;
+    try {
+      first = executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        runs.incrementAndGet();
+        String paid = ExecutorFixture.pay(tx, request, 1);
+        if (other[0] == null) {
+          try {
+            other[0] = deadlockOn(tx.connection(), 11, 12);
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+          try (Statement st = tx.connection().createStatement()) {
+            st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 12");
+          } catch (SQLException e) {
+            deadlocks.incrementAndGet(); // best effort: logged and carried on
+          }
+        }
+        ExecutorFixture.pay(tx, request, 2);
+        return paid;
+      });
+    } catch (Exception refused) {
+      first = null; // refusing to commit is right (PostgreSQL's answer: the transaction is aborted)
+    }
+    other[0].get(30, TimeUnit.SECONDS);
+    long paymentsAfterFirst = f.payments(request);
+    long keyRowsAfterFirst = f.keyRows(key);
+    // a repeat on another instance (another node of the service): answered from the database, not from memory
+    Execution<String> repeat = dev.idem.jdbc.Idem.builder(f.ds).build().executor().build()
+        .execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+          runs.incrementAndGet();
+          ExecutorFixture.pay(tx, request, 1);
+          ExecutorFixture.pay(tx, request, 2);
+          return "again";
+        });
+    String seen = "first: " + first + ", deadlocks caught: " + deadlocks.get() + ", after it key rows " + keyRowsAfterFirst
+        + " and payments " + paymentsAfterFirst + "; repeat: " + repeat + ", effect runs: " + runs.get()
+        + ", payments now " + f.payments(request);
+    if (first != null && first.applied()) {
+      // Applied means committed, the claim row with the effect: a repeat is answered from the row
+      assertThat(keyRowsAfterFirst).as(seen).isEqualTo(1);
+      assertThat(paymentsAfterFirst).as(seen).isEqualTo(2);
+      assertThat(repeat.replayed()).as(seen).isTrue();
+    }
+    assertThat(f.keyRows(key)).as(seen).isEqualTo(1);
+    assertThat(runs.get()).as(seen).isEqualTo(first != null && first.applied() ? 1 : 2);
+  }
+}
