@@ -149,4 +149,72 @@ class MariaDbTransactionStateTest {
     assertThat(f.keyRows(key)).as(seen).isEqualTo(1);
     assertThat(runs.get()).as(seen).isEqualTo(first != null && first.applied() ? 1 : 2);
   }
+
+  /**
+   * Joined calls in a transaction idem owns ({@code Idem.inTransaction}): the first is Applied;
+   * the second's effect is a deadlock victim, and the caller catches the call's failure, as the
+   * joined form allows ("whatever fails rolls back to the savepoint, so the caller's transaction
+   * stays usable"), goes on and returns. On PostgreSQL the savepoint undoes only the second call.
+   * On MariaDB the deadlock rolled back the whole transaction, the first call's claim and payment
+   * with it (idem's rollback to its savepoint fails, 1305, attached as suppressed), and idem then
+   * commits what the caller ran after: the first key, answered Applied, has no row and no payment.
+   */
+  @Test
+  void aDeadlockInAJoinedCallNeverLosesAnEarlierAppliedCallOfTheSameTransaction() throws Exception {
+    String request = "deadlock-joined-" + UUID.randomUUID();
+    IdempotencyKey first = IdempotencyKey.of("deadlock", request + "-1");
+    IdempotencyKey second = IdempotencyKey.of("deadlock", request + "-2");
+    IdempotentExecutor executor = f.idem.executor().build();
+    accounts(21, 22);
+    Future<?>[] other = new Future<?>[1];
+    Execution<String>[] firstOutcome = new Execution[1];
+    Exception[] secondFailure = new Exception[1];
+    Exception outerFailure = null;
+    try {
+      f.idem.inTransaction(tx -> {
+        firstOutcome[0] = executor.execute(first, Fingerprint.EMPTY, Codec.utf8(), t -> ExecutorFixture.pay(t, request + "-1", 1));
+        try {
+          executor.execute(second, Fingerprint.EMPTY, Codec.utf8(), t -> {
+            ExecutorFixture.pay(t, request + "-2", 1);
+            try {
+              other[0] = deadlockOn(t.connection(), 21, 22);
+            } catch (Exception e) {
+              throw new IllegalStateException(e);
+            }
+            try (Statement st = t.connection().createStatement()) {
+              st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 22"); // the deadlock victim
+            }
+            return "unreached";
+          });
+        } catch (Exception e) {
+          secondFailure[0] = e; // the joined call failed: its part rolled back, the transaction goes on
+        }
+        ExecutorFixture.pay(tx, request + "-after", 1);
+        return null;
+      });
+    } catch (Exception e) {
+      outerFailure = e; // refusing to commit would be a right answer too
+    }
+    try {
+      other[0].get(30, TimeUnit.SECONDS);
+    } catch (java.util.concurrent.ExecutionException victim) {
+      // the other transaction was the victim (not the case this test is after)
+    }
+    String seen = "first: " + firstOutcome[0] + ", second failed with: " + secondFailure[0]
+        + (secondFailure[0] == null ? "" : " suppressed " + java.util.Arrays.toString(secondFailure[0].getSuppressed()))
+        + ", outer: " + outerFailure + "; now first key rows " + f.keyRows(first) + ", payments " + f.payments(request + "-1")
+        + ", after-payments " + f.payments(request + "-after") + ", second key rows " + f.keyRows(second);
+    assertThat(secondFailure[0]).as(seen).isNotNull();
+    if (outerFailure == null) {
+      // the outer transaction committed: every call it answered Applied is in it
+      assertThat(firstOutcome[0].applied()).as(seen).isTrue();
+      assertThat(f.keyRows(first)).as(seen).isEqualTo(1);
+      assertThat(f.payments(request + "-1")).as(seen).isEqualTo(1);
+      assertThat(f.payments(request + "-after")).as(seen).isEqualTo(1);
+    } else {
+      assertThat(f.payments(request + "-after")).as(seen).isZero();
+    }
+    assertThat(f.keyRows(second)).as(seen).isZero();
+    assertThat(f.payments(request + "-2")).as(seen).isZero();
+  }
 }
