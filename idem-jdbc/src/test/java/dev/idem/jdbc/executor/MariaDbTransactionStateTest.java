@@ -15,6 +15,7 @@ import dev.idem.testing.TestDatabase;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -216,5 +217,115 @@ class MariaDbTransactionStateTest {
     }
     assertThat(f.keyRows(second)).as(seen).isZero();
     assertThat(f.payments(request + "-2")).as(seen).isZero();
+  }
+
+  static boolean causedByDeadlock(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof SQLException sql && "40001".equals(sql.getSQLState()) || c instanceof SQLException e
+          && "40P01".equals(e.getSQLState())) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * A batch in idem's own transaction run again after a failed effect (message a), each effect
+   * then under a savepoint: message b's effect is a deadlock victim. On PostgreSQL b's savepoint
+   * takes its part back, b is reported failed with the deadlock, and c is applied. On MariaDB the
+   * deadlock rolled back the whole transaction and its savepoints; idem's rollback to b's
+   * savepoint fails with 1305 and the whole batch throws "SAVEPOINT idem_message does not exist",
+   * which is not retryable and does not carry the deadlock at all.
+   */
+  @Test
+  void aDeadlockInABatchEffectUnderItsSavepointIsReportedAsTheDeadlock() throws Exception {
+    String run = "deadlock-batch-" + UUID.randomUUID();
+    Inbox inbox = f.idem.inbox("deadlock-batch").build();
+    accounts(31, 32);
+    Future<?>[] other = new Future<?>[1];
+    List<String> messages = List.of(run + "-a", run + "-b", run + "-c");
+    dev.idem.jdbc.inbox.Received<String> received = null;
+    Exception failure = null;
+    try {
+      received = inbox.receiveAll(messages, m -> m, (tx, m) -> {
+        if (m.endsWith("-a")) {
+          throw new IllegalStateException("poison message");
+        }
+        ExecutorFixture.pay(tx, m, 1);
+        if (m.endsWith("-b") && other[0] == null) {
+          other[0] = deadlockOn(tx.connection(), 31, 32);
+          try (Statement st = tx.connection().createStatement()) {
+            st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 32"); // the deadlock victim
+          }
+        }
+      });
+    } catch (Exception e) {
+      failure = e;
+    }
+    try {
+      other[0].get(30, TimeUnit.SECONDS);
+    } catch (java.util.concurrent.ExecutionException victim) {
+      // the other transaction was the victim
+    }
+    String seen = "received: " + (received == null ? null : "applied " + received.applied() + ", failed "
+        + received.failed().stream().map(x -> x.message() + ": " + x.error()).toList()) + ", thrown: " + failure
+        + "; payments a " + f.payments(run + "-a") + ", b " + f.payments(run + "-b") + ", c " + f.payments(run + "-c");
+    if (failure != null) {
+      // the batch as a whole may fail only with what happened: the deadlock (retryable), nothing committed
+      assertThat(causedByDeadlock(failure)).as(seen).isTrue();
+      assertThat(f.payments(run + "-c")).as(seen).isZero();
+    } else {
+      assertThat(received.applied()).as(seen).contains(run + "-c");
+      assertThat(f.payments(run + "-c")).as(seen).isEqualTo(1);
+      assertThat(f.payments(run + "-b")).as(seen).isZero();
+    }
+  }
+
+  /**
+   * A batch in idem's own transaction whose second message's effect catches a deadlock and goes
+   * on: both messages are answered applied, but on MariaDB the deadlock rolled back the first
+   * message's claim and effect, and idem commits the rest: message a, reported applied, has no
+   * row and no payment (a redelivery would run it, and one acknowledged is lost).
+   */
+  @Test
+  void aDeadlockCaughtInABatchEffectNeverLosesAnEarlierAppliedMessage() throws Exception {
+    String run = "deadlock-batch-caught-" + UUID.randomUUID();
+    Inbox inbox = f.idem.inbox("deadlock-batch").build();
+    accounts(41, 42);
+    Future<?>[] other = new Future<?>[1];
+    List<String> messages = List.of(run + "-a", run + "-b");
+    dev.idem.jdbc.inbox.Received<String> received = null;
+    Exception failure = null;
+    try {
+      received = inbox.receiveAll(messages, m -> m, (tx, m) -> {
+        ExecutorFixture.pay(tx, m, 1);
+        if (m.endsWith("-b") && other[0] == null) {
+          other[0] = deadlockOn(tx.connection(), 41, 42);
+          try (Statement st = tx.connection().createStatement()) {
+            st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 42"); // the deadlock victim
+          } catch (SQLException caught) {
+            // best effort
+          }
+        }
+      });
+    } catch (Exception e) {
+      failure = e;
+    }
+    try {
+      other[0].get(30, TimeUnit.SECONDS);
+    } catch (java.util.concurrent.ExecutionException victim) {
+      // the other transaction was the victim
+    }
+    long ids = f.count("SELECT count(*) FROM idem_inbox i WHERE i.consumer = 'deadlock-batch' AND i.message_id = ?", run + "-a");
+    String seen = "received: " + (received == null ? null : "applied " + received.applied() + ", failed "
+        + received.failed().stream().map(x -> x.message() + ": " + x.error()).toList()) + ", thrown: " + failure
+        + "; payments a " + f.payments(run + "-a") + ", b " + f.payments(run + "-b") + ", id rows of a " + ids;
+    if (received != null) {
+      for (String m : received.applied()) {
+        assertThat(f.payments(m)).as(seen + " (" + m + ")").isEqualTo(1);
+        assertThat(f.count("SELECT count(*) FROM idem_inbox i WHERE i.consumer = 'deadlock-batch' AND i.message_id = ?", m))
+            .as(seen + " (" + m + ")").isEqualTo(1);
+      }
+    }
   }
 }
