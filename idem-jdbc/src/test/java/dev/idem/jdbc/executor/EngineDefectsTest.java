@@ -309,6 +309,46 @@ class EngineDefectsTest {
   }
 
   /**
+   * The same DataSource, on a call that reads first (its key handled here lately): the read runs
+   * on "a connection of its own in auto-commit" ({@code AutoCommit.run}), which here is the
+   * caller's, and {@code setAutoCommit(true)} commits the caller's open transaction (JDBC: changing
+   * the mode in a transaction commits it), with no error. The repeat is then answered from the row;
+   * the caller rolls back, but its payment is committed.
+   */
+  @Test
+  void aDataSourceHandingOutAnOpenTransactionNeverHasItCommittedByTheReadFirst() throws Exception {
+    String request = "proxy-read-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("proxy", request);
+    Execution<String> repeat;
+    try (Connection bound = f.ds.getConnection()) {
+      Idem proxied = Idem.builder(new ThreadBound(bound)).answersFromMemory(Duration.ZERO).build();
+      IdempotentExecutor executor = proxied.executor().build();
+      assertThat(bound.getAutoCommit()).isTrue();
+      assertThat(executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1)).applied())
+          .isTrue(); // no transaction open yet: idem's own; the key is now one handled here lately
+      bound.setAutoCommit(false); // the caller's transaction begins, on the thread-bound connection
+      dev.idem.jdbc.tx.Tx callers = new dev.idem.jdbc.tx.Tx() {
+        public Connection connection() {
+          return bound;
+        }
+
+        public DSLContext dsl() {
+          return DSL.using(bound);
+        }
+      };
+      ExecutorFixture.pay(callers, request + "-caller", 7);
+      try {
+        repeat = executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+      } catch (IllegalStateException refused) {
+        repeat = null; // refused as the other forms are: right
+      }
+      bound.rollback(); // the caller changes its mind
+      bound.setAutoCommit(true);
+    }
+    assertThat(f.payments(request + "-caller")).as("the caller's rolled-back payment (the repeat: %s)", repeat).isZero();
+  }
+
+  /**
    * A transaction that wrote nothing but holds a lock (LOCK TABLE takes no transaction id) is the
    * caller's too: refused, its lock kept, nothing of idem's committed into it.
    */
