@@ -328,4 +328,43 @@ class MariaDbTransactionStateTest {
       }
     }
   }
+
+  /**
+   * A batch whose effect receives a batch of another consumer, joined (it is this thread's open
+   * transaction), in the outer batch's run under savepoints (after a poison message). PostgreSQL
+   * stacks savepoints of one name; MariaDB replaces a savepoint of the same name, so the inner
+   * batch's {@code idem_batch} replaces the outer's and its release takes it away: the outer
+   * batch's own release then fails (1305) and the whole outer batch fails, nothing committed. The
+   * joined single calls name their savepoints by depth for this reason; the batch's do not.
+   */
+  @Test
+  void aBatchReceivedInsideAnotherBatchsEffectKeepsTheOuterBatch() {
+    String run = "nested-batch-" + UUID.randomUUID();
+    Inbox outer = f.idem.inbox("nested-outer").build();
+    Inbox inner = f.idem.inbox("nested-inner").build();
+    List<String> messages = List.of(run + "-a", run + "-b", run + "-c");
+    dev.idem.jdbc.inbox.Received<String> received = null;
+    Exception failure = null;
+    try {
+      received = outer.receiveAll(messages, m -> m, (tx, m) -> {
+        if (m.endsWith("-a")) {
+          throw new IllegalStateException("poison message");
+        }
+        ExecutorFixture.pay(tx, m, 1);
+        if (m.endsWith("-b")) {
+          inner.receiveAll(List.of(m + "-derived"), d -> d, (t, d) -> ExecutorFixture.pay(t, d, 1));
+        }
+      });
+    } catch (Exception e) {
+      failure = e;
+    }
+    String seen = "received: " + (received == null ? null : "applied " + received.applied() + ", failed "
+        + received.failed().stream().map(x -> x.message() + ": " + x.error()).toList()) + ", thrown: " + failure
+        + "; payments b " + f.payments(run + "-b") + ", b-derived " + f.payments(run + "-b-derived") + ", c "
+        + f.payments(run + "-c");
+    assertThat(failure).as(seen).isNull();
+    assertThat(received.applied()).as(seen).containsExactly(run + "-b", run + "-c");
+    assertThat(f.payments(run + "-b-derived")).as(seen).isEqualTo(1);
+    assertThat(f.payments(run + "-c")).as(seen).isEqualTo(1);
+  }
 }
