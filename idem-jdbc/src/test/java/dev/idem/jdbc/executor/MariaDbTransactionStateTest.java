@@ -367,4 +367,38 @@ class MariaDbTransactionStateTest {
     assertThat(f.payments(run + "-b-derived")).as(seen).isEqualTo(1);
     assertThat(f.payments(run + "-c")).as(seen).isEqualTo(1);
   }
+
+  /**
+   * A callback in idem's own transaction whose first run is a deadlock victim and throws it: idem
+   * runs it again in a new transaction (1213 is SQLSTATE 40001, retryable), which commits the
+   * claim and one payment.
+   */
+  @Test
+  void aDeadlockThrownByTheEffectRunsItAgainInAFreshTransaction() throws Exception {
+    String request = "deadlock-retried-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("deadlock", request);
+    accounts(51, 52);
+    AtomicInteger runs = new AtomicInteger();
+    Future<?>[] other = new Future<?>[1];
+    Execution<String> e = f.idem.executor().build().execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+      runs.incrementAndGet();
+      String paid = ExecutorFixture.pay(tx, request, 1);
+      if (other[0] == null) {
+        try {
+          other[0] = deadlockOn(tx.connection(), 51, 52);
+        } catch (Exception x) {
+          throw new IllegalStateException(x);
+        }
+        try (Statement st = tx.connection().createStatement()) {
+          st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 52"); // the deadlock victim
+        }
+      }
+      return paid;
+    });
+    other[0].get(30, TimeUnit.SECONDS);
+    assertThat(e.applied()).isTrue();
+    assertThat(runs.get()).isEqualTo(2);
+    assertThat(f.keyRows(key)).isEqualTo(1);
+    assertThat(f.payments(request)).isEqualTo(1);
+  }
 }
