@@ -288,13 +288,25 @@ class TransactionBindingTest {
     assertThat(db.count("SELECT count(*) FROM idem_keys k WHERE k.scope = 'binding' AND k.key = ?", stored)).isEqualTo(1);
     assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.COMMITTED);
 
-    // Nothing stored: idem's own commit() is the commit, and its answer was lost.
+    // Nothing stored: idem's own commit() is the commit, and its answer was lost. (On MariaDB a
+    // claim's commit is the statement that finds the claim still there, as the stored result's
+    // above: a transaction of idem's own with no claim stands for it.)
     ends.clear();
     String unknown = "unknown-" + UUID.randomUUID();
-    assertThatThrownBy(() -> stores.execute(IdempotencyKey.of("binding", unknown), Fingerprint.EMPTY, Codec.none(), tx -> {
-      pay(tx.connection(), unknown);
-      return null;
-    })).hasMessageContaining("the answer to COMMIT was lost");
+    Idem losing = Idem.builder(commitThenFail(lost)).transactionBinding(recording(ends)).build();
+    assertThatThrownBy(() -> {
+      if (db.vendor() == TestDatabase.Vendor.MARIADB) {
+        losing.inTransaction(tx -> {
+          pay(tx.connection(), unknown);
+          return null;
+        });
+      } else {
+        stores.execute(IdempotencyKey.of("binding", unknown), Fingerprint.EMPTY, Codec.none(), tx -> {
+          pay(tx.connection(), unknown);
+          return null;
+        });
+      }
+    }).hasMessageContaining("the answer to COMMIT was lost");
     assertThat(payments(unknown)).as("it did commit: hence UNKNOWN, not ROLLED_BACK").isEqualTo(1);
     assertThat(ends).containsExactly(TransactionBinding.Lent.Outcome.UNKNOWN);
 

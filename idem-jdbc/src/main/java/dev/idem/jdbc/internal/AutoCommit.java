@@ -44,6 +44,8 @@ public final class AutoCommit {
    * @param what names the work in the error message, e.g. {@code "idem executor"}
    * @throws DataAccessException if a statement or the connection fails
    * @throws IllegalArgumentException if the partitioned layout refused the key ({@link SqlStates#refusedKey})
+   * @throws IllegalStateException if the connection came inside a transaction that is not idem's
+   *     to end ({@link OwnTransaction#refuseOpenTransaction})
    */
   public static <R> R run(DataSource dataSource, String what, Work<R> work) {
     Connection connection;
@@ -53,6 +55,8 @@ public final class AutoCommit {
       throw noConnection(what, e);
     }
     try (Connection c = connection) {
+      // Switching to auto-commit commits an open transaction: never the caller's.
+      OwnTransaction.refuseOpenTransaction(c);
       boolean was = c.getAutoCommit();
       if (!was) {
         c.setAutoCommit(true);

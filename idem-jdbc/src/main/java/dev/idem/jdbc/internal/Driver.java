@@ -102,7 +102,45 @@ public final class Driver {
       for (String command : sql.split(";\n")) {
         st.execute(command);
       }
+    } catch (SQLException e) {
+      if (SqlStates.isSavepointGone(e)) {
+        throw rolledBack(c, "a savepoint idem set in it is gone", e);
+      }
+      throw e;
     }
+  }
+
+  /**
+   * MariaDB: transactions the server rolled back whole under idem's calls (a deadlock), by
+   * connection, with what showed it. InnoDB then runs the next statements in a new transaction,
+   * which must not be committed as if it were the one rolled back: {@link OwnTransaction} refuses
+   * to commit a transaction of idem's own marked here, and forgets the mark when it ends.
+   */
+  private static final java.util.Map<Connection, SQLException> ROLLED_BACK =
+      java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+
+  /**
+   * Marks {@code c}'s transaction as rolled back by the server ({@code how}, {@code cause}) and
+   * returns the error that says so: SQLSTATE 40001, so that a transaction of idem's own is run
+   * again from the start under the retry budget.
+   */
+  public static SQLException rolledBack(Connection c, String how, Throwable cause) {
+    SQLException e = new java.sql.SQLTransactionRollbackException("the database rolled back the whole transaction"
+        + " (MariaDB does on a deadlock, savepoints and all), so nothing done in it before is kept, and what ran"
+        + " after began a new one; roll the transaction back and run it again (" + how + ": " + cause.getMessage() + ")",
+        SqlStates.SERIALIZATION_FAILURE, cause);
+    ROLLED_BACK.put(c, e);
+    return e;
+  }
+
+  /** What showed that the server rolled back {@code c}'s transaction under idem's calls ({@link #rolledBack}), or null. */
+  static SQLException rolledBackBy(Connection c) {
+    return ROLLED_BACK.get(c);
+  }
+
+  /** Forgets {@link #rolledBack}'s mark on {@code c}: its transaction ended. */
+  static void forgetRolledBack(Connection c) {
+    ROLLED_BACK.remove(c);
   }
 
   /** True if the connection is pgjdbc's underneath (a wrapper that hides it: false). */

@@ -121,6 +121,23 @@ public final class OwnTransaction {
     }
   }
 
+  /**
+   * Refuses a connection a {@code DataSource} handed out inside a transaction that is not idem's
+   * to end (one that has written or holds a lock, or any on MariaDB; see {@link #endUnwritten}):
+   * a transaction idem began and committed there, or a switch to auto-commit, would commit the
+   * caller's work with it, behind its back.
+   *
+   * @throws IllegalStateException saying so
+   */
+  static void refuseOpenTransaction(Connection c) {
+    if (Driver.inTransaction(c) && !endUnwritten(c)) {
+      throw new IllegalStateException("the DataSource handed idem a connection inside an open transaction (is it"
+          + " transaction-aware, such as Spring's TransactionAwareDataSourceProxy?); idem would commit that"
+          + " transaction: give idem the pool itself, and join a framework's transaction through"
+          + " Idem.builder(...).transactionBinding(...) or by passing its connection");
+    }
+  }
+
   /** Runs {@code work} in a transaction on a connection from {@code dataSource}, then returns the connection. */
   public static <T, X extends Exception> T run(DataSource dataSource, Work<T, X> work) throws X {
     return run(dataSource, TransactionBinding.NONE, (c, ending) -> work.run(c));
@@ -140,13 +157,7 @@ public final class OwnTransaction {
     }
     Throwable failure = null;
     try {
-      if (Driver.inTransaction(c) && !endUnwritten(c)) {
-        // Committing here would commit the caller's work too, behind its back.
-        throw new IllegalStateException("the DataSource handed idem a connection inside an open transaction (is it"
-            + " transaction-aware, such as Spring's TransactionAwareDataSourceProxy?); idem would commit that"
-            + " transaction: give idem the pool itself, and join a framework's transaction through"
-            + " Idem.builder(...).transactionBinding(...) or by passing its connection");
-      }
+      refuseOpenTransaction(c);
       return on(c, binding, work);
     } catch (Throwable t) {
       failure = t;
@@ -200,6 +211,7 @@ public final class OwnTransaction {
     }
     Throwable failure = null;
     Ending ending = null;
+    Driver.forgetRolledBack(c); // a mark a caller's transaction left on this connection is not this one's
     try {
       Ending e = ending = new Ending(binding.ownTransaction(c));
       T result = work.run(c, e);
@@ -209,6 +221,13 @@ public final class OwnTransaction {
           // pgjdbc sends COMMIT, PostgreSQL answers ROLLBACK, and no error is raised: the caller
           // would be told "done" for work that is gone.
           throw new DataAccessException("could not commit: " + ABORTED_BY_CAUGHT_ERROR + "; nothing of it is committed");
+        }
+        SQLException rolledBack = Driver.rolledBackBy(c);
+        if (rolledBack != null) {
+          // MariaDB: a call in it saw the server roll it back (a deadlock whose error was caught);
+          // what ran since is a new transaction, which a commit would keep as if it were this one.
+          throw new DataAccessException("could not commit: " + rolledBack.getMessage() + "; nothing of it is committed",
+              rolledBack);
         }
         c.commit();
         e.committed();
@@ -227,6 +246,7 @@ public final class OwnTransaction {
         TransactionBinding.Lent.Outcome outcome = e.outcome(failure);
         cleanUp(() -> e.lent.end(outcome), "end the transaction binding's use of it", failure);
       }
+      Driver.forgetRolledBack(c);
       if (autoCommit) {
         cleanUp(() -> c.setAutoCommit(true), "set its connection back to auto-commit", failure);
       }

@@ -67,6 +67,29 @@ public final class SqlStates {
         || errorCode(t) == MARIADB_RECORD_CHANGED;
   }
 
+  /**
+   * True if {@code t} is MariaDB's deadlock (1213): InnoDB rolled back the whole transaction, its
+   * savepoints with it, and the next statement begins a new one. (PostgreSQL's deadlock aborts the
+   * transaction instead, which a rollback to a savepoint takes back.)
+   */
+  public static boolean isMariaDbDeadlock(Throwable t) {
+    return errorCode(t) == MARIADB_DEADLOCK && !(firstCause(t, c -> c instanceof PSQLException) instanceof PSQLException);
+  }
+
+  /** MariaDB's ER_LOCK_DEADLOCK (SQLSTATE 40001). */
+  private static final int MARIADB_DEADLOCK = 1213;
+
+  /**
+   * True if {@code t} is MariaDB's "SAVEPOINT does not exist" (1305) for a savepoint idem set: the
+   * server rolled the transaction back since (a deadlock).
+   */
+  public static boolean isSavepointGone(Throwable t) {
+    return errorCode(t) == MARIADB_SAVEPOINT_GONE && !(firstCause(t, c -> c instanceof PSQLException) instanceof PSQLException);
+  }
+
+  /** MariaDB's ER_SP_DOES_NOT_EXIST, as a savepoint command raises it. */
+  private static final int MARIADB_SAVEPOINT_GONE = 1305;
+
   /** MariaDB's ER_CHECKREAD, "Record has changed since last read" (SQLSTATE HY000). */
   private static final int MARIADB_RECORD_CHANGED = 1020;
 

@@ -32,7 +32,9 @@ import org.junit.jupiter.api.Test;
  * Where MariaDB's transaction state differs from PostgreSQL's under idem: an InnoDB deadlock
  * (1213) rolls back the WHOLE transaction (savepoints, idem's claim row and all) and the next
  * statement silently begins a new one; PostgreSQL aborts the transaction instead, which pgjdbc
- * reports and idem checks ({@code Driver.aborted}). Each test reads the database afterwards.
+ * reports and idem checks ({@code Driver.aborted}). Real deadlocks on real connections, on both
+ * databases; each test reads the database afterwards. Each failed on MariaDB before idem checked
+ * its claims before committing and took a gone savepoint for a rolled-back transaction.
  */
 @IdemTest(poolSize = 8, sql = {ExecutorFixture.PAYMENTS,
     "CREATE TABLE accounts (id int PRIMARY KEY, n int NOT NULL)",
@@ -52,13 +54,26 @@ class MariaDbTransactionStateTest {
   }
 
   /**
-   * Makes the statement {@code victim} runs next on {@code c} a deadlock victim: {@code c} has
-   * locked account {@code a}; another transaction, heavier (it wrote 500 ballast rows, so InnoDB
+   * Makes {@code c}'s transaction a deadlock's victim and throws the deadlock's error: {@code c}
+   * locks account {@code a}; another transaction, heavier (it wrote 500 ballast rows, so InnoDB
    * picks the lighter one as victim), locks account {@code b} then waits for {@code a}; then {@code
-   * c} updates {@code b}. Returns the other transaction's end (it commits once {@code c}'s
-   * transaction is gone).
+   * c} updates {@code b}. {@code other[0]}: the other transaction's end (it commits once {@code
+   * c}'s transaction is gone).
    */
-  static Future<?> deadlockOn(Connection c, int a, int b) throws Exception {
+  static void deadlockVictim(Connection c, int a, int b, Future<?>[] other) throws SQLException {
+    try {
+      other[0] = deadlockOn(c, a, b);
+    } catch (SQLException e) {
+      throw e;
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+    try (Statement st = c.createStatement()) {
+      st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = " + b);
+    }
+  }
+
+  private static Future<?> deadlockOn(Connection c, int a, int b) throws Exception {
     try (Statement st = c.createStatement()) {
       st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = " + a);
     }
@@ -92,8 +107,9 @@ class MariaDbTransactionStateTest {
    * (best-effort work: MariaDB keeps the transaction after a failed statement, so catching is
    * ordinary there), then goes on and returns. On PostgreSQL idem refuses to commit (the
    * transaction is aborted). On MariaDB the deadlock rolled back the claim row and the payment
-   * before it; the statements after it run in a new transaction, which idem commits, answering
-   * Applied: the key has no row, so a repeat runs the effect again.
+   * before it, and the statements after it ran in a new transaction: idem finds its claim gone
+   * before committing, rolls that back and runs the call again. Either way: one run's payments,
+   * one key row, and a repeat on another instance is answered from it.
    */
   @Test
   void aCaughtDeadlockInTheEffectNeverCommitsAnAppliedWithoutItsClaim() throws Exception {
@@ -111,12 +127,7 @@ class MariaDbTransactionStateTest {
         String paid = ExecutorFixture.pay(tx, request, 1);
         if (other[0] == null) {
           try {
-            other[0] = deadlockOn(tx.connection(), 11, 12);
-          } catch (Exception e) {
-            throw new IllegalStateException(e);
-          }
-          try (Statement st = tx.connection().createStatement()) {
-            st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 12");
+            deadlockVictim(tx.connection(), 11, 12, other);
           } catch (SQLException e) {
             deadlocks.incrementAndGet(); // best effort: logged and carried on
           }
@@ -130,6 +141,7 @@ class MariaDbTransactionStateTest {
     other[0].get(30, TimeUnit.SECONDS);
     long paymentsAfterFirst = f.payments(request);
     long keyRowsAfterFirst = f.keyRows(key);
+    int runsBeforeRepeat = runs.get();
     // a repeat on another instance (another node of the service): answered from the database, not from memory
     Execution<String> repeat = dev.idem.jdbc.Idem.builder(f.ds).build().executor().build()
         .execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
@@ -142,13 +154,18 @@ class MariaDbTransactionStateTest {
         + " and payments " + paymentsAfterFirst + "; repeat: " + repeat + ", effect runs: " + runs.get()
         + ", payments now " + f.payments(request);
     if (first != null && first.applied()) {
-      // Applied means committed, the claim row with the effect: a repeat is answered from the row
+      // Applied means committed, the claim row with one run's effect (idem may have refused to
+      // commit the run that caught the deadlock and run it again): a repeat is answered from the row
       assertThat(keyRowsAfterFirst).as(seen).isEqualTo(1);
       assertThat(paymentsAfterFirst).as(seen).isEqualTo(2);
       assertThat(repeat.replayed()).as(seen).isTrue();
+      assertThat(runs.get()).as(seen).isEqualTo(runsBeforeRepeat);
+    } else {
+      assertThat(paymentsAfterFirst).as(seen).isZero();
+      assertThat(repeat.applied()).as(seen).isTrue();
     }
     assertThat(f.keyRows(key)).as(seen).isEqualTo(1);
-    assertThat(runs.get()).as(seen).isEqualTo(first != null && first.applied() ? 1 : 2);
+    assertThat(f.payments(request)).as(seen).isEqualTo(2); // one run's two payments, whatever was repeated
   }
 
   /**
@@ -157,8 +174,8 @@ class MariaDbTransactionStateTest {
    * joined form allows ("whatever fails rolls back to the savepoint, so the caller's transaction
    * stays usable"), goes on and returns. On PostgreSQL the savepoint undoes only the second call.
    * On MariaDB the deadlock rolled back the whole transaction, the first call's claim and payment
-   * with it (idem's rollback to its savepoint fails, 1305, attached as suppressed), and idem then
-   * commits what the caller ran after: the first key, answered Applied, has no row and no payment.
+   * with it: idem finds its savepoint gone and refuses to commit the rest (it committed it, and
+   * the first key, answered Applied, had no row and no payment).
    */
   @Test
   void aDeadlockInAJoinedCallNeverLosesAnEarlierAppliedCallOfTheSameTransaction() throws Exception {
@@ -177,14 +194,7 @@ class MariaDbTransactionStateTest {
         try {
           executor.execute(second, Fingerprint.EMPTY, Codec.utf8(), t -> {
             ExecutorFixture.pay(t, request + "-2", 1);
-            try {
-              other[0] = deadlockOn(t.connection(), 21, 22);
-            } catch (Exception e) {
-              throw new IllegalStateException(e);
-            }
-            try (Statement st = t.connection().createStatement()) {
-              st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 22"); // the deadlock victim
-            }
+            deadlockVictim(t.connection(), 21, 22, other);
             return "unreached";
           });
         } catch (Exception e) {
@@ -233,9 +243,8 @@ class MariaDbTransactionStateTest {
    * A batch in idem's own transaction run again after a failed effect (message a), each effect
    * then under a savepoint: message b's effect is a deadlock victim. On PostgreSQL b's savepoint
    * takes its part back, b is reported failed with the deadlock, and c is applied. On MariaDB the
-   * deadlock rolled back the whole transaction and its savepoints; idem's rollback to b's
-   * savepoint fails with 1305 and the whole batch throws "SAVEPOINT idem_message does not exist",
-   * which is not retryable and does not carry the deadlock at all.
+   * deadlock rolled back the whole transaction and its savepoints: the batch runs again whole (it
+   * threw "SAVEPOINT idem_message does not exist", not retryable, the deadlock lost).
    */
   @Test
   void aDeadlockInABatchEffectUnderItsSavepointIsReportedAsTheDeadlock() throws Exception {
@@ -253,10 +262,7 @@ class MariaDbTransactionStateTest {
         }
         ExecutorFixture.pay(tx, m, 1);
         if (m.endsWith("-b") && other[0] == null) {
-          other[0] = deadlockOn(tx.connection(), 31, 32);
-          try (Statement st = tx.connection().createStatement()) {
-            st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 32"); // the deadlock victim
-          }
+          deadlockVictim(tx.connection(), 31, 32, other);
         }
       });
     } catch (Exception e) {
@@ -275,17 +281,24 @@ class MariaDbTransactionStateTest {
       assertThat(causedByDeadlock(failure)).as(seen).isTrue();
       assertThat(f.payments(run + "-c")).as(seen).isZero();
     } else {
+      // b is reported failed with the deadlock (PostgreSQL: its savepoint takes it back), or
+      // applied (MariaDB: the deadlock took the whole batch, which ran again); either way its
+      // outcome is what the database holds
       assertThat(received.applied()).as(seen).contains(run + "-c");
       assertThat(f.payments(run + "-c")).as(seen).isEqualTo(1);
-      assertThat(f.payments(run + "-b")).as(seen).isZero();
+      assertThat(f.payments(run + "-b")).as(seen).isEqualTo(received.applied().contains(run + "-b") ? 1 : 0);
+      assertThat(f.count("SELECT count(*) FROM idem_inbox i WHERE i.consumer = 'deadlock-batch' AND i.message_id = ?",
+          run + "-b")).as(seen).isEqualTo(received.applied().contains(run + "-b") ? 1 : 0);
+      assertThat(f.payments(run + "-a")).as(seen).isZero();
     }
   }
 
   /**
    * A batch in idem's own transaction whose second message's effect catches a deadlock and goes
-   * on: both messages are answered applied, but on MariaDB the deadlock rolled back the first
-   * message's claim and effect, and idem commits the rest: message a, reported applied, has no
-   * row and no payment (a redelivery would run it, and one acknowledged is lost).
+   * on: every message answered applied has its id row and its payment. On MariaDB the deadlock
+   * rolled back the first message's claim and effect: idem finds the claims gone before
+   * committing and runs the batch again (it committed the rest, and message a, reported applied,
+   * had no row and no payment).
    */
   @Test
   void aDeadlockCaughtInABatchEffectNeverLosesAnEarlierAppliedMessage() throws Exception {
@@ -300,9 +313,8 @@ class MariaDbTransactionStateTest {
       received = inbox.receiveAll(messages, m -> m, (tx, m) -> {
         ExecutorFixture.pay(tx, m, 1);
         if (m.endsWith("-b") && other[0] == null) {
-          other[0] = deadlockOn(tx.connection(), 41, 42);
-          try (Statement st = tx.connection().createStatement()) {
-            st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 42"); // the deadlock victim
+          try {
+            deadlockVictim(tx.connection(), 41, 42, other);
           } catch (SQLException caught) {
             // best effort
           }
@@ -333,9 +345,8 @@ class MariaDbTransactionStateTest {
    * A batch whose effect receives a batch of another consumer, joined (it is this thread's open
    * transaction), in the outer batch's run under savepoints (after a poison message). PostgreSQL
    * stacks savepoints of one name; MariaDB replaces a savepoint of the same name, so the inner
-   * batch's {@code idem_batch} replaces the outer's and its release takes it away: the outer
-   * batch's own release then fails (1305) and the whole outer batch fails, nothing committed. The
-   * joined single calls name their savepoints by depth for this reason; the batch's do not.
+   * batch's savepoints are named by its depth (the outer's release failed with 1305 when both had
+   * one name, and the whole outer batch with it), as the joined single calls' are.
    */
   @Test
   void aBatchReceivedInsideAnotherBatchsEffectKeepsTheOuterBatch() {
@@ -384,14 +395,7 @@ class MariaDbTransactionStateTest {
       runs.incrementAndGet();
       String paid = ExecutorFixture.pay(tx, request, 1);
       if (other[0] == null) {
-        try {
-          other[0] = deadlockOn(tx.connection(), 51, 52);
-        } catch (Exception x) {
-          throw new IllegalStateException(x);
-        }
-        try (Statement st = tx.connection().createStatement()) {
-          st.executeUpdate("UPDATE accounts SET n = n + 1 WHERE id = 52"); // the deadlock victim
-        }
+        deadlockVictim(tx.connection(), 51, 52, other);
       }
       return paid;
     });

@@ -1,7 +1,9 @@
 package dev.idem.jdbc.internal.claim;
 
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.internal.OwnTransaction;
+import dev.idem.jdbc.internal.SqlStates;
 import dev.idem.jdbc.tx.Tx;
 import dev.idem.key.IdempotencyKey;
 import java.sql.Array;
@@ -62,17 +64,46 @@ public final class BatchClaims {
     void apply(Tx tx, int index) throws Exception;
   }
 
-  /** The whole call: what a joined call that fails rolls back to, so the caller's transaction goes on. */
-  private static final String BATCH = "idem_batch";
-  /** One claim statement: what a wait past the bound rolls back to, having written nothing. */
-  private static final String ROUND = "idem_claim_round";
-  /** One key's effect: what its failure rolls back to. */
-  private static final String MESSAGE = "idem_message";
-  private static final String NEXT_MESSAGE = "release savepoint " + MESSAGE + ";\nsavepoint " + MESSAGE;
-  private static final String NEXT_MESSAGE_AFTER_FAILURE = "rollback to savepoint " + MESSAGE + ";\n" + NEXT_MESSAGE;
-  private static final String ROUND_BACK = "rollback to savepoint " + ROUND + ";\nrelease savepoint " + ROUND;
-  private static final String BATCH_BACK = "rollback to savepoint " + BATCH + ";\nrelease savepoint " + BATCH;
-  private static final String BATCH_END = "release savepoint " + BATCH;
+  /**
+   * The savepoints of one batch call: the whole call (what a joined call that fails rolls back to,
+   * so the caller's transaction goes on), one claim statement (what a wait past the bound rolls
+   * back to, having written nothing), and one key's effect (what its failure rolls back to).
+   * PostgreSQL stacks savepoints of one name; MariaDB (InnoDB) replaces one of the same name, so
+   * there a batch received inside another batch's effect names its own by its depth ({@link #at}).
+   */
+  private record Savepoints(String batch, String round, String message) {
+    static final Savepoints OUTERMOST = new Savepoints("idem_batch", "idem_claim_round", "idem_message");
+
+    /** The names of a batch at {@code depth} (1: the outermost) on this thread. */
+    static Savepoints at(int depth) {
+      return depth <= 1 ? OUTERMOST
+          : new Savepoints(OUTERMOST.batch + "_" + depth, OUTERMOST.round + "_" + depth, OUTERMOST.message + "_" + depth);
+    }
+
+    String nextMessage() {
+      return "release savepoint " + message + ";\nsavepoint " + message;
+    }
+
+    String nextMessageAfterFailure() {
+      return "rollback to savepoint " + message + ";\n" + nextMessage();
+    }
+
+    String roundBack() {
+      return "rollback to savepoint " + round + ";\nrelease savepoint " + round;
+    }
+
+    String batchBack() {
+      return "rollback to savepoint " + batch + ";\nrelease savepoint " + batch;
+    }
+
+    String batchEnd() {
+      return "release savepoint " + batch;
+    }
+  }
+
+  /** How many batch calls run on this thread, the innermost last (see {@link Savepoints}). */
+  private static final ThreadLocal<int[]> DEPTH = ThreadLocal.withInitial(() -> new int[1]);
+
   /** A batch claim that claimed every key: one row for all (the statement sends none for a key it claimed). */
   private static final ClaimRow CLAIMED = new ClaimRow(true, 1, null, null, null, null, null, null, false, false, null);
 
@@ -101,16 +132,17 @@ public final class BatchClaims {
       this.endUnclaiming = this.endUnclaimingAfterFailure = null;
       return;
     }
-    Sql savepointRound = command(dsl, "savepoint " + ROUND);
-    Sql releaseRound = command(dsl, "release savepoint " + ROUND);
-    this.claimFirst = Sql.join(command(dsl, "savepoint " + BATCH), savepointRound, table.claimBatch, releaseRound);
+    Savepoints names = Savepoints.OUTERMOST; // PostgreSQL stacks savepoints of one name
+    Sql savepointRound = command(dsl, "savepoint " + names.round());
+    Sql releaseRound = command(dsl, "release savepoint " + names.round());
+    this.claimFirst = Sql.join(command(dsl, "savepoint " + names.batch()), savepointRound, table.claimBatch, releaseRound);
     this.claimAgain = Sql.join(savepointRound, table.claimBatch, releaseRound);
     this.claimAtOnce = Sql.join(savepointRound, table.claimBatchAtOnce, releaseRound);
     this.reclaim = Sql.join(savepointRound, table.reclaimBatch, releaseRound);
     this.reclaimAtOnce = Sql.join(savepointRound, table.reclaimBatchAtOnce, releaseRound);
-    this.endUnclaiming = Sql.join(table.unclaimBatch, command(dsl, BATCH_END));
-    this.endUnclaimingAfterFailure = Sql.join(command(dsl, "rollback to savepoint " + MESSAGE), table.unclaimBatch,
-        command(dsl, BATCH_END));
+    this.endUnclaiming = Sql.join(table.unclaimBatch, command(dsl, names.batchEnd()));
+    this.endUnclaimingAfterFailure = Sql.join(command(dsl, "rollback to savepoint " + names.message()), table.unclaimBatch,
+        command(dsl, names.batchEnd()));
   }
 
   private static Sql command(DSLContext dsl, String sql) {
@@ -133,15 +165,21 @@ public final class BatchClaims {
     long started = System.nanoTime();
     Tx open = claims.context.current();
     Outcome[] outcomes;
-    if (open != null) {
-      Driver.refuseUnjoinable(open.connection(), claims.name + " batch of " + keys.length + " messages");
-      outcomes = joined(open, scope, keys, ids, effect, started);
-    } else {
-      boolean[] ran = new boolean[1]; // whether an effect ran in the run that failed
-      outcomes = claims.context.owned(tx -> {
-        ran[0] = false;
-        return attempt(tx, true, scope, keys, ids, effect, started, ran, new Run[1]);
-      }, () -> ran[0]);
+    int[] depth = DEPTH.get();
+    depth[0]++;
+    try {
+      if (open != null) {
+        Driver.refuseUnjoinable(open.connection(), claims.name + " batch of " + keys.length + " messages");
+        outcomes = joined(open, scope, keys, ids, effect, started);
+      } else {
+        boolean[] ran = new boolean[1]; // whether an effect ran in the run that failed
+        outcomes = claims.context.owned(tx -> {
+          ran[0] = false;
+          return attempt(tx, true, scope, keys, ids, effect, started, ran, new Run[1]);
+        }, () -> ran[0]);
+      }
+    } finally {
+      depth[0]--;
     }
     for (int i = 0; i < outcomes.length; i++) {
       Outcome o = outcomes[i];
@@ -164,7 +202,7 @@ public final class BatchClaims {
     } catch (Throwable t) {
       if (current[0].savepointSent) {
         try {
-          Driver.savepointCommand(tx.connection(), BATCH_BACK);
+          Driver.savepointCommand(tx.connection(), current[0].names.batchBack());
         } catch (SQLException | RuntimeException e) {
           t.addSuppressed(new DataAccessException(claims.name + ": could not roll back to the savepoint before the batch's"
               + " claims, so your transaction may hold them or be aborted; roll it back: " + e.getMessage(), e));
@@ -187,13 +225,13 @@ public final class BatchClaims {
    */
   private Outcome[] attempt(Tx tx, boolean own, String scope, String[] keys, IdempotencyKey[] ids, Effect effect, long started,
       boolean[] ran, Run[] current) {
-    Run atOnce = current[0] = new Run(tx, own, scope, keys, ids, started, null);
+    Run atOnce = current[0] = new Run(tx, own, own, scope, keys, ids, started, null);
     Outcome[] outcomes = atOnce.all(effect, ran);
     if (outcomes != null) {
       return outcomes;
     }
     atOnce.backToBatchStart();
-    current[0] = new Run(tx, false, scope, keys, ids, started, atOnce);
+    current[0] = new Run(tx, false, own, scope, keys, ids, started, atOnce);
     return current[0].all(effect, ran);
   }
 
@@ -201,18 +239,24 @@ public final class BatchClaims {
   private final class Run {
     final Tx tx;
     final Connection c;
+    /** This batch's savepoints: on MariaDB named by its depth on this thread. */
+    final Savepoints names = mariadb != null ? Savepoints.at(DEPTH.get()[0]) : Savepoints.OUTERMOST;
     /**
      * The first run in a transaction of idem's own: its start is the batch's, so the batch's
      * savepoint, and the first claim's, are not set (a round trip and a subtransaction each, for
      * nothing): what would roll back to them rolls the transaction back.
      */
     final boolean own;
+    /** The transaction is idem's own (in any run, the first or the one again). */
+    final boolean idems;
     final String scope;
     final String[] keys;
     final IdempotencyKey[] ids;
     final long started;
     final Outcome[] outcomes;
     final boolean[] claimed;
+    /** MariaDB: the time each key's claim stamped its row with (null if re-claimed, or not claimed here). */
+    final java.time.Instant[] stamps;
     /** Whether the batch's savepoint may be set: its statement was sent. */
     boolean savepointSent;
     /** Null for the first run, with no savepoint per effect; else the run whose failed key this one leaves out. */
@@ -221,16 +265,18 @@ public final class BatchClaims {
     int failedAt = -1;
     Exception failure;
 
-    Run(Tx tx, boolean own, String scope, String[] keys, IdempotencyKey[] ids, long started, Run after) {
+    Run(Tx tx, boolean own, boolean idems, String scope, String[] keys, IdempotencyKey[] ids, long started, Run after) {
       this.tx = tx;
       this.c = tx.connection();
       this.own = own;
+      this.idems = idems;
       this.scope = scope;
       this.keys = keys;
       this.ids = ids;
       this.started = started;
       this.outcomes = new Outcome[keys.length];
       this.claimed = new boolean[keys.length];
+      this.stamps = new java.time.Instant[keys.length];
       this.after = after;
       if (after != null) {
         outcomes[after.failedAt] = new Outcome(Fate.FAILED, null, after.failure);
@@ -240,7 +286,28 @@ public final class BatchClaims {
     /** Every key's outcome; null if this is the first run and an effect failed ({@link #failedAt}). */
     Outcome[] all(Effect effect, boolean[] ran) {
       claim();
-      return after == null ? allAtOnce(effect, ran) : allUnderSavepoints(effect, ran);
+      Outcome[] all = after == null ? allAtOnce(effect, ran) : allUnderSavepoints(effect, ran);
+      if (all != null && mariadb != null && idems) {
+        requireClaimsKept();
+      }
+      return all;
+    }
+
+    /** MariaDB, idem's own transaction, before it commits: the applied keys' claims are all there ({@link Claims#requireClaimsKept}). */
+    private void requireClaimsKept() {
+      List<String> applied = new ArrayList<>();
+      java.time.Instant from = null;
+      java.time.Instant to = null;
+      for (int i = 0; i < keys.length; i++) {
+        if (outcomes[i] == Outcome.APPLIED && stamps[i] != null) {
+          applied.add(keys[i]);
+          from = from == null || stamps[i].isBefore(from) ? stamps[i] : from;
+          to = to == null || stamps[i].isAfter(to) ? stamps[i] : to;
+        }
+      }
+      if (!applied.isEmpty()) {
+        claims.requireClaimsKept(c, scope, applied, from, to);
+      }
     }
 
     private Outcome[] allAtOnce(Effect effect, boolean[] ran) {
@@ -258,7 +325,7 @@ public final class BatchClaims {
         outcomes[i] = Outcome.APPLIED;
       }
       if (!own) {
-        command(BATCH_END);
+        command(names.batchEnd());
       }
       return outcomes;
     }
@@ -268,7 +335,7 @@ public final class BatchClaims {
       if (own) {
         rollback();
       } else {
-        command(BATCH_BACK);
+        command(names.batchBack());
       }
     }
 
@@ -289,7 +356,7 @@ public final class BatchClaims {
           continue;
         }
         // one round trip ends the previous effect's savepoint (rolled back if it failed) and sets this one's
-        command(first ? "savepoint " + MESSAGE : lastFailed ? NEXT_MESSAGE_AFTER_FAILURE : NEXT_MESSAGE);
+        command(first ? "savepoint " + names.message() : lastFailed ? names.nextMessageAfterFailure() : names.nextMessage());
         first = false;
         ran[0] = true;
         Exception error = apply(effect, i);
@@ -303,7 +370,7 @@ public final class BatchClaims {
       }
       if (failed.isEmpty()) {
         if (savepointSent) { // a run again with nothing left to claim (only the failed key was new) set none
-          command(BATCH_END);
+          command(names.batchEnd());
         }
       } else if (mariadb != null) {
         unclaimOnMariaDb(failed, lastFailed);
@@ -325,6 +392,12 @@ public final class BatchClaims {
           return null;
         }, tx);
       } catch (Exception e) {
+        if (mariadb != null && SqlStates.isMariaDbDeadlock(e)) {
+          // InnoDB rolled back the whole transaction, every claim and effect before this one with
+          // it: the batch cannot go on in it (its savepoints are gone too), only run again
+          SQLException rolledBack = Driver.rolledBack(c, "message " + keys[i] + "'s effect was a deadlock's victim", e);
+          throw new DataAccessException(claims.name + ": " + rolledBack.getMessage(), rolledBack);
+        }
         return e;
       }
       if (Driver.aborted(c)) {
@@ -391,6 +464,7 @@ public final class BatchClaims {
           next.add(i); // the claim waited for another copy's, which committed: read it in a new statement
         } else if (row.claimed()) {
           claimed[i] = true;
+          stamps[i] = row.completedAt();
         } else if (row.expirable()) {
           expired.add(i);
         } else {
@@ -420,7 +494,7 @@ public final class BatchClaims {
       if (first && own) {
         rollback(); // the claim was the transaction's first statement, under no savepoint
       } else {
-        command(ROUND_BACK);
+        command(names.roundBack());
       }
       if (atOnce) {
         for (int i : positions) {
@@ -489,11 +563,11 @@ public final class BatchClaims {
       }
       boolean round = !(first && own); // else the insert is the transaction's first statement
       if (first && !own) {
-        command("savepoint " + BATCH);
+        command("savepoint " + names.batch());
         savepointSent = true;
       }
       if (round) {
-        command("savepoint " + ROUND);
+        command("savepoint " + names.round());
       }
       try {
         try (PreparedStatement ps = c.prepareStatement(mariadb.claimBatch(batch.length, atOnce))) {
@@ -504,9 +578,9 @@ public final class BatchClaims {
           }
           try (ResultSet rs = Sql.resultAt(ps, 0)) {
             while (rs.next()) {
-              double stamp = rs.getDouble(2);
+              java.time.Instant stamp = DbTime.read(rs, 2, true).toInstant();
               rows[position.get(rs.getString(1))] = new ClaimRow(true, 1, null, null, null,
-                  ClaimRow.instant(ClaimRow.micros(stamp)), null, null, false, false, null);
+                  stamp, null, null, false, false, null);
             }
           }
         }
@@ -527,7 +601,7 @@ public final class BatchClaims {
         throw claims.claimFailed(e);
       }
       if (round) {
-        command("release savepoint " + ROUND);
+        command("release savepoint " + names.round());
       }
       return rows;
     }
@@ -561,14 +635,14 @@ public final class BatchClaims {
     /** MariaDB's end of a batch whose effects at {@code failed} failed: their claims deleted, then the batch's savepoint released. */
     private void unclaimOnMariaDb(List<String> failed, boolean lastFailed) {
       if (lastFailed) {
-        command("rollback to savepoint " + MESSAGE);
+        command("rollback to savepoint " + names.message());
       }
       try (PreparedStatement ps = bound(mariadb.unclaimBatch(failed.size()), failed)) {
         ps.execute();
       } catch (SQLException e) {
         throw claims.failed(e);
       }
-      command(BATCH_END);
+      command(names.batchEnd());
     }
 
     /** The keys of {@code batch} a re-claim took. */

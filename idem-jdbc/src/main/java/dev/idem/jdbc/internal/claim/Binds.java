@@ -17,6 +17,8 @@ public final class Binds implements Function<String, Object> {
   long fence;
   /** When ({@link System#nanoTime}) the external claim this call holds was asked for: its lease ends no sooner than that plus the lease. */
   long claimedAt;
+  /** MariaDB, a claim in a transaction of idem's own: the time its row was stamped with; else null. */
+  java.time.Instant claimStamp;
   /** A sequence's number (sequences only). */
   long seq;
   /**
@@ -99,6 +101,7 @@ public final class Binds implements Function<String, Object> {
       case "result" -> result;
       case "fence" -> fence;
       case "seq" -> seq;
+      case "stamp" -> claimStamp == null ? null : java.time.LocalDateTime.ofInstant(claimStamp, java.time.ZoneOffset.UTC);
       default -> throw new IllegalStateException("no value for parameter " + name);
     };
   }

@@ -517,6 +517,7 @@ public final class Claims {
       TxCallback<T, X> effect, long started, boolean joined) throws X {
     Connection c = tx.connection();
     binds.answered(null, 0);
+    binds.claimStamp = null;
     ClaimRow row = claim(c, joined ? savepoint().claimJoined() : claim, joined ? 1 : 0, binds, started, joined);
     for (int round = 1; ; round++) {
       if (row == null) {
@@ -555,6 +556,8 @@ public final class Claims {
       TxCallback<T, X> effect, boolean joined) throws X {
     long claimedAt = System.nanoTime(); // the row's age is counted from its claim, as the database counts it
     binds.result = null;
+    // MariaDB: the claim's stamp, which the row must still have when idem commits (requireClaimsKept)
+    binds.claimStamp = table.mariadb != null && !joined && table.created != null ? claimed.completedAt() : null;
     Execution<T> outcome = applyLocal(tx, binds, codec, effect, joined);
     if (!joined && claimed.completedAt() != null && window != null) {
       binds.answered(ClaimRow.applied(claimed.completedAt(),
@@ -573,7 +576,15 @@ public final class Claims {
           + (joined ? "; its part is rolled back, your transaction goes on" : "; nothing of it is committed"));
     }
     byte[] bytes = codec.storesNothing() ? null : encode(binds.key, codec, value, "the effect was rolled back");
-    if (bytes != null) {
+    if (!joined && binds.claimStamp != null) {
+      // MariaDB: the same, for a transaction the server rolled back under the effect: the claim's
+      // row, the result and COMMIT in one round trip (a joined call's savepoint, released below,
+      // shows it there)
+      context.beforeCommit(tx);
+      keptAndCommit(tx.connection(), bytes != null ? table.mariadb.keptStoreAndCommit : table.mariadb.keptAndCommit,
+          binds.result(bytes));
+      context.committed(tx);
+    } else if (bytes != null) {
       // Owned: the result and COMMIT in one round trip (idem's commit then finds nothing to do).
       if (!joined) {
         context.beforeCommit(tx);
@@ -779,7 +790,55 @@ public final class Claims {
     try {
       ClaimTable.run(c, sql, binds);
     } catch (SQLException e) {
+      throw failed(SqlStates.isSavepointGone(e) ? Driver.rolledBack(c, "a savepoint idem set in it is gone", e) : e);
+    }
+  }
+
+  /** Runs {@link MariaDbClaimSql#keptAndCommit} (or its storing form): its signal is the transaction rolled back under the effect. */
+  private void keptAndCommit(Connection c, Sql sql, Binds binds) {
+    try {
+      ClaimTable.run(c, sql, binds);
+    } catch (SQLException e) {
+      if (e.getMessage() != null && e.getMessage().contains(MariaDbClaimSql.CLAIM_GONE)) {
+        SQLException rolledBack = Driver.rolledBack(c, "the claim of key " + binds.key + " is gone", e);
+        throw new DataAccessException(name + ": " + rolledBack.getMessage() + "; nothing of it is committed", rolledBack);
+      }
       throw failed(e);
+    }
+  }
+
+  /**
+   * MariaDB, in a transaction of idem's own, before it commits: refuses to commit if the server
+   * rolled the transaction back under the effect. A deadlock rolls back InnoDB's whole transaction,
+   * the claims with it, and the statements after it run in a new one: an effect that caught the
+   * deadlock's error and went on would have that committed as if its keys were claimed (PostgreSQL
+   * aborts the transaction instead, which {@link Driver#aborted} sees). One round trip: every one of
+   * {@code keys} (of {@code scope}) must have its row stamped within [{@code from}, {@code to}], the
+   * times of this transaction's claims; another copy's claim since would be stamped later.
+   *
+   * @throws DataAccessException with SQLSTATE 40001 underneath (the retry budget runs it again)
+   */
+  void requireClaimsKept(Connection c, String scope, java.util.List<String> keys, java.time.Instant from,
+      java.time.Instant to) {
+    long kept;
+    try (java.sql.PreparedStatement ps = c.prepareStatement(table.mariadb.claimsKept(keys.size()))) {
+      ps.setString(1, scope);
+      ps.setObject(2, java.time.LocalDateTime.ofInstant(from, java.time.ZoneOffset.UTC));
+      ps.setObject(3, java.time.LocalDateTime.ofInstant(to, java.time.ZoneOffset.UTC));
+      for (int i = 0; i < keys.size(); i++) {
+        ps.setString(i + 4, keys.get(i));
+      }
+      try (java.sql.ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        kept = rs.getLong(1);
+      }
+    } catch (SQLException e) {
+      throw failed(e);
+    }
+    if (kept != keys.size()) {
+      SQLException rolledBack = Driver.rolledBack(c, "the claims of " + (keys.size() - kept) + " of its " + keys.size()
+          + " keys are gone", new SQLException("an effect caught the database's error and went on"));
+      throw new DataAccessException(name + ": " + rolledBack.getMessage() + "; nothing of it is committed", rolledBack);
     }
   }
 

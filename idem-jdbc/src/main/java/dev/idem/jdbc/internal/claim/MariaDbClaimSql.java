@@ -70,6 +70,18 @@ final class MariaDbClaimSql {
   private final String batchInsertAtOnce;
   private final String batchRead;
   private final String unclaim;
+  /** Counts the rows of keys of a scope stamped within a range: see {@link #claimsKept}. */
+  private final String kept;
+  /**
+   * A claim's end in a transaction of idem's own, in one round trip: a compound statement that
+   * finds the key's row stamped {@code :stamp} (the claim's) or signals 40001, else stores the
+   * result ({@link #keptStoreAndCommit}, the key table) and commits. The row is gone if the server
+   * rolled the transaction back under the effect (a deadlock whose error the effect caught; the
+   * statements after it ran in a new transaction), and the signal keeps that from being committed
+   * as the claimed work: idem rolls back and runs the call again.
+   */
+  final Sql keptAndCommit;
+  final Sql keptStoreAndCommit;
   private final String stamp;
   private final String clock;
 
@@ -109,8 +121,8 @@ final class MariaDbClaimSql {
           + epoch(stamp) + ", " + ISOLATION + " from " + t + " where " + thisKey + " and last_applied >= :seq"));
       this.restoreAndRead = this.reclaim = null;
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
-      this.batchInsert = this.batchInsertAtOnce = this.batchRead = this.unclaim = null;
-      this.compoundClaim = null;
+      this.batchInsert = this.batchInsertAtOnce = this.batchRead = this.unclaim = this.kept = null;
+      this.compoundClaim = this.keptAndCommit = this.keptStoreAndCommit = null;
       return;
     }
 
@@ -168,11 +180,22 @@ final class MariaDbClaimSql {
             + " where " + thisKey + " and " + expirable),
         statement("select 1").ifChanged());
 
+    this.kept = "select count(*) from " + t + " where " + scopeName + " = ? and " + name(layout.created())
+        + " between ? and ? and " + keyName + " in ({?})";
+    String keptOrSignal = "begin not atomic\n"
+        + "if (select count(*) from " + t + " where " + thisKey + " and " + name(layout.created()) + " = :stamp) = 0 then "
+        + "signal sqlstate '" + dev.idem.jdbc.internal.SqlStates.SERIALIZATION_FAILURE + "' set message_text = '"
+        + CLAIM_GONE + "'; end if;\n";
+    this.keptAndCommit = Sql.part(statement(keptOrSignal + "commit;\nend"));
+    this.keptStoreAndCommit = keys
+        ? Sql.part(statement(keptOrSignal + "update " + t + " set result = :result where " + thisKey + ";\ncommit;\nend"))
+        : null;
+
     if (!keys) {
       this.claimExternal = this.reclaimExternal = this.takeOver = this.complete = this.endLease = null;
       // the batch's statements, each key a (?, ?, ...) row or a ? in a list: see claimBatch
       String insert = "insert ignore into " + t + " (" + scopeName + ", " + keyName + ", " + name(layout.created())
-          + ", expires_at) values {rows} returning " + keyName + ", " + epoch(name(layout.created()));
+          + ", expires_at) values {rows} returning " + keyName + ", " + name(layout.created());
       String row = "(?, ?, " + stamp + ", " + expires + ")";
       this.batchInsert = bounded + insert.replace("{rows}", "{" + row + "}");
       this.batchInsertAtOnce = "set statement innodb_lock_wait_timeout = 0, max_statement_time = 0 for "
@@ -230,6 +253,16 @@ final class MariaDbClaimSql {
     return repeated(batchRead, n, ", ");
   }
 
+  /**
+   * How many of {@code n} keys of a scope have a row stamped within a range (bound: the scope, the
+   * range's first and last time as UTC, then the keys): in the transaction that claimed them, all
+   * of them, unless the server rolled it back under the effect (a deadlock whose error the effect
+   * caught), when the rows are gone, or another copy's since, stamped later.
+   */
+  String claimsKept(int n) {
+    return repeated(kept, n, ", ");
+  }
+
   /** Deletes the rows of {@code n} keys of a scope (bound: the scope, then the keys). */
   String unclaimBatch(int n) {
     return repeated(unclaim, n, ", ");
@@ -267,6 +300,9 @@ final class MariaDbClaimSql {
     return template.substring(0, open) + String.join(separator, java.util.Collections.nCopies(n, unit))
         + template.substring(close + 1);
   }
+
+  /** {@link #keptAndCommit}'s signal: the claim's row is gone. */
+  static final String CLAIM_GONE = "idem: the claim is gone from this transaction";
 
   /** What ends {@link #compoundClaim}'s statement: the caller's statements come before it. */
   static final String COMPOUND_TAIL = "commit;\nend if;\nend";

@@ -190,6 +190,8 @@ public final class Sql {
           ps.setLong(i + 1, l);
         } else if (v instanceof String s) {
           ps.setString(i + 1, s);
+        } else if (v instanceof java.time.LocalDateTime time) {
+          ps.setObject(i + 1, time); // MariaDB: a DATETIME holding UTC (DbTime)
         } else if (v instanceof String[] texts) {
           ps.setArray(i + 1, c.createArrayOf("text", texts));
         } else {
