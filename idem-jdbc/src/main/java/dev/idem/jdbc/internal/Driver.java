@@ -134,7 +134,7 @@ public final class Driver {
   }
 
   /** What showed that the server rolled back {@code c}'s transaction under idem's calls ({@link #rolledBack}), or null. */
-  static SQLException rolledBackBy(Connection c) {
+  public static SQLException rolledBackBy(Connection c) {
     return ROLLED_BACK.get(c);
   }
 
@@ -218,6 +218,8 @@ public final class Driver {
       }
       try (Statement st = c.createStatement()) {
         st.execute("DO 0");
+      } catch (SQLException e) {
+        return true; // it cannot tell: taken as open, refused, never committed behind the caller's back
       }
       return flagged(driver);
     }

@@ -169,6 +169,82 @@ class MariaDbTransactionStateTest {
   }
 
   /**
+   * The same on a key whose row is past its window but not yet deleted: the call re-claims the row
+   * (an update, which the deadlock rolls back to the old row) instead of inserting one. The run
+   * that caught the deadlock is never committed onto the old row: one run's two payments and a
+   * row re-claimed, by the executor and by an inbox batch.
+   */
+  @Test
+  void aCaughtDeadlockAfterAReClaimIsNeverCommittedOntoTheOldRow() throws Exception {
+    String request = "deadlock-reclaim-" + UUID.randomUUID();
+    IdempotencyKey key = IdempotencyKey.of("deadlock", request);
+    IdempotentExecutor executor = f.idem.executor().window(dev.idem.window.DedupeWindow.of(java.time.Duration.ofSeconds(1))).build();
+    Inbox inbox = f.idem.inbox("deadlock-reclaim").window(dev.idem.window.DedupeWindow.of(java.time.Duration.ofSeconds(1))).build();
+    executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> ExecutorFixture.pay(tx, request, 1));
+    inbox.receiveAll(List.of(request + "-m"), m -> m, (tx, m) -> ExecutorFixture.pay(tx, m, 1));
+    dev.idem.testing.Poll.until("both rows past their window", () -> f.count(f.maria()
+        ? "SELECT count(*) FROM idem_keys k WHERE k.scope = 'deadlock' AND k.key = ? AND k.expires_at <= UTC_TIMESTAMP(6)"
+        : "SELECT count(*) FROM idem_keys k WHERE k.scope = 'deadlock' AND k.key = ? AND k.expires_at <= now()", request) == 1
+        && f.count(f.maria()
+        ? "SELECT count(*) FROM idem_inbox i WHERE i.message_id = ? AND i.expires_at <= UTC_TIMESTAMP(6)"
+        : "SELECT count(*) FROM idem_inbox i WHERE i.message_id = ? AND i.expires_at <= now()", request + "-m") == 1);
+    accounts(61, 62);
+    accounts(63, 64);
+    Future<?>[] other = new Future<?>[2];
+    AtomicInteger deadlocks = new AtomicInteger();
+    Execution<String> again = null;
+    try {
+      again = executor.execute(key, Fingerprint.EMPTY, Codec.utf8(), tx -> {
+        String paid = ExecutorFixture.pay(tx, request, 1);
+        if (other[0] == null) {
+          try {
+            deadlockVictim(tx.connection(), 61, 62, other);
+          } catch (SQLException caught) {
+            deadlocks.incrementAndGet(); // best effort: logged and carried on
+          }
+        }
+        ExecutorFixture.pay(tx, request, 2);
+        return paid;
+      });
+    } catch (Exception refused) {
+      // PostgreSQL: the transaction is aborted, and idem refuses to commit it
+    }
+    Future<?>[] otherOfBatch = new Future<?>[1];
+    dev.idem.jdbc.inbox.Received<String> received = inbox.receiveAll(List.of(request + "-m"), m -> m, (tx, m) -> {
+      ExecutorFixture.pay(tx, m, 1);
+      if (otherOfBatch[0] == null) {
+        try {
+          deadlockVictim(tx.connection(), 63, 64, otherOfBatch);
+        } catch (SQLException caught) {
+          deadlocks.incrementAndGet();
+        }
+      }
+      ExecutorFixture.pay(tx, m, 2);
+    });
+    other[0].get(30, TimeUnit.SECONDS);
+    otherOfBatch[0].get(30, TimeUnit.SECONDS);
+    String seen = "again: " + again + ", received: " + received.applied() + ", deadlocks caught: " + deadlocks.get()
+        + "; payments " + f.payments(request) + ", of the message " + f.payments(request + "-m");
+    assertThat(deadlocks.get()).as(seen).isEqualTo(2);
+    if (f.maria()) {
+      // run again after the refused commit, and applied
+      assertThat(again).as(seen).isNotNull();
+      assertThat(received.applied()).as(seen).containsExactly(request + "-m");
+    }
+    // applied: the first call's one payment, then one run's two (never the one after the deadlock
+    // alone, committed onto the old row); refused (PostgreSQL): nothing of the run
+    assertThat(f.payments(request)).as(seen).isEqualTo(again != null && again.applied() ? 3 : 1);
+    assertThat(f.payments(request + "-m")).as(seen).isEqualTo(received.applied().isEmpty() ? 1 : 3);
+    assertThat(f.keyRows(key)).as(seen).isEqualTo(1);
+    if (again != null && again.applied()) {
+      assertThat(f.count(f.maria()
+          ? "SELECT count(*) FROM idem_keys k WHERE k.scope = 'deadlock' AND k.key = ? AND k.expires_at > UTC_TIMESTAMP(6)"
+          : "SELECT count(*) FROM idem_keys k WHERE k.scope = 'deadlock' AND k.key = ? AND k.expires_at > now()", request))
+          .as("the row re-claimed, within its window again: " + seen).isEqualTo(1);
+    }
+  }
+
+  /**
    * Joined calls in a transaction idem owns ({@code Idem.inTransaction}): the first is Applied;
    * the second's effect is a deadlock victim, and the caller catches the call's failure, as the
    * joined form allows ("whatever fails rolls back to the savepoint, so the caller's transaction

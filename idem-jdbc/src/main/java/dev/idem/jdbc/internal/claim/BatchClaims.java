@@ -12,11 +12,12 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashSet;
+import java.util.HashMap;
 import java.util.List;
-import java.util.Set;
+import java.util.Map;
 import org.jooq.DSLContext;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
@@ -255,8 +256,8 @@ public final class BatchClaims {
     final long started;
     final Outcome[] outcomes;
     final boolean[] claimed;
-    /** MariaDB: the time each key's claim stamped its row with (null if re-claimed, or not claimed here). */
-    final java.time.Instant[] stamps;
+    /** MariaDB: the time each key's claim (or re-claim) stamped its row with; null where not claimed here. */
+    final Instant[] stamps;
     /** Whether the batch's savepoint may be set: its statement was sent. */
     boolean savepointSent;
     /** Null for the first run, with no savepoint per effect; else the run whose failed key this one leaves out. */
@@ -276,7 +277,7 @@ public final class BatchClaims {
       this.started = started;
       this.outcomes = new Outcome[keys.length];
       this.claimed = new boolean[keys.length];
-      this.stamps = new java.time.Instant[keys.length];
+      this.stamps = new Instant[keys.length];
       this.after = after;
       if (after != null) {
         outcomes[after.failedAt] = new Outcome(Fate.FAILED, null, after.failure);
@@ -296,17 +297,17 @@ public final class BatchClaims {
     /** MariaDB, idem's own transaction, before it commits: the applied keys' claims are all there ({@link Claims#requireClaimsKept}). */
     private void requireClaimsKept() {
       List<String> applied = new ArrayList<>();
-      java.time.Instant from = null;
-      java.time.Instant to = null;
+      List<Instant> appliedStamps = new ArrayList<>();
       for (int i = 0; i < keys.length; i++) {
-        if (outcomes[i] == Outcome.APPLIED && stamps[i] != null) {
+        if (outcomes[i] == Outcome.APPLIED) {
           applied.add(keys[i]);
-          from = from == null || stamps[i].isBefore(from) ? stamps[i] : from;
-          to = to == null || stamps[i].isAfter(to) ? stamps[i] : to;
+          appliedStamps.add(stamps[i]);
         }
       }
-      if (!applied.isEmpty()) {
-        claims.requireClaimsKept(c, scope, applied, from, to);
+      if (applied.isEmpty()) {
+        claims.requireNotRolledBack(c);
+      } else {
+        claims.requireClaimsKept(c, scope, applied, appliedStamps);
       }
     }
 
@@ -400,6 +401,9 @@ public final class BatchClaims {
         }
         return e;
       }
+      if (mariadb != null) {
+        claims.requireNotRolledBack(c); // a nested call saw the transaction rolled back, and the effect caught it
+      }
       if (Driver.aborted(c)) {
         // The effect caught an SQL error and returned: its part can only be rolled back.
         return new DataAccessException(claims.name + ", message " + keys[i] + ": " + OwnTransaction.ABORTED_BY_CAUGHT_ERROR
@@ -474,15 +478,16 @@ public final class BatchClaims {
       if (expired.isEmpty()) {
         return true;
       }
-      Set<String> reclaimed;
+      Map<String, Instant> reclaimed;
       try {
         reclaimed = reclaimed(atOnce ? reclaimAtOnce : reclaim, keysAt(expired));
       } catch (Busy waitedOut) {
         return waitedOut(expired, false, atOnce, next);
       }
       for (int i : expired) {
-        if (reclaimed.contains(keys[i])) {
+        if (reclaimed.containsKey(keys[i])) {
           claimed[i] = true;
+          stamps[i] = reclaimed.get(keys[i]);
         } else {
           next.add(i); // another copy re-claimed it first: read it in a new statement
         }
@@ -554,8 +559,8 @@ public final class BatchClaims {
       for (int j = 0; j < order.length; j++) {
         order[j] = j;
       }
-      java.util.Arrays.sort(order, (a, b) -> batch[a].compareTo(batch[b]));
-      java.util.Map<String, Integer> position = new java.util.HashMap<>();
+      Arrays.sort(order, (a, b) -> batch[a].compareTo(batch[b]));
+      Map<String, Integer> position = new HashMap<>();
       String[] sorted = new String[batch.length];
       for (int j = 0; j < order.length; j++) {
         sorted[j] = batch[order[j]];
@@ -578,7 +583,7 @@ public final class BatchClaims {
           }
           try (ResultSet rs = Sql.resultAt(ps, 0)) {
             while (rs.next()) {
-              java.time.Instant stamp = DbTime.read(rs, 2, true).toInstant();
+              Instant stamp = DbTime.read(rs, 2, true).toInstant();
               rows[position.get(rs.getString(1))] = new ClaimRow(true, 1, null, null, null,
                   stamp, null, null, false, false, null);
             }
@@ -616,14 +621,17 @@ public final class BatchClaims {
       return ps;
     }
 
-    /** MariaDB's re-claim of a batch's rows past their window: one key at a time (a rare path: rows expiry has not deleted yet). */
-    private Set<String> reclaimedOnMariaDb(String[] batch) {
-      Set<String> taken = new HashSet<>();
+    /**
+     * MariaDB's re-claim of a batch's rows past their window: one key at a time (a rare path: rows
+     * expiry has not deleted yet), each with the stamp it now has.
+     */
+    private Map<String, Instant> reclaimedOnMariaDb(String[] batch) {
+      Map<String, Instant> taken = new HashMap<>();
       try {
         for (String k : batch) {
-          Binds binds = new Binds(IdempotencyKey.of(scope, k), null);
-          if (ClaimTable.single(c, claims.table.reclaim, 0, binds) != null) {
-            taken.add(k);
+          Instant stamp = claims.reclaimStamp(c, new Binds(IdempotencyKey.of(scope, k), null));
+          if (stamp != null) {
+            taken.put(k, stamp);
           }
         }
       } catch (SQLException e) {
@@ -645,14 +653,18 @@ public final class BatchClaims {
       command(names.batchEnd());
     }
 
-    /** The keys of {@code batch} a re-claim took. */
-    private Set<String> reclaimed(Sql sql, String[] batch) {
+    /** The keys of {@code batch} a re-claim took, each with its stamp on MariaDB (null on PostgreSQL). */
+    private Map<String, Instant> reclaimed(Sql sql, String[] batch) {
       if (mariadb != null) {
         return reclaimedOnMariaDb(batch);
       }
       try (PreparedStatement ps = prepare(sql, batch); ResultSet rs = Sql.resultAt(ps, 1)) {
         Array taken = rs.next() ? rs.getArray(1) : null;
-        return taken == null ? Set.of() : new HashSet<>(Arrays.asList((String[]) taken.getArray()));
+        Map<String, Instant> keys = new HashMap<>();
+        for (String k : taken == null ? new String[0] : (String[]) taken.getArray()) {
+          keys.put(k, null);
+        }
+        return keys;
       } catch (SQLException e) {
         throw claims.claimFailed(e);
       }

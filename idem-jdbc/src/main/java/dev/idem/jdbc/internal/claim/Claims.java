@@ -527,7 +527,7 @@ public final class Claims {
       } else if (row.claimed()) {
         return applied(row, tx, binds, codec, effect, joined);
       } else if (row.expirable()) {
-        if (reclaimed(c, binds)) {
+        if (reclaimed(c, binds, joined)) {
           return applyLocal(tx, binds, codec, effect, joined);
         }
         row = readOn(c, table.readLatest, binds, started); // another copy re-claimed it first
@@ -580,6 +580,7 @@ public final class Claims {
       // MariaDB: the same, for a transaction the server rolled back under the effect: the claim's
       // row, the result and COMMIT in one round trip (a joined call's savepoint, released below,
       // shows it there)
+      requireNotRolledBack(tx.connection());
       context.beforeCommit(tx);
       keptAndCommit(tx.connection(), bytes != null ? table.mariadb.keptStoreAndCommit : table.mariadb.keptAndCommit,
           binds.result(bytes));
@@ -689,12 +690,23 @@ public final class Claims {
   }
 
   /** Re-claims a row past its window; false if another copy re-claimed it first. */
-  private boolean reclaimed(Connection c, Binds binds) {
+  private boolean reclaimed(Connection c, Binds binds, boolean joined) {
     try {
-      return ClaimTable.single(c, reclaim, 0, binds) != null;
+      if (table.mariadb == null) {
+        return ClaimTable.single(c, reclaim, 0, binds) != null;
+      }
+      java.time.Instant stamp = reclaimStamp(c, binds);
+      // the commit finds the row by it (requireClaimsKept), as a claim's that inserted it
+      binds.claimStamp = joined ? null : stamp;
+      return stamp != null;
     } catch (SQLException e) {
       throw claimFailed(e);
     }
+  }
+
+  /** MariaDB: re-claims the key's row past its window; the stamp it now has, or null if another copy re-claimed it first. */
+  java.time.Instant reclaimStamp(Connection c, Binds binds) throws SQLException {
+    return reclaim.run(c, binds, 0, rs -> rs.next() ? dev.idem.jdbc.internal.DbTime.read(rs, 1, true).toInstant() : null);
   }
 
   /**
@@ -794,6 +806,17 @@ public final class Claims {
     }
   }
 
+  /**
+   * MariaDB: refuses to go on in a transaction a call in it saw the server roll back ({@link
+   * Driver#rolledBack}: a nested call's savepoint gone, whose error the effect caught).
+   */
+  void requireNotRolledBack(Connection c) {
+    SQLException rolledBack = Driver.rolledBackBy(c);
+    if (rolledBack != null) {
+      throw new DataAccessException(name + ": " + rolledBack.getMessage() + "; nothing of it is committed", rolledBack);
+    }
+  }
+
   /** Runs {@link MariaDbClaimSql#keptAndCommit} (or its storing form): its signal is the transaction rolled back under the effect. */
   private void keptAndCommit(Connection c, Sql sql, Binds binds) {
     try {
@@ -813,20 +836,19 @@ public final class Claims {
    * the claims with it, and the statements after it run in a new one: an effect that caught the
    * deadlock's error and went on would have that committed as if its keys were claimed (PostgreSQL
    * aborts the transaction instead, which {@link Driver#aborted} sees). One round trip: every one of
-   * {@code keys} (of {@code scope}) must have its row stamped within [{@code from}, {@code to}], the
-   * times of this transaction's claims; another copy's claim since would be stamped later.
+   * {@code keys} (of {@code scope}) must have its row with the stamp its claim gave it ({@code
+   * stamps}, in the same order); another copy's claim since has a stamp of its own.
    *
    * @throws DataAccessException with SQLSTATE 40001 underneath (the retry budget runs it again)
    */
-  void requireClaimsKept(Connection c, String scope, java.util.List<String> keys, java.time.Instant from,
-      java.time.Instant to) {
+  void requireClaimsKept(Connection c, String scope, java.util.List<String> keys, java.util.List<java.time.Instant> stamps) {
+    requireNotRolledBack(c);
     long kept;
     try (java.sql.PreparedStatement ps = c.prepareStatement(table.mariadb.claimsKept(keys.size()))) {
       ps.setString(1, scope);
-      ps.setObject(2, java.time.LocalDateTime.ofInstant(from, java.time.ZoneOffset.UTC));
-      ps.setObject(3, java.time.LocalDateTime.ofInstant(to, java.time.ZoneOffset.UTC));
       for (int i = 0; i < keys.size(); i++) {
-        ps.setString(i + 4, keys.get(i));
+        ps.setString(2 * i + 2, keys.get(i));
+        ps.setObject(2 * i + 3, java.time.LocalDateTime.ofInstant(stamps.get(i), java.time.ZoneOffset.UTC));
       }
       try (java.sql.ResultSet rs = ps.executeQuery()) {
         rs.next();

@@ -178,10 +178,11 @@ final class MariaDbClaimSql {
             + (keys ? ", fingerprint = :fingerprint, state = 'C', fence = fence + 1, lease_expires_at = null,"
                 + " call_key = null, result = null, completed_at = null" : "")
             + " where " + thisKey + " and " + expirable),
-        statement("select 1").ifChanged());
+        // the stamp the row now has: the re-claim's, which the commit finds it by (keptAndCommit)
+        statement("select " + name(layout.created()) + " from " + t + " where " + thisKey).ifChanged());
 
-    this.kept = "select count(*) from " + t + " where " + scopeName + " = ? and " + name(layout.created())
-        + " between ? and ? and " + keyName + " in ({?})";
+    this.kept = "select count(*) from " + t + " where " + scopeName + " = ? and (" + keyName + ", "
+        + name(layout.created()) + ") in ({(?, ?)})";
     String keptOrSignal = "begin not atomic\n"
         + "if (select count(*) from " + t + " where " + thisKey + " and " + name(layout.created()) + " = :stamp) = 0 then "
         + "signal sqlstate '" + dev.idem.jdbc.internal.SqlStates.SERIALIZATION_FAILURE + "' set message_text = '"
@@ -254,10 +255,10 @@ final class MariaDbClaimSql {
   }
 
   /**
-   * How many of {@code n} keys of a scope have a row stamped within a range (bound: the scope, the
-   * range's first and last time as UTC, then the keys): in the transaction that claimed them, all
-   * of them, unless the server rolled it back under the effect (a deadlock whose error the effect
-   * caught), when the rows are gone, or another copy's since, stamped later.
+   * How many of {@code n} keys of a scope have a row with the stamp each claim gave it (bound: the
+   * scope, then each key and its stamp as UTC): in the transaction that claimed them, all of them,
+   * unless the server rolled it back under the effect (a deadlock whose error the effect caught),
+   * when the rows are gone, or another copy's since, with a stamp of its own.
    */
   String claimsKept(int n) {
     return repeated(kept, n, ", ");
