@@ -88,6 +88,11 @@ public final class DbTime {
     return utc == null ? null : utc.atOffset(java.time.ZoneOffset.UTC);
   }
 
+  /** {@code t} as MariaDB's {@code DATETIME} holding UTC is bound: the counterpart of {@link #read}. */
+  public static java.time.LocalDateTime utc(java.time.Instant t) {
+    return java.time.LocalDateTime.ofInstant(t, java.time.ZoneOffset.UTC);
+  }
+
   /** {@code t + micros} microseconds, in SQL; {@code micros} may be negative. */
   public static Field<OffsetDateTime> plusMicros(Field<OffsetDateTime> t, Field<Long> micros) {
     return CustomField.of("plus_micros", SQLDataType.TIMESTAMPWITHTIMEZONE, ctx -> {

@@ -103,11 +103,16 @@ public final class Driver {
         st.execute(command);
       }
     } catch (SQLException e) {
-      if (SqlStates.isSavepointGone(e)) {
-        throw rolledBack(c, "a savepoint idem set in it is gone", e);
-      }
-      throw e;
+      throw orRolledBack(c, e);
     }
+  }
+
+  /**
+   * {@code e}, or, if it is MariaDB's "SAVEPOINT does not exist" for a savepoint idem set, the
+   * {@link #rolledBack} error it shows: the server rolled the transaction back since.
+   */
+  public static SQLException orRolledBack(Connection c, SQLException e) {
+    return SqlStates.isSavepointGone(e) ? rolledBack(c, "a savepoint idem set in it is gone", e) : e;
   }
 
   /**

@@ -396,8 +396,7 @@ public final class BatchClaims {
         if (mariadb != null && SqlStates.isMariaDbDeadlock(e)) {
           // InnoDB rolled back the whole transaction, every claim and effect before this one with
           // it: the batch cannot go on in it (its savepoints are gone too), only run again
-          SQLException rolledBack = Driver.rolledBack(c, "message " + keys[i] + "'s effect was a deadlock's victim", e);
-          throw new DataAccessException(claims.name + ": " + rolledBack.getMessage(), rolledBack);
+          throw claims.lost(Driver.rolledBack(c, "message " + keys[i] + "'s effect was a deadlock's victim", e));
         }
         return e;
       }

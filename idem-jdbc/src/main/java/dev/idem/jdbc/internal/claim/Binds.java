@@ -101,7 +101,7 @@ public final class Binds implements Function<String, Object> {
       case "result" -> result;
       case "fence" -> fence;
       case "seq" -> seq;
-      case "stamp" -> claimStamp == null ? null : java.time.LocalDateTime.ofInstant(claimStamp, java.time.ZoneOffset.UTC);
+      case "stamp" -> claimStamp == null ? null : dev.idem.jdbc.internal.DbTime.utc(claimStamp);
       default -> throw new IllegalStateException("no value for parameter " + name);
     };
   }

@@ -3,6 +3,7 @@ package dev.idem.jdbc.internal.claim;
 import dev.idem.internal.Events;
 import dev.idem.jdbc.internal.ClaimSignal;
 import dev.idem.jdbc.internal.Context;
+import dev.idem.jdbc.internal.DbTime;
 import dev.idem.jdbc.internal.Driver;
 import dev.idem.jdbc.internal.Expiry;
 import dev.idem.jdbc.internal.OwnTransaction;
@@ -706,7 +707,7 @@ public final class Claims {
 
   /** MariaDB: re-claims the key's row past its window; the stamp it now has, or null if another copy re-claimed it first. */
   java.time.Instant reclaimStamp(Connection c, Binds binds) throws SQLException {
-    return reclaim.run(c, binds, 0, rs -> rs.next() ? dev.idem.jdbc.internal.DbTime.read(rs, 1, true).toInstant() : null);
+    return reclaim.run(c, binds, 0, rs -> rs.next() ? DbTime.read(rs, 1, true).toInstant() : null);
   }
 
   /**
@@ -802,7 +803,7 @@ public final class Claims {
     try {
       ClaimTable.run(c, sql, binds);
     } catch (SQLException e) {
-      throw failed(SqlStates.isSavepointGone(e) ? Driver.rolledBack(c, "a savepoint idem set in it is gone", e) : e);
+      throw failed(Driver.orRolledBack(c, e));
     }
   }
 
@@ -813,8 +814,13 @@ public final class Claims {
   void requireNotRolledBack(Connection c) {
     SQLException rolledBack = Driver.rolledBackBy(c);
     if (rolledBack != null) {
-      throw new DataAccessException(name + ": " + rolledBack.getMessage() + "; nothing of it is committed", rolledBack);
+      throw lost(rolledBack);
     }
+  }
+
+  /** The failure of a call whose transaction the server rolled back under it ({@link Driver#rolledBack}). */
+  DataAccessException lost(SQLException rolledBack) {
+    return new DataAccessException(name + ": " + rolledBack.getMessage() + "; nothing of it is committed", rolledBack);
   }
 
   /** Runs {@link MariaDbClaimSql#keptAndCommit} (or its storing form): its signal is the transaction rolled back under the effect. */
@@ -823,8 +829,7 @@ public final class Claims {
       ClaimTable.run(c, sql, binds);
     } catch (SQLException e) {
       if (e.getMessage() != null && e.getMessage().contains(MariaDbClaimSql.CLAIM_GONE)) {
-        SQLException rolledBack = Driver.rolledBack(c, "the claim of key " + binds.key + " is gone", e);
-        throw new DataAccessException(name + ": " + rolledBack.getMessage() + "; nothing of it is committed", rolledBack);
+        throw lost(Driver.rolledBack(c, "the claim of key " + binds.key + " is gone", e));
       }
       throw failed(e);
     }
@@ -848,7 +853,7 @@ public final class Claims {
       ps.setString(1, scope);
       for (int i = 0; i < keys.size(); i++) {
         ps.setString(2 * i + 2, keys.get(i));
-        ps.setObject(2 * i + 3, java.time.LocalDateTime.ofInstant(stamps.get(i), java.time.ZoneOffset.UTC));
+        ps.setObject(2 * i + 3, DbTime.utc(stamps.get(i)));
       }
       try (java.sql.ResultSet rs = ps.executeQuery()) {
         rs.next();
@@ -858,9 +863,8 @@ public final class Claims {
       throw failed(e);
     }
     if (kept != keys.size()) {
-      SQLException rolledBack = Driver.rolledBack(c, "the claims of " + (keys.size() - kept) + " of its " + keys.size()
-          + " keys are gone", new SQLException("an effect caught the database's error and went on"));
-      throw new DataAccessException(name + ": " + rolledBack.getMessage() + "; nothing of it is committed", rolledBack);
+      throw lost(Driver.rolledBack(c, "the claims of " + (keys.size() - kept) + " of its " + keys.size()
+          + " keys are gone", new SQLException("an effect caught the database's error and went on")));
     }
   }
 

@@ -70,7 +70,7 @@ final class MariaDbClaimSql {
   private final String batchInsertAtOnce;
   private final String batchRead;
   private final String unclaim;
-  /** Counts the rows of keys of a scope stamped within a range: see {@link #claimsKept}. */
+  /** Counts the rows of keys of a scope that still have their claims' stamps: see {@link #claimsKept}. */
   private final String kept;
   /**
    * A claim's end in a transaction of idem's own, in one round trip: a compound statement that
